@@ -1,0 +1,71 @@
+"""The one result type every rule and doctor check produces, and how findings are ranked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Severity = Literal["error", "warning", "info"]
+
+SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A diagnosis: what is wrong, the numbers from this run that prove it, and what to change.
+
+    ``impact`` is the share of steady-state wall time the problem costs (0..1), or None when it
+    cannot be estimated honestly. ``where`` is ``file:line`` in the user's own code when known.
+    """
+
+    id: str
+    severity: Severity
+    title: str
+    evidence: tuple[str, ...] = ()
+    fix: tuple[str, ...] = ()
+    impact: float | None = None
+    where: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "severity": self.severity,
+            "title": self.title,
+            "impact": None if self.impact is None else round(self.impact, 4),
+            "evidence": list(self.evidence),
+            "where": self.where,
+            "fix": list(self.fix),
+        }
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A rule that could not be judged because its signals are missing (never read as zero)."""
+
+    id: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"id": self.id, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Findings ordered most harmful first, plus the rules that were skipped and why."""
+
+    findings: tuple[Finding, ...] = ()
+    skipped: tuple[Skipped, ...] = field(default_factory=tuple)
+
+
+def rank(findings: list[Finding] | tuple[Finding, ...]) -> tuple[Finding, ...]:
+    """Most harmful first: severity, then impact (unknown impact after known), then id."""
+    return tuple(
+        sorted(
+            findings,
+            key=lambda f: (
+                SEVERITY_RANK[f.severity],
+                -(f.impact if f.impact is not None else -1.0),
+                f.id,
+            ),
+        )
+    )

@@ -1,0 +1,186 @@
+"""Session → Metrics: the numbers every rule and renderer reads. Pure: no I/O.
+
+Steady state: the first steps carry start-up (imports, the first optimizer construction that
+imports torch._dynamo, worker start, allocator warm-up), so the first ``warmup_steps`` are
+excluded — at least 1, 5 % of the steps, at most 20 — and the metrics say how many and how
+long. With fewer than ``MIN_STEADY`` steady steps there is no steady state to judge.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainprof.analysis.stats import bins, finite, mean, median, percentile
+from trainprof.store.events import ProcessLog
+from trainprof.store.session import Session
+
+MIN_STEADY = 5
+SPARK_BINS = 48
+
+
+@dataclass(frozen=True)
+class StepStats:
+    count: int
+    duration_s: float
+    steps_per_s: float
+    samples_per_s: float | None
+    p50_s: float
+    p95_s: float
+    max_s: float
+    data_wait_frac: float
+    sampler_frac: float
+    wait_per_step_s: float
+    fetches_per_step: float
+    batch_size: int | None  # median leading dim of the first batch of a step
+    samples_per_step: float | None
+
+
+@dataclass(frozen=True)
+class LoaderView:
+    """Where a loader's batch time goes, from the probe's counters."""
+
+    config: dict[str, Any]
+    main_fetch_ms: float | None  # dataset __getitem__ + collate in the main process, per batch
+    worker_fetch_ms: float | None  # the same, per batch, inside workers
+    workers_seen: int
+    first_batch_waits_s: tuple[float, ...]  # one per epoch (iterator start)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    unit: str  # "step" (optimizer steps) or "batch" (a job without an optimizer)
+    total_steps: int
+    warmup_steps: int
+    warmup_s: float | None
+    time_to_first_step_s: float | None
+    steady: StepStats | None
+    durations_s: tuple[float, ...] = ()  # steady per-step times (for rules that need them)
+    sparkline: tuple[float, ...] = ()
+    loaders: tuple[LoaderView, ...] = ()
+    usable_cpus: int | None = None
+    cpu_percent_mean: float | None = None
+    peak_rss_bytes: int | None = None
+    gpu_util_mean: float | None = None
+    gpu_unavailable: str | None = None
+    torch_seen: bool = False
+    exit_code: int | None = None
+    stopped_by: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def compute(session: Session) -> Metrics:
+    meta = session.meta
+    primary = session.primary
+    unit, cols = _step_columns(primary)
+    n = len(cols["t"]) if cols else 0
+    warm = min(max(1, math.ceil(0.05 * n)), 20) if n else 0
+    steady, durations = _steady(cols, warm) if n - warm >= MIN_STEADY else (None, ())
+    t0 = primary.t0 if primary else 0.0
+    launched = meta.get("t_launch")
+    first_t = t0 + cols["t"][0] / 1e6 if n else None
+    warm_end = t0 + cols["t"][warm - 1] / 1e6 if n and warm else None
+    window = (warm_end, t0 + cols["t"][-1] / 1e6) if steady and warm_end else None
+    return Metrics(
+        unit=unit,
+        total_steps=n,
+        warmup_steps=warm,
+        warmup_s=(warm_end - launched) if (warm_end and launched) else None,
+        time_to_first_step_s=(first_t - launched) if (first_t and launched) else None,
+        steady=steady,
+        durations_s=durations,
+        sparkline=tuple(bins(durations, SPARK_BINS)),
+        loaders=_loaders(session, primary),
+        usable_cpus=meta.get("usable_cpus"),
+        cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
+        peak_rss_bytes=_peak(session.samples.tree_rss),
+        gpu_util_mean=_window_mean(session, session.samples.gpu_util, window),
+        gpu_unavailable=session.samples.gpu_unavailable,
+        torch_seen=any(p.torch_imported_us is not None for p in session.processes),
+        exit_code=meta.get("exit_code"),
+        stopped_by=meta.get("stopped_by"),
+    )
+
+
+def _step_columns(primary: ProcessLog | None) -> tuple[str, dict[str, Any]]:
+    if primary is None:
+        return "step", {}
+    if primary.n_steps:
+        return "step", primary.steps
+    b = primary.batches
+    if not len(b["t"]):
+        return "step", {}
+    # A job without an optimizer: each batch is a step; its duration is the gap between batches.
+    ts = b["t"]
+    durs = [ts[0]] + [ts[i] - ts[i - 1] for i in range(1, len(ts))]
+    return "batch", {
+        "t": ts,
+        "dur": durs,
+        "wait": b["wait"],
+        "sampler": b["sampler"],
+        "batch_size": b["batch_size"],
+        "fetches": [1] * len(ts),
+        "samples": [max(x, 0) for x in b["batch_size"]],
+    }
+
+
+def _steady(cols: dict[str, Any], warm: int) -> tuple[StepStats, tuple[float, ...]]:
+    t = cols["t"]
+    durs = [d / 1e6 for d in cols["dur"][warm:]]
+    span = (t[-1] - t[warm - 1]) / 1e6 if warm else sum(durs)
+    total = sum(durs)
+    waits = cols["wait"][warm:]
+    samples = [s for s in cols["samples"][warm:] if s > 0]
+    bs = [b for b in cols["batch_size"][warm:] if b > 0]
+    ordered = sorted(durs)
+    count = len(durs)
+    return (
+        StepStats(
+            count=count,
+            duration_s=span,
+            steps_per_s=count / span if span > 0 else math.nan,
+            samples_per_s=sum(samples) / span if samples and span > 0 else None,
+            p50_s=percentile(ordered, 50),
+            p95_s=percentile(ordered, 95),
+            max_s=ordered[-1],
+            data_wait_frac=min(1.0, sum(waits) / 1e6 / total) if total > 0 else 0.0,
+            sampler_frac=min(1.0, sum(cols["sampler"][warm:]) / 1e6 / total) if total > 0 else 0.0,
+            wait_per_step_s=sum(waits) / 1e6 / count,
+            fetches_per_step=median(cols["fetches"][warm:]),
+            batch_size=int(median(bs)) if bs else None,
+            samples_per_step=sum(samples) / count if samples else None,
+        ),
+        tuple(durs),
+    )
+
+
+def _loaders(session: Session, primary: ProcessLog | None) -> tuple[LoaderView, ...]:
+    if primary is None:
+        return ()
+    workers = session.workers
+    w_count = sum(w.fetch_count for w in workers)
+    w_us = sum(w.fetch_us for w in workers)
+    views = []
+    for key, cfg in sorted(primary.loaders.items()):
+        uses_workers = (cfg.get("num_workers") or 0) > 0
+        main_ms = primary.fetch_us / primary.fetch_count / 1e3 if primary.fetch_count and not uses_workers else None
+        worker_ms = w_us / w_count / 1e3 if w_count and uses_workers else None
+        firsts = tuple(w / 1e6 for k, _t, w in primary.epochs if k == key)
+        views.append(LoaderView(cfg, main_ms, worker_ms, len(workers) if uses_workers else 0, firsts))
+    return tuple(views)
+
+
+def _window_mean(session: Session, series: Any, window: tuple[float, float] | None) -> float | None:
+    ts = session.samples.t
+    if window is not None:
+        vals = finite(v for t, v in zip(ts, series, strict=True) if window[0] <= t <= window[1])
+        if vals:
+            return mean(vals)
+    vals = finite(series)
+    return mean(vals) if vals else None
+
+
+def _peak(series: Any) -> int | None:
+    vals = finite(series)
+    return int(max(vals)) if vals else None

@@ -1,0 +1,38 @@
+"""The typer app: registers the commands and maps TrainprofError to one line and an exit code."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from trainprof.commands import demo, doctor, report, run
+from trainprof.errors import TrainprofError
+
+app = typer.Typer(
+    name="trainprof",
+    help=(
+        "Tells you why your PyTorch training is slow or broken, and what to change.\n\n"
+        "Start with `trainprof run train.py \\[args]`, or `trainprof demo` to see a report."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+
+PASSTHROUGH = {"allow_interspersed_args": False, "ignore_unknown_options": True}
+
+app.command("run", context_settings=PASSTHROUGH)(run.run)
+app.command("report")(report.report)
+app.command("demo")(demo.demo)
+app.command("doctor")(doctor.doctor)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except TrainprofError as exc:
+        print(f"trainprof: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)

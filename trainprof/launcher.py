@@ -1,0 +1,222 @@
+"""Start the job as a child with the probe injected, forward signals, and collect its exit.
+
+The job runs in its own process group so signals reach it and its DataLoader workers
+together. When trainprof owns the terminal, the job's group is made the foreground group, so
+Ctrl-C and terminal reads behave exactly as without trainprof; otherwise trainprof forwards
+SIGINT/SIGTERM/SIGHUP to the group. Output goes through a pty when trainprof's own stream is a
+terminal (the job sees a terminal, line-buffered, as it would without trainprof) and through a
+pipe otherwise (as if redirected).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trainprof
+from trainprof.errors import TrainprofError
+from trainprof.output import StreamPump, TerminalLock
+from trainprof.store.rundir import STDERR_LOG, STDOUT_LOG
+from trainprof.store.schema import ENV_MAX_STEPS, ENV_PKG_PARENT, ENV_RUN_DIR
+
+BOOTSTRAP_DIR = Path(trainprof.__file__).parent / "bootstrap"
+PKG_PARENT = Path(trainprof.__file__).parent.parent
+
+
+def resolve_command(args: list[str]) -> list[str]:
+    """A script runs with this Python; anything else must be a program on PATH or a path."""
+    if not args:
+        raise TrainprofError("nothing to run: give a script (train.py) or `-- <command>`")
+    first = args[0]
+    if first.endswith(".py"):
+        if not Path(first).is_file():
+            raise TrainprofError(f"no such script: {first}")
+        return [sys.executable, *args]
+    if os.sep in first:
+        if not (Path(first).is_file() and os.access(first, os.X_OK)):
+            raise TrainprofError(f"not an executable file: {first}")
+        return list(args)
+    if shutil.which(first) is None:
+        raise TrainprofError(f"command not found: {first}")
+    return list(args)
+
+
+def probe_env(run_dir: Path, max_steps: int | None, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    old = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(BOOTSTRAP_DIR) + (os.pathsep + old if old else "")
+    env[ENV_RUN_DIR] = str(run_dir)
+    env[ENV_PKG_PARENT] = str(PKG_PARENT)
+    if max_steps:
+        env[ENV_MAX_STEPS] = str(max_steps)
+    return env
+
+
+@dataclass
+class Job:
+    command: list[str]
+    env: dict[str, str]
+    run_dir: Path
+    terminal: TerminalLock | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    pumps: list[StreamPump] = field(default_factory=list)
+    started_at: float = 0.0
+    forwarded: list[str] = field(default_factory=list)
+    _tty_fd: int | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> None:
+        out_r, out_w = _channel(sys.stdout)
+        err_r, err_w = _channel(sys.stderr)
+        self.started_at = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(
+                self.command, env=self.env, stdout=out_w, stderr=err_w, **_own_group()
+            )
+        except OSError as exc:
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            raise TrainprofError(f"could not start {self.command[0]}: {exc.strerror}") from None
+        os.close(out_w)
+        os.close(err_w)
+        self.pumps = [
+            StreamPump(out_r, sys.stdout.fileno(), self.run_dir / STDOUT_LOG, self.terminal),
+            StreamPump(err_r, sys.stderr.fileno(), self.run_dir / STDERR_LOG, self.terminal),
+        ]
+        for p in self.pumps:
+            p.start()
+        self._give_terminal()
+
+    def poll(self, timeout: float) -> int | None:
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def send(self, sig: int) -> None:
+        """Signal the job's whole process group (main process and its workers)."""
+        self.forwarded.append(signal.Signals(sig).name)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, sig)
+
+    def finish(self, grace_s: float = 1.0) -> None:
+        """After the main process ended: take the terminal back, end leftover workers, drain output."""
+        self._take_terminal_back()
+        if _group_alive(self.pid):
+            deadline = time.monotonic() + grace_s
+            while _group_alive(self.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                if not _group_alive(self.pid):
+                    break
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.pid, sig)
+                deadline = time.monotonic() + grace_s
+                while _group_alive(self.pid) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+        for p in self.pumps:
+            p.join(timeout=5)
+
+    def _give_terminal(self) -> None:
+        """Make the job the terminal's foreground group, as a shell would."""
+        try:
+            fd = sys.stdin.fileno()
+            if not os.isatty(fd) or os.tcgetpgrp(fd) != os.getpgrp():
+                return
+            with _ignoring(signal.SIGTTOU):
+                os.tcsetpgrp(fd, self.pid)
+            self._tty_fd = fd
+        except (OSError, ValueError, AttributeError):
+            self._tty_fd = None
+
+    def _take_terminal_back(self) -> None:
+        if self._tty_fd is None:
+            return
+        with contextlib.suppress(OSError), _ignoring(signal.SIGTTOU):
+            os.tcsetpgrp(self._tty_fd, os.getpgrp())
+        self._tty_fd = None
+
+
+def exit_code_of(returncode: int) -> int:
+    """Killed by signal N → 128+N, as a shell reports it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _channel(stream: object) -> tuple[int, int]:
+    """(read end for trainprof, write end for the job): a pty if the stream is a terminal."""
+    try:
+        fileno = stream.fileno()  # type: ignore[attr-defined]
+        is_tty = os.isatty(fileno)
+    except (AttributeError, OSError, ValueError):
+        is_tty = False
+    if is_tty:
+        import pty
+        import termios
+
+        master, slave = pty.openpty()
+        with contextlib.suppress(termios.error, OSError):
+            attrs = termios.tcgetattr(slave)
+            attrs[1] &= ~termios.ONLCR  # pass "\n" through as "\n"
+            termios.tcsetattr(slave, termios.TCSANOW, attrs)
+            import fcntl
+
+            size = fcntl.ioctl(fileno, termios.TIOCGWINSZ, b"\0" * 8)
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, size)
+        return master, slave
+    return os.pipe()
+
+
+def _own_group() -> dict[str, object]:
+    if sys.version_info >= (3, 11):
+        return {"process_group": 0}
+    return {"preexec_fn": os.setpgrp}  # pragma: no cover (Python 3.10)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return _has_live_member(pgid)
+
+
+def _has_live_member(pgid: int) -> bool:
+    """killpg(0) also succeeds for zombies; look for a member that is not one."""
+    try:
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2 :].split()
+            if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    except OSError:
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def _ignoring(sig: int):  # type: ignore[no-untyped-def]
+    old = signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(sig, old)

@@ -1,0 +1,130 @@
+"""What the runner knows while the job runs: steps so far, recent rate, data wait, last step.
+
+Fed by tailing the event files; keeps a fixed-size window, so memory stays flat however long
+the job runs. The status line is drawn only on a terminal and only between whole lines of
+the job's output.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainprof.output import TerminalLock, write_all
+from trainprof.store.events import EventTail
+from trainprof.store.schema import BATCH, STEP
+
+WINDOW = 256
+
+
+@dataclass
+class LiveStats:
+    steps: int = 0
+    batches: int = 0
+    last_progress: float | None = None  # monotonic time of the newest step or batch
+    recent: collections.deque[tuple[float, float, float, int]] = field(
+        default_factory=lambda: collections.deque(maxlen=WINDOW)
+    )  # (t_end, dur_s, wait_s, samples)
+    per_step_s: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=WINDOW))
+
+    def feed(self, header: dict[str, Any], line: str) -> None:
+        if header.get("role") == "worker":
+            return
+        kind = line[:1]
+        if kind == STEP:
+            f = line.split()
+            t = float(header["t0"]) + int(f[1]) / 1e6
+            dur, wait = int(f[2]) / 1e6, int(f[3]) / 1e6
+            self.steps += 1
+            self.recent.append((t, dur, wait, max(int(f[7]), 0)))
+            if self.steps > 1:
+                self.per_step_s.append(dur)
+            self._progress(t)
+        elif kind == BATCH:
+            f = line.split()
+            self.batches += 1
+            self._progress(float(header["t0"]) + int(f[1]) / 1e6)
+
+    def _progress(self, t: float) -> None:
+        if self.last_progress is None or t > self.last_progress:
+            self.last_progress = t
+
+    def rate(self) -> tuple[float | None, float | None, float | None]:
+        """(steps/s, samples/s, data-wait share) over the recent window."""
+        if len(self.recent) < 2:
+            return None, None, None
+        span = self.recent[-1][0] - self.recent[0][0]
+        if span <= 0:
+            return None, None, None
+        rows = list(self.recent)[1:]
+        total = sum(r[1] for r in rows)
+        samples = sum(r[3] for r in rows)
+        wait = sum(r[2] for r in rows) / total if total > 0 else None
+        return len(rows) / span, (samples / span if samples else None), wait
+
+
+class LiveView:
+    """Tails the run directory once a second and redraws one status line on a terminal."""
+
+    def __init__(self, run_dir: str, terminal: TerminalLock | None, fd: int) -> None:
+        self.tail = EventTail(run_dir)
+        self.stats = LiveStats()
+        self.terminal = terminal
+        self.fd = fd
+        self.latest_sample: dict[str, Any] | None = None
+
+    def update(self) -> None:
+        for header, line in self.tail.poll():
+            self.stats.feed(header, line)
+
+    def draw(self, elapsed: float) -> None:
+        term = self.terminal
+        if term is None:
+            return
+        with term.lock:
+            if not term.at_line_start:
+                return
+            text = self.status_text(elapsed)
+            try:
+                width = os.get_terminal_size(self.fd).columns
+            except OSError:
+                width = 100
+            write_all(self.fd, ("\r\x1b[K\x1b[2m" + text[: max(width - 1, 10)] + "\x1b[0m").encode())
+            term.status_shown = True
+
+    def erase(self) -> None:
+        if self.terminal is not None:
+            with self.terminal.lock:
+                self.terminal.clear_status(self.fd)
+
+    def status_text(self, elapsed: float) -> str:
+        s = self.stats
+        parts = [f"trainprof {_clock(elapsed)}", f"steps {s.steps}" if s.steps else f"batches {s.batches}"]
+        it_s, samples_s, wait = s.rate()
+        if it_s is not None:
+            parts.append(f"{it_s:.1f} it/s")
+        if samples_s is not None:
+            parts.append(f"{samples_s:.0f} samples/s")
+        if wait is not None:
+            parts.append(f"data wait {wait:.0%}")
+        sample = self.latest_sample
+        if sample:
+            procs = sample.get("procs") or []
+            cpu = sum(p.get("cpu") or 0 for p in procs)
+            rss = sum(p.get("rss") or 0 for p in procs)
+            parts.append(f"CPU {cpu:.0f}%")
+            parts.append(f"RSS {rss / 2**20:.0f} MB")
+            gpus = sample.get("gpu")
+            if gpus:
+                utils = [g["util"] for g in gpus if g.get("util") is not None]
+                if utils:
+                    parts.append(f"GPU {sum(utils) / len(utils):.0f}%")
+        return " · ".join(parts)
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"

@@ -1,0 +1,111 @@
+"""Pass the job's output through byte for byte, and keep a bounded copy in the run directory.
+
+Each stream gets a thread that copies from the job's pipe (or pty) to trainprof's own stream
+as soon as bytes arrive. The copy on disk keeps the first ``HEAD_BYTES`` and the last
+``TAIL_BYTES`` of each stream, so a job that prints gigabytes costs megabytes, and the end of
+the output (where the traceback is) is always kept.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from trainprof.store.rundir import open_private
+
+HEAD_BYTES = 4 * 1024 * 1024
+TAIL_BYTES = 1024 * 1024
+
+
+class TerminalLock:
+    """Serialises job output and trainprof's live status line on the same terminal."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.status_shown = False
+        self.at_line_start = True
+
+    def clear_status(self, fd: int) -> None:
+        if self.status_shown:
+            write_all(fd, b"\r\x1b[K")
+            self.status_shown = False
+
+
+class StreamPump:
+    def __init__(
+        self, source_fd: int, dest_fd: int, log_path: Path, terminal: TerminalLock | None
+    ) -> None:
+        self.source_fd = source_fd
+        self.dest_fd = dest_fd
+        self.log_path = log_path
+        self.terminal = terminal
+        self.total_bytes = 0
+        self._tail = bytearray()
+        self._log = open_private(log_path)
+        self._thread = threading.Thread(target=self._run, name="trainprof-pump", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                try:
+                    data = os.read(self.source_fd, 65536)
+                except OSError:  # EIO: the pty's last writer closed it
+                    break
+                if not data:
+                    break
+                self._forward(data)
+                self._keep(data)
+        finally:
+            self._finish()
+
+    def _forward(self, data: bytes) -> None:
+        term = self.terminal
+        try:
+            if term is None:
+                write_all(self.dest_fd, data)
+                return
+            with term.lock:
+                term.clear_status(self.dest_fd)
+                write_all(self.dest_fd, data)
+                term.at_line_start = data.endswith(b"\n")
+        except OSError:
+            pass  # our own stdout went away (a closed pipe); keep draining the job's
+
+    def _keep(self, data: bytes) -> None:
+        room = HEAD_BYTES - self.total_bytes
+        if room > 0:
+            self._log.write(data[:room])
+        if len(data) > room:
+            self._tail += data[max(room, 0) :]
+            if len(self._tail) > 2 * TAIL_BYTES:
+                del self._tail[: len(self._tail) - TAIL_BYTES]
+        self.total_bytes += len(data)
+
+    def _finish(self) -> None:
+        try:
+            if self.total_bytes > HEAD_BYTES:
+                tail = bytes(self._tail[-TAIL_BYTES:])
+                omitted = self.total_bytes - HEAD_BYTES - len(tail)
+                if omitted > 0:
+                    self._log.write(f"\n[trainprof: {omitted} bytes omitted]\n".encode())
+                self._log.write(tail)
+            self._log.close()
+        finally:
+            try:
+                os.close(self.source_fd)
+            except OSError:
+                pass
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]

@@ -1,0 +1,98 @@
+"""The probe: runs inside the user's job. Standard library only until torch is imported.
+
+``start()`` is called once per process by the bootstrap ``sitecustomize``. It opens nothing
+yet (the event file is created at the first record), registers a post-import hook for torch,
+a fork handler, an exit flush and an exception recorder. Everything is fail-open: an error in
+the probe switches the probe off, never the job.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+import time
+
+from trainprof.probe.writer import EventWriter
+from trainprof.store.schema import ENV_DISABLE, ENV_MAX_STEPS, ENV_RUN_DIR, INFO
+
+_writer: EventWriter | None = None
+
+
+def writer() -> EventWriter | None:
+    return _writer
+
+
+def disabled_parts() -> frozenset[str]:
+    return frozenset(p for p in os.environ.get(ENV_DISABLE, "").split(",") if p)
+
+
+def max_steps() -> int | None:
+    try:
+        n = int(os.environ.get(ENV_MAX_STEPS, ""))
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
+def start() -> None:
+    """Start once per process; a second call (or a missing run directory) does nothing."""
+    global _writer
+    if _writer is not None:
+        return
+    run_dir = os.environ.get(ENV_RUN_DIR)
+    if not run_dir or not os.path.isdir(run_dir) or "all" in disabled_parts():
+        return
+    w = EventWriter(run_dir)
+    if os.environ.get("RANK") is not None:
+        w.set_role("rank")
+    _writer = w
+    os.register_at_fork(after_in_child=w.after_fork_in_child)
+    atexit.register(_at_exit)
+    _chain_excepthook()
+    from trainprof.probe.import_hook import call_after_import
+
+    call_after_import("torch", _on_torch_imported)
+
+
+def _on_torch_imported(torch_module: object) -> None:
+    try:
+        from trainprof.probe import torch_hooks
+
+        torch_hooks.install(torch_module)
+    except Exception as exc:  # fail open, but say so in the record for the report
+        record_info({"probe_error": f"{type(exc).__name__}: {exc}"})
+
+
+def record_info(info: dict[str, object]) -> None:
+    w = _writer
+    if w is not None:
+        info = {"t": w.us(time.monotonic()), **info}
+        w.add(f"{INFO} {json.dumps(info, default=str)}\n")
+
+
+def _at_exit() -> None:
+    w = _writer
+    if w is not None:
+        try:
+            hooks = sys.modules.get("trainprof.probe.torch_hooks")
+            if hooks is not None:
+                hooks.flush_counters()
+            w.close()
+        except Exception:
+            pass
+
+
+def _chain_excepthook() -> None:
+    """Remember the exception that ends the job (type and message), then print it as usual."""
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):  # type: ignore[no-untyped-def]
+        try:
+            record_info({"exception": exc_type.__name__, "message": str(exc)[:2000]})
+        except Exception:
+            pass
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook

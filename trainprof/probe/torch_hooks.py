@@ -1,0 +1,324 @@
+"""Hooks installed into torch once the user's code has imported it.
+
+Measured per optimizer step (the primary optimizer: the first one that steps, so a GAN's
+second optimizer does not split steps): wall time since the previous step, time inside
+DataLoader ``__next__`` (data wait) and, within it, in the sampler (``_next_index``), the
+leading dimension of the first tensor of the batch, the number of fetches and samples.
+Before the first optimizer step, and in jobs that never step one, each fetch is its own
+record. Also: each DataLoader's configuration, each epoch's first-batch wait, ``torch.save``
+calls, top-level ``train()``/``eval()`` switches, dataset fetch time (in workers too), and a
+DataLoader worker's identity.
+
+Everything on the hot path is a few clock reads and integer adds; formatting happens once per
+step. Any probe error disables that hook's bookkeeping, never the job's call.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from typing import Any
+
+from trainprof import probe
+from trainprof.store.schema import BATCH, EPOCH, FETCH, LOADER, MODE, SAVE, STEP, TORCH
+
+_clock = time.monotonic
+
+
+class _State:
+    """Counters for the step in progress (one set per process)."""
+
+    def __init__(self) -> None:
+        self.primary_opt_id: int | None = None
+        self.last_boundary = 0.0
+        self.steps = 0
+        self.wait = 0.0
+        self.sampler = 0.0
+        self.fetches = 0
+        self.samples = 0
+        self.batch_size = -1
+        self.max_steps: int | None = None
+        self.loader_keys: dict[int, int] = {}
+        self.training: bool | None = None
+        self.train_depth = 0
+        self.fetch_count = 0
+        self.fetch_time = 0.0
+        self.fetch_reported = 0
+
+
+_state = _State()
+
+
+def install(torch: Any) -> None:
+    w = probe.writer()
+    if w is None:
+        return
+    off = probe.disabled_parts()
+    _state.last_boundary = w.t0
+    _state.max_steps = probe.max_steps()
+    w.add(f"{TORCH} {w.us(_clock())}\n")
+    w.on_tick = flush_counters
+    import torch.optim.optimizer as optim_mod
+    import torch.utils.data._utils.fetch as fetch_mod
+    import torch.utils.data._utils.worker as worker_mod
+    import torch.utils.data.dataloader as dl
+
+    if "steps" not in off:
+        optim_mod.register_optimizer_step_post_hook(_on_optimizer_step)
+    if "loader" not in off:
+        _wrap_loader(dl)
+    if "fetch" not in off:
+        for cls in (fetch_mod._MapDatasetFetcher, fetch_mod._IterableDatasetFetcher):
+            cls.fetch = _timed_fetch(cls.fetch)  # type: ignore[method-assign]
+    worker_mod._worker_loop = _worker_loop(worker_mod._worker_loop)
+    if "save" not in off:
+        torch.save = _timed_save(torch.save)
+    if "mode" not in off:
+        torch.nn.Module.train = _watched_train(torch.nn.Module.train)
+
+
+def flush_counters() -> None:
+    """Write the cumulative dataset-fetch counter if it moved (called at flush points)."""
+    w = probe.writer()
+    if w is None or _state.fetch_count == _state.fetch_reported:
+        return
+    _state.fetch_reported = _state.fetch_count
+    w.add(f"{FETCH} {w.us(_clock())} {_state.fetch_count} {int(_state.fetch_time * 1e6)}\n")
+
+
+# ---------------------------------------------------------------- optimizer steps
+
+
+def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    s = _state
+    if s.primary_opt_id is None:
+        s.primary_opt_id = id(optimizer)
+    elif id(optimizer) != s.primary_opt_id:
+        return
+    now = _clock()
+    w = probe.writer()
+    if w is None:
+        return
+    s.steps += 1
+    w.add(
+        f"{STEP} {w.us(now)} {int((now - s.last_boundary) * 1e6)} {int(s.wait * 1e6)} "
+        f"{int(s.sampler * 1e6)} {s.batch_size} {s.fetches} {s.samples}\n"
+    )
+    s.last_boundary = now
+    s.wait = s.sampler = 0.0
+    s.fetches = s.samples = 0
+    if s.max_steps is not None and s.steps >= s.max_steps:
+        probe.record_info({"stop": "steps", "steps": s.steps})
+        w.flush()
+        raise SystemExit(0)
+
+
+# ---------------------------------------------------------------- DataLoader
+
+
+def _wrap_loader(dl: Any) -> None:
+    base = dl._BaseDataLoaderIter
+    orig_next = base.__next__
+    orig_next_index = base._next_index
+    orig_iter = dl.DataLoader.__iter__
+
+    @functools.wraps(orig_next)
+    def __next__(self: Any) -> Any:
+        t0 = _clock()
+        batch = orig_next(self)
+        dt = _clock() - t0
+        s = _state
+        s.wait += dt
+        s.fetches += 1
+        n = _leading_dim(batch)
+        if s.fetches == 1:
+            s.batch_size = n
+        if n > 0:
+            s.samples += n
+        started = getattr(self, "_tp_epoch_start", None)
+        if started is not None:
+            self._tp_epoch_start = None
+            _record_epoch(self, started, dt)
+        if s.steps == 0:
+            w = probe.writer()
+            if w is not None:
+                w.add(f"{BATCH} {w.us(t0 + dt)} {int(dt * 1e6)} {int(s.sampler * 1e6)} {n}\n")
+        return batch
+
+    @functools.wraps(orig_next_index)
+    def _next_index(self: Any) -> Any:
+        t0 = _clock()
+        try:
+            return orig_next_index(self)
+        finally:
+            _state.sampler += _clock() - t0
+
+    @functools.wraps(orig_iter)
+    def __iter__(self: Any) -> Any:
+        t0 = _clock()
+        it = orig_iter(self)
+        try:
+            key = _loader_key(self)
+            it._tp_epoch_start = t0
+            it._tp_loader_key = key
+        except Exception:
+            pass
+        return it
+
+    base.__next__ = __next__
+    base._next_index = _next_index
+    dl.DataLoader.__iter__ = __iter__
+
+
+def _record_epoch(it: Any, started: float, first_wait: float) -> None:
+    w = probe.writer()
+    if w is not None:
+        key = getattr(it, "_tp_loader_key", -1)
+        w.add(f"{EPOCH} {key} {w.us(started)} {int(first_wait * 1e6)}\n")
+
+
+def _loader_key(loader: Any) -> int:
+    """A small integer per DataLoader object; its configuration is recorded the first time."""
+    keys = _state.loader_keys
+    key = keys.get(id(loader))
+    if key is not None:
+        return key
+    key = len(keys)
+    keys[id(loader)] = key
+    w = probe.writer()
+    if w is not None:
+        w.add(f"{LOADER} {key} {json.dumps(_loader_config(loader), default=str)}\n")
+    return key
+
+
+def _loader_config(loader: Any) -> dict[str, Any]:
+    import torch.multiprocessing as mp
+
+    sampler = getattr(loader, "sampler", None)
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    collate = getattr(loader, "collate_fn", None)
+    try:
+        length: int | None = len(loader)
+    except Exception:
+        length = None
+    return {
+        "batch_size": getattr(loader, "batch_size", None),
+        "num_workers": getattr(loader, "num_workers", None),
+        "pin_memory": getattr(loader, "pin_memory", None),
+        "persistent_workers": getattr(loader, "persistent_workers", None),
+        "prefetch_factor": getattr(loader, "prefetch_factor", None),
+        "drop_last": getattr(loader, "drop_last", None),
+        "sampler": _qualname(sampler),
+        "batch_sampler": _qualname(batch_sampler),
+        "collate_fn": _qualname(collate),
+        "dataset": _qualname(getattr(loader, "dataset", None)),
+        "len": length,
+        "sharing_strategy": mp.get_sharing_strategy(),
+        "start_method": mp.get_start_method(allow_none=True),
+    }
+
+
+def _qualname(obj: Any) -> str | None:
+    if obj is None:
+        return None
+    target = obj if callable(obj) and hasattr(obj, "__qualname__") else type(obj)
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
+
+
+def _leading_dim(batch: Any) -> int:
+    """Leading dimension of the first tensor found in the batch (-1 if none)."""
+    obj = batch
+    for _ in range(4):
+        shape = getattr(obj, "shape", None)
+        if shape is not None:
+            return int(shape[0]) if len(shape) else 1
+        if isinstance(obj, (list, tuple)):
+            if not obj:
+                return -1
+            obj = obj[0]
+        elif isinstance(obj, dict):
+            if not obj:
+                return -1
+            obj = next(iter(obj.values()))
+        else:
+            return -1
+    return -1
+
+
+def _timed_fetch(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def fetch(self: Any, possibly_batched_index: Any) -> Any:
+        t0 = _clock()
+        try:
+            return orig(self, possibly_batched_index)
+        finally:
+            _state.fetch_time += _clock() - t0
+            _state.fetch_count += 1
+
+    return fetch
+
+
+def _worker_loop(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def loop(*args: Any, **kwargs: Any) -> Any:
+        w = probe.writer()
+        if w is not None:
+            _state.fetch_count = _state.fetch_reported = 0
+            _state.fetch_time = 0.0
+            worker_id = kwargs.get("worker_id", args[10] if len(args) > 10 else None)
+            w.set_role("worker", worker_id=worker_id, parent_pid=os.getppid())
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            if w is not None:
+                flush_counters()
+                w.flush()
+
+    return loop
+
+
+# ---------------------------------------------------------------- checkpoints and modes
+
+
+def _timed_save(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+        t0 = _clock()
+        try:
+            return orig(obj, f, *args, **kwargs)
+        finally:
+            t1 = _clock()
+            w = probe.writer()
+            if w is not None:
+                w.add(f"{SAVE} {w.us(t1)} {int((t1 - t0) * 1e6)} {_saved_bytes(f)} {json.dumps(str(f))}\n")
+
+    return save
+
+
+def _saved_bytes(f: Any) -> int:
+    try:
+        if isinstance(f, (str, os.PathLike)):
+            return os.path.getsize(f)
+        return int(f.tell())
+    except Exception:
+        return -1
+
+
+def _watched_train(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def train(self: Any, mode: bool = True) -> Any:
+        s = _state
+        s.train_depth += 1
+        try:
+            return orig(self, mode)
+        finally:
+            s.train_depth -= 1
+            if s.train_depth == 0 and s.training is not bool(mode):
+                s.training = bool(mode)
+                w = probe.writer()
+                if w is not None:
+                    w.add(f"{MODE} {w.us(_clock())} {int(bool(mode))}\n")
+
+    return train

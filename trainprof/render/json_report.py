@@ -1,0 +1,50 @@
+"""The report contract (DESIGN.md section 5) as a plain dict."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from trainprof.analysis.findings import Verdict
+from trainprof.analysis.metrics import Metrics
+
+SCHEMA = "trainprof.report/1"
+
+
+def _num(v: float | None, digits: int = 4) -> float | None:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return round(float(v), digits)
+
+
+def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dict[str, Any]:
+    s = metrics.steady
+    return {
+        "schema": SCHEMA,
+        "run": {
+            "command": meta.get("command", []),
+            "exit_code": meta.get("exit_code"),
+            "signal": meta.get("signal"),
+            "wall_s": _num(meta.get("wall_s"), 3),
+            "run_dir": meta.get("run_dir"),
+            "stopped_by": meta.get("stopped_by"),
+        },
+        "summary": {
+            "steps": metrics.total_steps,
+            "unit": metrics.unit,
+            "warmup_steps_excluded": metrics.warmup_steps,
+            "steps_per_s": _num(s.steps_per_s) if s else None,
+            "samples_per_s": _num(s.samples_per_s) if s else None,
+            "step_time_s": (
+                {"p50": _num(s.p50_s, 6), "p95": _num(s.p95_s, 6), "max": _num(s.max_s, 6)}
+                if s
+                else None
+            ),
+            "data_wait_frac": _num(s.data_wait_frac) if s else None,
+            "gpu_util_mean": _num(metrics.gpu_util_mean, 2),
+            "cpu_percent_mean": _num(metrics.cpu_percent_mean, 2),
+            "peak_rss_bytes": metrics.peak_rss_bytes,
+        },
+        "findings": [f.to_json() for f in verdict.findings],
+        "skipped": [s.to_json() for s in verdict.skipped],
+    }

@@ -1,0 +1,150 @@
+"""A live run: launcher + samplers + live view, until the job ends; then analysis and report."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from trainprof.analysis.pipeline import analyze
+from trainprof.launcher import Job, exit_code_of, probe_env, resolve_command
+from trainprof.live import LiveView
+from trainprof.output import TerminalLock
+from trainprof.render import console as console_render
+from trainprof.render.json_report import report_dict
+from trainprof.samplers.loop import SamplerLoop
+from trainprof.store import rundir
+from trainprof.store.session import Session
+
+TIMEOUT_EXIT = 124  # as GNU timeout
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    command: list[str]
+    run_dir: Path | None = None
+    json_path: Path | None = None
+    steps: int | None = None
+    timeout_s: float | None = None
+    interval_s: float = 0.5
+    quiet: bool = False
+    verbose: bool = False
+
+
+def usable_cpus() -> int | None:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def run(opts: RunOptions) -> int:
+    command = resolve_command(opts.command)
+    explicit = opts.run_dir is not None
+    run_dir = rundir.create(opts.run_dir or rundir.default_run_dir(command), explicit)
+    meta: dict[str, Any] = {
+        "command": command,
+        "cwd": os.getcwd(),
+        "run_dir": str(run_dir),
+        "usable_cpus": usable_cpus(),
+        "interval_s": opts.interval_s,
+        "max_steps": opts.steps,
+        "timeout_s": opts.timeout_s,
+        "wall_start": time.time(),
+    }
+    interactive = sys.stderr.isatty() and not opts.quiet
+    terminal = TerminalLock() if interactive else None
+    job = Job(command, probe_env(run_dir, opts.steps), run_dir, terminal)
+    job.start()
+    meta["t_launch"] = job.started_at
+    rundir.write_json(run_dir / rundir.META, meta)
+    sampler = SamplerLoop(job.pid, run_dir / rundir.SAMPLES, opts.interval_s)
+    sampler.start()
+    live = LiveView(str(run_dir), terminal, sys.stderr.fileno())
+    stopped_by = _supervise(job, live, sampler, opts)
+    live.erase()
+    sampler.stop()
+    job.finish()
+    assert job.proc is not None and job.proc.returncode is not None
+    rc = job.proc.returncode
+    meta.update(
+        exit_code=exit_code_of(rc),
+        signal=signal.Signals(-rc).name if rc < 0 else None,
+        wall_s=time.monotonic() - job.started_at,
+        forwarded=job.forwarded,
+        samples=sampler.count,
+    )
+    session = Session.load(run_dir)
+    meta["stopped_by"] = stopped_by or _stop_reason(session)
+    session.meta = meta
+    rundir.write_json(run_dir / rundir.META, meta)
+    report(session, opts.json_path, verbose=opts.verbose)
+    if stopped_by == "timeout":
+        return TIMEOUT_EXIT
+    return exit_code_of(rc)
+
+
+def _supervise(job: Job, live: LiveView, sampler: SamplerLoop, opts: RunOptions) -> str | None:
+    """Wait for the job, forwarding signals, drawing the status line, enforcing --timeout."""
+    stopped_by: list[str] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        if not stopped_by:
+            stopped_by.append("interrupt")
+        job.send(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        deadline = job.started_at + opts.timeout_s if opts.timeout_s else None
+        while job.poll(timeout=0.25) is None:
+            now = time.monotonic()
+            live.latest_sample = sampler.latest
+            live.update()
+            live.draw(now - job.started_at)
+            if deadline is not None and now > deadline and "timeout" not in stopped_by:
+                stopped_by[:] = ["timeout"]
+                _stop(job)
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return stopped_by[0] if stopped_by else None
+
+
+def _stop(job: Job) -> None:
+    """Stop a job trainprof gave up on: SIGTERM to its group, then SIGKILL after a grace period."""
+    job.send(signal.SIGTERM)
+    if job.poll(timeout=3) is None:
+        job.send(signal.SIGKILL)
+        job.poll(timeout=5)
+
+
+def _stop_reason(session: Session) -> str | None:
+    for p in session.processes:
+        for info in p.infos:
+            if info.get("stop") == "steps":
+                return "steps"
+    return None
+
+
+def report(session: Session, json_path: Path | None, verbose: bool = False) -> dict[str, Any]:
+    """Analyse a loaded run, store report.json in its directory, print the console report."""
+    metrics, verdict = analyze(session)
+    data = report_dict(session.meta, metrics, verdict)
+    rundir.write_json(Path(session.run_dir) / rundir.REPORT, data)
+    if json_path is not None:
+        write_user_json(json_path, data)
+    console_render.render(Console(stderr=True), session.meta, metrics, verdict, verbose=verbose)
+    return data
+
+
+def write_user_json(path: Path, data: dict[str, Any]) -> None:
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

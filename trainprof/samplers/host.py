@@ -1,0 +1,119 @@
+"""psutil samples of the job's process tree and the machine, taken from outside the job.
+
+Races are normal (a worker exits between listing and reading): such a process is skipped.
+A value that could not be read is None, never 0.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from typing import Any
+
+import psutil
+
+SHM_PATH = "/dev/shm"
+
+
+class HostSampler:
+    def __init__(self, root_pid: int) -> None:
+        self.root_pid = root_pid
+        self._procs: dict[int, psutil.Process] = {}
+        self._last_swap: tuple[float, int, int] | None = None
+        psutil.cpu_percent(None)  # prime the system-wide counter
+
+    def sample(self) -> dict[str, Any]:
+        now = time.monotonic()
+        return {
+            "t": round(now, 3),
+            "procs": self._sample_tree(),
+            "cpu": psutil.cpu_percent(None),
+            "mem": _memory(),
+            "swap": self._swap(now),
+            "shm": shm_usage(),
+        }
+
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            root = self._procs.get(self.root_pid) or psutil.Process(self.root_pid)
+            return [root, *root.children(recursive=True)]
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            return []
+
+    def _sample_tree(self) -> list[dict[str, Any]]:
+        seen: dict[int, psutil.Process] = {}
+        rows = []
+        for proc in self._tree():
+            known = self._procs.get(proc.pid)
+            if known is not None and known.create_time() == proc.create_time():
+                proc = known
+            seen[proc.pid] = proc
+            row = _read_process(proc, first=known is None)
+            if row is not None:
+                rows.append(row)
+        self._procs = seen
+        return rows
+
+    def _swap(self, now: float) -> dict[str, Any] | None:
+        try:
+            sw = psutil.swap_memory()
+        except Exception:
+            return None
+        row: dict[str, Any] = {"total": sw.total, "used": sw.used, "in_bps": None, "out_bps": None}
+        last = self._last_swap
+        if last is not None and now > last[0]:
+            dt = now - last[0]
+            row["in_bps"] = max(0.0, (sw.sin - last[1]) / dt)
+            row["out_bps"] = max(0.0, (sw.sout - last[2]) / dt)
+        self._last_swap = (now, sw.sin, sw.sout)
+        return row
+
+
+def _read_process(proc: psutil.Process, first: bool) -> dict[str, Any] | None:
+    try:
+        with proc.oneshot():
+            cpu = proc.cpu_percent(None)
+            mem = proc.memory_info()
+            row: dict[str, Any] = {
+                "pid": proc.pid,
+                "ppid": proc.ppid(),
+                "name": proc.name(),
+                "cpu": None if first else cpu,  # the first reading has no interval yet
+                "rss": mem.rss,
+                "uss": _optional(lambda: proc.memory_full_info().uss),
+                "fds": _optional(proc.num_fds),
+                "threads": _optional(proc.num_threads),
+            }
+            limits = _optional(lambda: proc.rlimit(psutil.RLIMIT_NOFILE))
+            row["nofile"] = list(limits) if limits else None
+        return row
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+    except psutil.AccessDenied:
+        return {"pid": proc.pid, "denied": True}
+
+
+def _optional(read: Any) -> Any:
+    try:
+        return read()
+    except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess, OSError, AttributeError):
+        return None
+
+
+def _memory() -> dict[str, int] | None:
+    try:
+        vm = psutil.virtual_memory()
+    except Exception:
+        return None
+    return {"total": vm.total, "available": vm.available, "used": vm.used}
+
+
+def shm_usage(path: str = SHM_PATH) -> dict[str, int] | None:
+    if not os.path.isdir(path):
+        return None
+    try:
+        du = shutil.disk_usage(path)
+    except OSError:
+        return None
+    return {"total": du.total, "used": du.used}
