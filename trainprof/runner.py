@@ -63,6 +63,7 @@ def run(opts: RunOptions) -> int:
     job = Job(command, probe_env(run_dir, opts.steps), run_dir, terminal)
     job.start()
     meta["t_launch"] = job.started_at
+    meta["pid"] = job.pid
     rundir.write_json(run_dir / rundir.META, meta)
     sampler = SamplerLoop(job.pid, run_dir / rundir.SAMPLES, opts.interval_s)
     sampler.start()
@@ -95,8 +96,11 @@ def _supervise(job: Job, live: LiveView, sampler: SamplerLoop, opts: RunOptions)
     stopped_by: list[str] = []
 
     def forward(signum: int, _frame: Any) -> None:
-        if not stopped_by:
-            stopped_by.append("interrupt")
+        """First signal: pass it on. A second one: the user means it, kill the job's group."""
+        if stopped_by:
+            job.send(signal.SIGKILL)
+            return
+        stopped_by.append("interrupt")
         job.send(signum)
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}

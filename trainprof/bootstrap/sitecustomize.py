@@ -38,6 +38,8 @@ def _forget_bootstrap_dir() -> None:
 
 
 def _chain_user_sitecustomize() -> None:
+    """Import the user's sitecustomize, if any. Without one, ours must stay in sys.modules:
+    the interpreter's own ``import sitecustomize`` looks it up there when we return."""
     me = sys.modules.pop("sitecustomize", None)
     try:
         import sitecustomize  # noqa: F401  (the user's, now that our folder is off the path)

@@ -22,6 +22,10 @@ def demo(
     run_dir: Annotated[Path | None, typer.Option(help="Where to store this run.")] = None,
 ) -> None:
     """Run an example training job that has known problems, and show what trainprof finds."""
+    if name == "train":
+        script = EXAMPLES / "demo_train.py"
+        typer.echo(f"trainprof demo: running {script.name} under `trainprof run` ...", err=True)
+        raise typer.Exit(run_job(RunOptions([str(script)], run_dir=run_dir, timeout_s=120)))
     from trainprof.examples.zoo import ZOO, script_path
 
     if name == "list":
@@ -29,13 +33,8 @@ def demo(
         for case in ZOO.values():
             typer.echo(f"{case.name}  {case.summary}")
         return
-    if name == "train":
-        script = EXAMPLES / "demo_train.py"
-        timeout: float | None = 120
-    elif name in ZOO:
-        script = script_path(name)
-        timeout = ZOO[name].timeout_s
-    else:
+    if name not in ZOO:
         raise TrainprofError(f"no demo named {name!r}; `trainprof demo list` shows them")
+    script = script_path(name)
     typer.echo(f"trainprof demo: running {script.name} under `trainprof run` ...", err=True)
-    raise typer.Exit(run_job(RunOptions([str(script)], run_dir=run_dir, timeout_s=timeout)))
+    raise typer.Exit(run_job(RunOptions([str(script)], run_dir=run_dir, timeout_s=ZOO[name].timeout_s)))

@@ -16,7 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 ACCUMULATE = 8
-STEPS = 60
+STEPS = 150
 
 
 class SlowImages(Dataset):

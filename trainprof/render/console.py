@@ -6,7 +6,7 @@ import math
 import shlex
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -101,27 +101,31 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     return t
 
 
-def findings_group(verdict: Verdict, verbose: bool = False) -> Group:
-    parts: list[Any] = []
-    shown = [f for f in verdict.findings if verbose or f.severity != "info"] or list(verdict.findings)
+def findings_group(verdict: Verdict, verbose: bool = False) -> Table:
+    """Each finding: a numbered headline, then evidence (•) and fixes (→) with hanging indents."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column()
+    shown = [f for f in verdict.findings if verbose or f.severity != "info"]
     if not shown:
-        parts.append(Text("No problems found. ✓", style="green"))
+        grid.add_row("", Text("No problems found. ✓", style="green"))
     for i, f in enumerate(shown, 1):
-        head = Text(f"{i}. ", style="bold")
+        head = Text()
         head.append(f"[{f.severity}] ", style=STYLE[f.severity])
         head.append(f.title, style="bold")
-        head.append(f"  ({f.id}", style="dim")
-        head.append(f", ~{f.impact:.0%} of time)" if f.impact is not None else ")", style="dim")
-        parts.append(head)
+        impact = f", ~{f.impact:.0%} of time" if f.impact is not None else ""
+        head.append(f"  ({f.id}{impact})", style="dim")
+        grid.add_row(Text(f"{i}.", style="bold"), head)
         if f.where:
-            parts.append(Text(f"   where: {f.where}", style="magenta"))
+            grid.add_row("", Text(f"where: {f.where}", style="magenta"))
         for e in f.evidence:
-            parts.append(Text(f"   • {e}"))
+            grid.add_row("•", Text(e))
         for fx in f.fix:
-            parts.append(Text(f"   → {fx}", style="green"))
-    if verdict.skipped and verbose:
-        parts.append(Text("skipped: " + "; ".join(f"{s.id} ({s.reason})" for s in verdict.skipped), style="dim"))
-    return Group(*parts)
+            grid.add_row(Text("→", style="green"), Text(fx, style="green"))
+    if verbose:
+        for sk in verdict.skipped:
+            grid.add_row("", Text(f"skipped {sk.id}: {sk.reason}", style="dim"))
+    return grid
 
 
 def render(console: Console, meta: dict[str, Any], m: Metrics, verdict: Verdict, verbose: bool = False) -> None:

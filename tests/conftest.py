@@ -1,0 +1,74 @@
+"""Shared helpers: run trainprof for real, as a subprocess, and read what it stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: Path
+    report: dict[str, Any] | None
+
+    @property
+    def finding_ids(self) -> list[str]:
+        return [f["id"] for f in (self.report or {}).get("findings", [])]
+
+    @property
+    def problems(self) -> list[str]:
+        """Ids of warning/error findings, most harmful first."""
+        return [f["id"] for f in (self.report or {}).get("findings", []) if f["severity"] != "info"]
+
+
+def trainprof_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trainprof", *args]
+
+
+def run_trainprof(
+    tmp: Path,
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    run_args: tuple[str, ...] = (),
+) -> Result:
+    """`trainprof run --quiet --run-dir ... --json ... [run_args] args...`, for real."""
+    run_dir = tmp / f"run{len(list(tmp.glob('run*')))}"
+    json_path = run_dir.with_suffix(".json")
+    cmd = trainprof_cmd(
+        "run", "--quiet", "--run-dir", str(run_dir), "--json", str(json_path), *run_args, *args
+    )
+    proc = subprocess.run(
+        cmd, cwd=cwd or tmp, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    report = json.loads(json_path.read_text()) if json_path.is_file() else None
+    return Result(proc.returncode, proc.stdout, proc.stderr, run_dir, report)
+
+
+def write_script(directory: Path, name: str, body: str) -> Path:
+    path = directory / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+@pytest.fixture
+def clean_env() -> dict[str, str]:
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("TRAINPROF_"):
+            del env[k]
+    return env

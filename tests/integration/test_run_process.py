@@ -1,0 +1,246 @@
+"""`trainprof run` is transparent: exit codes, tracebacks, argv, cwd, signals, sitecustomize."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+from conftest import run_trainprof, trainprof_cmd, write_script
+
+ECHO_ENV = """
+    import json, os, sys
+    print(json.dumps({"argv": sys.argv, "name": __name__, "cwd": os.getcwd(), "path": sys.path[1:]}))
+"""
+
+
+def test_exit_zero_and_report(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "ok.py", "print('hello')\n")
+    r = run_trainprof(tmp_path, str(script))
+    assert r.returncode == 0
+    assert r.stdout == "hello\n"
+    assert r.report is not None and r.report["schema"] == "trainprof.report/1"
+    assert r.report["run"]["exit_code"] == 0
+    assert "trainprof report" in r.stderr
+
+
+def test_exit_code_is_the_jobs(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "three.py", "import sys\nsys.exit(3)\n")
+    r = run_trainprof(tmp_path, str(script))
+    assert r.returncode == 3
+    assert r.report is not None and r.report["run"]["exit_code"] == 3
+
+
+def test_traceback_exactly_as_without_trainprof(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        "boom.py",
+        """
+        def inner():
+            raise ValueError("bad value ü")
+
+        inner()
+        """,
+    )
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path)
+    r = run_trainprof(tmp_path, str(script))
+    assert plain.returncode == r.returncode == 1
+    assert "ValueError: bad value ü" in plain.stderr
+    # The job's stderr comes through byte for byte; trainprof's report follows it.
+    assert r.stderr.startswith(plain.stderr)
+
+
+def test_killed_by_sigkill_is_137(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "kill.py", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    r = run_trainprof(tmp_path, str(script))
+    assert r.returncode == 137
+    assert r.report is not None and r.report["run"]["signal"] == "SIGKILL"
+
+
+def test_argv_name_cwd_path_as_without_trainprof(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "echo.py", ECHO_ENV)
+    args = [str(script), "--epochs", "3", "ä b"]
+    plain = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=tmp_path)
+    r = run_trainprof(tmp_path, *args)
+    assert json.loads(r.stdout) == json.loads(plain.stdout)
+
+
+def test_command_form_and_module(tmp_path: Path) -> None:
+    write_script(tmp_path, "mymod.py", ECHO_ENV)
+    plain = subprocess.run([sys.executable, "-m", "mymod", "x"], capture_output=True, text=True, cwd=tmp_path)
+    r = run_trainprof(tmp_path, "--", sys.executable, "-m", "mymod", "x")
+    assert r.returncode == 0
+    assert json.loads(r.stdout) == json.loads(plain.stdout)
+
+
+def test_user_sitecustomize_still_runs(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    site = tmp_path / "usersite"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import builtins\nbuiltins.USER_SITE_RAN = True\n")
+    script = write_script(tmp_path, "check.py", "import builtins\nprint(getattr(builtins, 'USER_SITE_RAN', False))\n")
+    clean_env["PYTHONPATH"] = str(site)
+    r = run_trainprof(tmp_path, str(script), env=clean_env)
+    assert r.stdout.strip() == "True"
+
+
+def test_probe_adds_no_third_party_module_before_torch(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "mods.py", "import json, sys\nprint(json.dumps(sorted(sys.modules)))\n")
+    plain = set(json.loads(subprocess.run([sys.executable, str(script)], capture_output=True, text=True).stdout))
+    r = run_trainprof(tmp_path, str(script))
+    with_probe = set(json.loads(r.stdout))
+    added = with_probe - plain
+    assert any(m.startswith("trainprof.probe") for m in added), "the probe did not start"
+    # "sitecustomize" is the bootstrap itself: the interpreter keeps the module it imported.
+    ours = {"trainprof", "sitecustomize"}
+    third_party = {m for m in added if m.split(".")[0] not in sys.stdlib_module_names | ours}
+    assert third_party == set()
+    assert not {"torch", "rich", "typer", "psutil", "pynvml"} & {m.split(".")[0] for m in with_probe}
+
+
+def test_script_without_torch_gets_a_report(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "plain.py", "total = sum(i * i for i in range(200000))\nprint(total)\n")
+    r = run_trainprof(tmp_path, str(script))
+    assert r.returncode == 0
+    assert r.report is not None
+    assert r.report["summary"]["steps"] == 0
+    assert r.report["summary"]["steps_per_s"] is None
+    assert "torch was never imported" in r.stderr
+
+
+def test_missing_script_is_one_clear_line(tmp_path: Path) -> None:
+    proc = subprocess.run(trainprof_cmd("run", "nope.py"), capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "trainprof: no such script: nope.py"
+    assert not (tmp_path / "trainprof-runs").exists()
+
+
+def test_missing_command_is_one_clear_line(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        trainprof_cmd("run", "--", "no-such-program-xyz"), capture_output=True, text=True, cwd=tmp_path
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "trainprof: command not found: no-such-program-xyz"
+
+
+def test_run_dir_symlink_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    script = write_script(tmp_path, "ok.py", "print(1)\n")
+    proc = subprocess.run(
+        trainprof_cmd("run", "--run-dir", str(link), str(script)), capture_output=True, text=True, cwd=tmp_path
+    )
+    assert proc.returncode == 2
+    assert "symlink" in proc.stderr
+    assert list(target.iterdir()) == []
+
+
+def test_default_run_dir_is_private(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "ok.py", "print(1)\n")
+    proc = subprocess.run(trainprof_cmd("run", "-q", str(script)), capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0
+    (run_dir,) = (tmp_path / "trainprof-runs").iterdir()
+    assert run_dir.name.endswith("-ok")
+    assert (run_dir.stat().st_mode & 0o777) == 0o700
+    assert {"run.json", "samples.jsonl", "report.json", "stdout.log", "stderr.log"} <= {p.name for p in run_dir.iterdir()}
+    assert (run_dir / "stdout.log").read_text() == "1\n"
+
+
+def test_ctrl_c_is_forwarded_and_a_partial_report_written(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        "loop.py",
+        """
+        import sys, torch
+        model = torch.nn.Linear(8, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        step = 0
+        try:
+            while True:
+                opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+                step += 1
+                if step == 30:
+                    print("ready", flush=True)
+        except KeyboardInterrupt:
+            print("job saw KeyboardInterrupt", flush=True)
+            raise
+        """,
+    )
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        trainprof_cmd("run", "-q", "--run-dir", str(run_dir), str(script)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert "job saw KeyboardInterrupt" in out
+    assert proc.returncode == 130
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["run"]["stopped_by"] == "interrupt"
+    assert report["summary"]["steps"] >= 30
+    assert "partial report" in err
+
+
+def test_second_signal_kills_a_stubborn_job_and_leaves_no_orphans(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        "workers.py",
+        """
+        import os, signal, time, torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Forever(Dataset):
+            def __len__(self): return 10**9
+            def __getitem__(self, i):
+                return torch.zeros(4)
+
+        def stubborn(signum, frame):  # a job that will not stop on Ctrl-C
+            print("got SIGINT", flush=True)
+
+        signal.signal(signal.SIGINT, stubborn)
+        loader = DataLoader(Forever(), batch_size=4, num_workers=2)
+        for i, b in enumerate(loader):
+            if i == 5:
+                print("ready", flush=True)
+        """,
+    )
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        trainprof_cmd("run", "-q", "--timeout", "600", "--run-dir", str(run_dir), str(script)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    meta = json.loads((run_dir / "run.json").read_text())
+    proc.send_signal(signal.SIGINT)  # forwarded, and shrugged off by the job
+    while proc.stdout.readline().strip() != "got SIGINT":
+        pass
+    proc.send_signal(signal.SIGINT)  # the second one ends it, as Ctrl-C twice would
+    proc.communicate(timeout=60)
+    assert proc.returncode == 137
+    assert live_group_members(meta["pid"]) == [], "job processes were left behind"
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Processes of a process group that are still running (zombies awaiting init don't count)."""
+    members = []
+    for p in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members

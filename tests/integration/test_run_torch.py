@@ -1,0 +1,143 @@
+"""`trainprof run` on real torch training loops: steps, --steps, workers, the demo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import run_trainprof, trainprof_cmd, write_script
+
+from trainprof.store.session import Session
+
+WORKERS_JOB = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+def main():
+    torch.set_num_threads(1)
+    data = TensorDataset(torch.randn(2048, 16), torch.randint(0, 4, (2048,)))
+    loader = DataLoader(data, batch_size=32, num_workers=2, persistent_workers=True)
+    model = nn.Linear(16, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        for x, y in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.fixture(scope="module")
+def workers_run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    tmp = tmp_path_factory.mktemp("workers")
+    script = write_script(tmp, "train_workers.py", WORKERS_JOB)
+    return run_trainprof(tmp, str(script), run_args=("--interval", "0.1"))
+
+
+def test_steps_and_samples_counted(workers_run) -> None:  # type: ignore[no-untyped-def]
+    r = workers_run
+    assert r.returncode == 0, r.stderr
+    s = r.report["summary"]
+    assert s["steps"] == 2 * 64
+    assert s["samples_per_s"] == pytest.approx(s["steps_per_s"] * 32, rel=0.05)
+    assert 0 <= s["data_wait_frac"] <= 1
+    assert s["step_time_s"]["p50"] <= s["step_time_s"]["p95"] <= s["step_time_s"]["max"]
+
+
+def test_dataloader_workers_are_seen_and_measured(workers_run) -> None:  # type: ignore[no-untyped-def]
+    session = Session.load(workers_run.run_dir)
+    workers = session.workers
+    assert sorted(w.header["worker_id"] for w in workers) == [0, 1]
+    primary = session.primary
+    assert primary is not None
+    assert all(w.header["parent_pid"] == primary.pid for w in workers)
+    # Workers fetched every batch (64 per epoch), and the sampler saw them as processes.
+    assert sum(w.fetch_count for w in workers) == 128
+    sampled = set(session.samples.procs)
+    assert {w.pid for w in workers} <= sampled
+    (cfg,) = primary.loaders.values()
+    assert cfg["num_workers"] == 2 and cfg["persistent_workers"] is True and cfg["batch_size"] == 32
+    assert cfg["sharing_strategy"] == "file_descriptor"
+    # persistent workers: two epochs, the first batch of each is recorded
+    assert len(primary.epochs) == 2
+
+
+def test_steps_option_stops_cleanly(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        "forever.py",
+        """
+        import torch
+        model = torch.nn.Linear(8, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        while True:
+            opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+        """,
+    )
+    r = run_trainprof(tmp_path, str(script), run_args=("--steps", "25"))
+    assert r.returncode == 0
+    assert r.report["summary"]["steps"] == 25
+    assert r.report["run"]["stopped_by"] == "steps"
+    assert "stopped cleanly after --steps" in r.stderr
+
+
+def test_timeout_stops_the_job(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "sleepy.py", "import time\nprint('up', flush=True)\ntime.sleep(600)\n")
+    r = run_trainprof(tmp_path, str(script), run_args=("--timeout", "1.5"))
+    assert r.returncode == 124
+    assert r.report["run"]["stopped_by"] == "timeout"
+
+
+def test_job_without_optimizer_gets_batch_records(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        "infer.py",
+        """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        model = torch.nn.Linear(8, 2)
+        loader = DataLoader(TensorDataset(torch.randn(640, 8)), batch_size=16)
+        with torch.no_grad():
+            for (x,) in loader:
+                model(x)
+        """,
+    )
+    r = run_trainprof(tmp_path, str(script))
+    assert r.returncode == 0
+    assert r.report["summary"]["unit"] == "batch"
+    assert r.report["summary"]["steps"] == 40
+    assert r.report["summary"]["samples_per_s"] is not None
+
+
+def test_report_command_rerenders_a_stored_run(workers_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "again.json"
+    proc = subprocess.run(
+        trainprof_cmd("report", str(workers_run.run_dir), "--json", str(out)), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(out.read_text())
+    assert again["summary"] == workers_run.report["summary"]
+    assert "trainprof report" in proc.stderr
+
+
+def test_report_of_a_missing_dir_is_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run(trainprof_cmd("report", str(tmp_path / "nope")), capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("trainprof: no such run directory")
+
+
+def test_demo_names_fake_batching_and_input_bound(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        trainprof_cmd("demo", "--run-dir", str(tmp_path / "demo")), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "demo" / "report.json").read_text())
+    ids = [f["id"] for f in report["findings"]]
+    assert ids[:2] == ["fake-batching", "input-bound"]
+    assert "Fake batching" in proc.stderr

@@ -1,0 +1,60 @@
+"""Build synthetic Sessions for analysis tests: no subprocess, exact numbers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainprof.store.events import ProcessLog
+from trainprof.store.session import Samples, Session
+
+DEFAULT_LOADER = {
+    "batch_size": 32,
+    "num_workers": 2,
+    "pin_memory": False,
+    "persistent_workers": True,
+    "prefetch_factor": 2,
+    "sampler": "torch.utils.data.sampler.RandomSampler",
+    "batch_sampler": "torch.utils.data.sampler.BatchSampler",
+    "sharing_strategy": "file_descriptor",
+}
+
+
+def process(
+    n_steps: int,
+    step_s: float = 0.1,
+    wait_s: float = 0.0,
+    batch_size: int = 32,
+    fetches: int = 1,
+    loader: dict[str, Any] | None = DEFAULT_LOADER,
+    role: str = "main",
+    pid: int = 1000,
+    t0: float = 100.0,
+    first_step_s: float = 2.0,
+) -> ProcessLog:
+    log = ProcessLog({"pid": pid, "role": role, "t0": t0, "version": 1})
+    t_us = 0
+    for i in range(n_steps):
+        dur = first_step_s if i == 0 else step_s
+        t_us += int(dur * 1e6)
+        log.add_line(
+            f"S {t_us} {int(dur * 1e6)} {int(wait_s * 1e6)} 0 {batch_size} {fetches} {batch_size * fetches}"
+        )
+    if loader is not None:
+        import json
+
+        log.add_line(f"L 0 {json.dumps(loader)}")
+    log.torch_imported_us = 1000
+    return log
+
+
+def samples(rows: list[dict[str, Any]]) -> Samples:
+    s = Samples()
+    for row in rows:
+        s.add(row)
+    return s
+
+
+def session(*procs: ProcessLog, sample_rows: list[dict[str, Any]] | None = None, **meta: Any) -> Session:
+    m: dict[str, Any] = {"command": ["python", "train.py"], "exit_code": 0, "t_launch": 99.0, "usable_cpus": 4}
+    m.update(meta)
+    return Session(run_dir="/nonexistent", meta=m, processes=list(procs), samples=samples(sample_rows or []))

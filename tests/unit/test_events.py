@@ -1,0 +1,60 @@
+"""The event format: torn lines, incremental tailing, headers of other versions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trainprof.launcher import exit_code_of
+from trainprof.render.console import sparkline
+from trainprof.store.events import EventTail, load_process
+
+HEADER = "#TP1 " + json.dumps({"magic": "trainprof-events", "version": 1, "pid": 7, "role": "main", "t0": 5.0})
+
+
+def test_torn_last_line_is_counted_not_fatal(tmp_path: Path) -> None:
+    p = tmp_path / "events-7.tp"
+    p.write_text(HEADER + "\nS 1000 1000 10 0 4 1 4\nS 2000 1000 1")
+    log = load_process(str(p))
+    assert log is not None
+    assert log.n_steps == 1
+    assert list(log.steps["samples"]) == [4]
+
+
+def test_malformed_lines_are_skipped(tmp_path: Path) -> None:
+    p = tmp_path / "events-7.tp"
+    p.write_text(HEADER + "\nS x y\nQ what\nC 1 2 3 \"/tmp/a.pt\"\n")
+    log = load_process(str(p))
+    assert log is not None
+    assert log.bad_lines == 2
+    assert log.saves == [(1, 2, 3, "/tmp/a.pt")]
+
+
+def test_other_schema_version_is_not_read(tmp_path: Path) -> None:
+    p = tmp_path / "events-8.tp"
+    p.write_text("#TP1 " + json.dumps({"version": 99}) + "\nS 1 1 1 1 1 1 1\n")
+    assert load_process(str(p)) is None
+
+
+def test_tail_yields_only_complete_new_lines(tmp_path: Path) -> None:
+    p = tmp_path / "events-7.tp"
+    p.write_text(HEADER + "\nS 1000 1000 0 0 4 1 4\nS 20")
+    tail = EventTail(str(tmp_path))
+    assert [line for _, line in tail.poll()] == ["S 1000 1000 0 0 4 1 4"]
+    with open(p, "a") as f:
+        f.write("00 1000 0 0 4 1 4\n")
+    assert [line for _, line in tail.poll()] == ["S 2000 1000 0 0 4 1 4"]
+    assert list(tail.poll()) == []
+
+
+def test_exit_code_of_signals() -> None:
+    assert exit_code_of(0) == 0
+    assert exit_code_of(3) == 3
+    assert exit_code_of(-9) == 137
+    assert exit_code_of(-2) == 130
+
+
+def test_sparkline() -> None:
+    assert sparkline([1.0, 2.0, 3.0]) == "▁▄█"
+    assert sparkline([2.0, 2.0]) == "▁▁"
+    assert sparkline([]) == ""

@@ -1,0 +1,124 @@
+"""Analysis on synthetic sessions: metrics, steady state, the first rules, unavailable ≠ 0."""
+
+from __future__ import annotations
+
+import pytest
+from synth import DEFAULT_LOADER, process, session
+
+from trainprof.analysis.pipeline import analyze
+from trainprof.render.json_report import report_dict
+
+
+def test_steady_state_excludes_warmup_and_says_so() -> None:
+    m, _ = analyze(session(process(100, step_s=0.05, first_step_s=3.0)))
+    assert m.total_steps == 100
+    assert m.warmup_steps == 5
+    assert m.steady is not None
+    assert m.steady.count == 95
+    assert m.steady.steps_per_s == pytest.approx(20.0, rel=1e-3)
+    assert m.steady.samples_per_s == pytest.approx(640.0, rel=1e-3)
+    assert m.steady.max_s == pytest.approx(0.05)
+    assert m.time_to_first_step_s == pytest.approx(100.0 + 3.0 - 99.0)
+
+
+def test_too_few_steps_skips_rules_instead_of_guessing() -> None:
+    m, verdict = analyze(session(process(4)))
+    assert m.steady is None
+    assert verdict.findings == ()
+    assert {s.id for s in verdict.skipped} >= {"fake-batching", "input-bound"}
+
+
+def test_healthy_session_has_no_findings() -> None:
+    _, verdict = analyze(session(process(200, step_s=0.1, wait_s=0.005)))
+    assert verdict.findings == ()
+
+
+def test_input_bound_fires_with_evidence_and_fix() -> None:
+    loader = dict(DEFAULT_LOADER, num_workers=0, persistent_workers=False)
+    _, verdict = analyze(session(process(200, step_s=0.1, wait_s=0.06, loader=loader)))
+    (f,) = verdict.findings
+    assert f.id == "input-bound"
+    assert f.impact == pytest.approx(0.6, abs=0.01)
+    assert "60%" in f.evidence[0]
+    assert any("num_workers=3" in fx for fx in f.fix)  # 4 usable CPUs → 3 workers
+
+
+def test_input_bound_threshold_is_not_crossed_at_15_percent() -> None:
+    _, verdict = analyze(session(process(200, step_s=0.1, wait_s=0.015)))
+    assert [f.id for f in verdict.findings] == []
+
+
+def test_fake_batching_fires_on_batch_of_one_and_many_fetches() -> None:
+    loader = dict(DEFAULT_LOADER, batch_size=1)
+    _, verdict = analyze(session(process(100, step_s=0.2, wait_s=0.01, batch_size=1, fetches=16, loader=loader)))
+    (f,) = verdict.findings
+    assert f.id == "fake-batching"
+    assert "16 DataLoader fetches per optimizer step" in f.evidence[0]
+    assert f.impact == pytest.approx(0.9)
+    assert any("batch_size=16" in fx for fx in f.fix)
+
+
+def test_real_batches_with_gradient_accumulation_are_not_fake_batching() -> None:
+    _, verdict = analyze(session(process(100, batch_size=32, fetches=4)))
+    assert verdict.findings == ()
+
+
+def test_gpu_unavailable_is_none_not_zero() -> None:
+    rows = [
+        {"t": 100.0 + i, "procs": [{"pid": 1000, "cpu": 50.0, "rss": 10_000}], "gpu": {"unavailable": "no NVIDIA driver"}}
+        for i in range(5)
+    ]
+    m, verdict = analyze(session(process(50), sample_rows=rows))
+    assert m.gpu_util_mean is None
+    assert m.gpu_unavailable == "no NVIDIA driver"
+    data = report_dict({"command": []}, m, verdict)
+    assert data["summary"]["gpu_util_mean"] is None
+    assert data["summary"]["cpu_percent_mean"] == 50.0
+
+
+def test_gpu_utilization_not_supported_is_unavailable_not_zero() -> None:
+    rows = [
+        {"t": 100.0 + i, "procs": [], "gpu": [{"index": 0, "util": None, "util_unavailable": "not supported (MIG?)"}]}
+        for i in range(5)
+    ]
+    m, _ = analyze(session(process(50), sample_rows=rows))
+    assert m.gpu_util_mean is None
+    assert m.gpu_unavailable == "not supported (MIG?)"
+
+
+def test_gpu_utilization_zero_is_a_real_zero() -> None:
+    rows = [{"t": 100.0 + i, "procs": [], "gpu": [{"index": 0, "util": 0}]} for i in range(5)]
+    m, _ = analyze(session(process(50), sample_rows=rows))
+    assert m.gpu_util_mean == 0.0
+
+
+def test_cpu_first_reading_is_unknown_not_zero() -> None:
+    rows = [{"t": 100.0, "procs": [{"pid": 1000, "cpu": None, "rss": 1}]}]
+    m, _ = analyze(session(process(50), sample_rows=rows))
+    assert m.cpu_percent_mean is None
+
+
+def test_report_contract_shape() -> None:
+    m, verdict = analyze(session(process(60)))
+    data = report_dict({"command": ["python", "t.py"], "exit_code": 0, "wall_s": 3.0, "run_dir": "/x"}, m, verdict)
+    assert data["schema"] == "trainprof.report/1"
+    assert set(data) == {"schema", "run", "summary", "findings", "skipped"}
+    assert {"command", "exit_code", "signal", "wall_s", "run_dir"} <= set(data["run"])
+    assert {
+        "steps",
+        "steps_per_s",
+        "samples_per_s",
+        "step_time_s",
+        "data_wait_frac",
+        "gpu_util_mean",
+        "cpu_percent_mean",
+        "peak_rss_bytes",
+    } <= set(data["summary"])
+    assert set(data["summary"]["step_time_s"]) == {"p50", "p95", "max"}
+
+
+def test_primary_process_is_the_one_with_steps() -> None:
+    launcher = process(0, pid=10, loader=None)
+    rank0 = process(80, pid=11)
+    s = session(launcher, rank0)
+    assert s.primary is rank0
