@@ -41,6 +41,7 @@ class StreamPump:
         self.log_path = log_path
         self.terminal = terminal
         self.total_bytes = 0
+        self.total_lines = 0
         self._tail = bytearray()
         self._log = open_private(log_path)
         self._thread = threading.Thread(target=self._run, name="trainprof-pump", daemon=True)
@@ -87,6 +88,7 @@ class StreamPump:
             if len(self._tail) > 2 * TAIL_BYTES:
                 del self._tail[: len(self._tail) - TAIL_BYTES]
         self.total_bytes += len(data)
+        self.total_lines += data.count(b"\n")
 
     def _finish(self) -> None:
         try:

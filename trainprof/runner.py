@@ -19,6 +19,7 @@ from trainprof.output import TerminalLock
 from trainprof.render import console as console_render
 from trainprof.render.json_report import report_dict
 from trainprof.samplers.loop import SamplerLoop
+from trainprof.samplers.stacks import STACKS_FILE, StackRecorder
 from trainprof.store import rundir
 from trainprof.store.session import Session
 
@@ -35,6 +36,7 @@ class RunOptions:
     interval_s: float = 0.5
     quiet: bool = False
     verbose: bool = False
+    stacks: bool = True
 
 
 def usable_cpus() -> int | None:
@@ -68,10 +70,13 @@ def run(opts: RunOptions) -> int:
     sampler = SamplerLoop(job.pid, run_dir / rundir.SAMPLES, opts.interval_s)
     sampler.start()
     live = LiveView(str(run_dir), terminal, sys.stderr.fileno())
-    stopped_by = _supervise(job, live, sampler, opts)
+    stacks = _StackStarter(run_dir, job, command) if opts.stacks else None
+    stopped_by = _supervise(job, live, sampler, opts, stacks)
     live.erase()
     sampler.stop()
     job.finish()
+    if stacks is not None:
+        meta["stacks"] = stacks.finish()
     assert job.proc is not None and job.proc.returncode is not None
     rc = job.proc.returncode
     meta.update(
@@ -80,6 +85,12 @@ def run(opts: RunOptions) -> int:
         wall_s=time.monotonic() - job.started_at,
         forwarded=job.forwarded,
         samples=sampler.count,
+        output={
+            "stdout_bytes": job.pumps[0].total_bytes,
+            "stdout_lines": job.pumps[0].total_lines,
+            "stderr_bytes": job.pumps[1].total_bytes,
+            "stderr_lines": job.pumps[1].total_lines,
+        },
     )
     session = Session.load(run_dir)
     meta["stopped_by"] = stopped_by or _stop_reason(session)
@@ -91,7 +102,45 @@ def run(opts: RunOptions) -> int:
     return exit_code_of(rc)
 
 
-def _supervise(job: Job, live: LiveView, sampler: SamplerLoop, opts: RunOptions) -> str | None:
+class _StackStarter:
+    """Starts py-spy on the job's main Python process: at once for a script, or, for any other
+    command (a shell wrapper, torchrun), once that process shows up with the probe inside."""
+
+    def __init__(self, run_dir: Path, job: Job, command: list[str]) -> None:
+        self.run_dir = run_dir
+        self.recorder: StackRecorder | None = None
+        if command[0] == sys.executable:
+            self._start(job.pid)
+
+    def poll(self, live: LiveView) -> None:
+        if self.recorder is not None:
+            return
+        for header in live.tail.headers.values():
+            if header.get("role") in ("main", "rank") and header.get("rank") in (None, 0):
+                self._start(int(header["pid"]))
+                return
+
+    def _start(self, pid: int) -> None:
+        self.recorder = StackRecorder(pid, self.run_dir)
+        self.recorder.start()
+
+    def finish(self) -> dict[str, Any]:
+        rec = self.recorder
+        if rec is None:
+            return {"error": "no Python main process with the probe was found"}
+        rec.stop()
+        return {
+            "file": STACKS_FILE if rec.path.is_file() else None,
+            "pid": rec.pid,
+            "started_at": rec.started_at,
+            "rate_hz": rec.rate_hz,
+            "error": rec.error,
+        }
+
+
+def _supervise(
+    job: Job, live: LiveView, sampler: SamplerLoop, opts: RunOptions, stacks: _StackStarter | None
+) -> str | None:
     """Wait for the job, forwarding signals, drawing the status line, enforcing --timeout."""
     stopped_by: list[str] = []
 
@@ -111,6 +160,8 @@ def _supervise(job: Job, live: LiveView, sampler: SamplerLoop, opts: RunOptions)
             live.latest_sample = sampler.latest
             live.update()
             live.draw(now - job.started_at)
+            if stacks is not None:
+                stacks.poll(live)
             if deadline is not None and now > deadline and "timeout" not in stopped_by:
                 stopped_by[:] = ["timeout"]
                 _stop(job)

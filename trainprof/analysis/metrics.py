@@ -12,9 +12,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprof.analysis import attribution
+from trainprof.analysis.memory import Growth, growth
+from trainprof.analysis.stalls import Segment, Stall, eval_segments, find_stalls, save_segments
 from trainprof.analysis.stats import bins, finite, mean, median, percentile
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import Session
+from trainprof.store.stacks import StackSpan
 
 MIN_STEADY = 5
 SPARK_BINS = 48
@@ -49,6 +53,29 @@ class LoaderView:
 
 
 @dataclass(frozen=True)
+class Activity:
+    """What happened over the run besides steps: stalls, saves, evals, stacks, memory, output."""
+
+    window: tuple[float, float] | None  # steady window (monotonic), None without steady state
+    stalls: tuple[Stall, ...] = ()
+    saves: tuple[tuple[Segment, int, str], ...] = ()  # segment, bytes, path
+    evals: tuple[Segment, ...] = ()
+    profile: attribution.Profile | None = None  # main-thread stacks in the steady window
+    loop_profile: attribution.Profile | None = None  # the same, outside stalls, saves and evals
+    train_wait_frac: float | None = None  # data wait over steady steps that overlap no eval
+    spans: tuple[StackSpan, ...] = ()
+    stacks_error: str | None = None
+    growths: tuple[Growth, ...] = ()
+    mem_total: int | None = None
+    mem_available_min: float | None = None
+    swap_total: int | None = None
+    swap_used_max: float | None = None
+    swap_io_bps_mean: float | None = None  # swap-in + swap-out, bytes/s, over the run
+    output_lines: int | None = None
+    output_bytes: int | None = None
+
+
+@dataclass(frozen=True)
 class Metrics:
     unit: str  # "step" (optimizer steps) or "batch" (a job without an optimizer)
     total_steps: int
@@ -67,7 +94,7 @@ class Metrics:
     torch_seen: bool = False
     exit_code: int | None = None
     stopped_by: str | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    activity: Activity = field(default_factory=lambda: Activity(None))
 
 
 def compute(session: Session) -> Metrics:
@@ -100,6 +127,59 @@ def compute(session: Session) -> Metrics:
         torch_seen=any(p.torch_imported_us is not None for p in session.processes),
         exit_code=meta.get("exit_code"),
         stopped_by=meta.get("stopped_by"),
+        activity=_activity(session, primary, warm, window),
+    )
+
+
+def _activity(
+    session: Session, primary: ProcessLog | None, warm: int, window: tuple[float, float] | None
+) -> Activity:
+    samples = session.samples
+    evals = eval_segments(primary) if primary else []
+    saves = save_segments(primary) if primary else []
+    stalls = find_stalls(primary, warm, evals, saves) if primary and primary.n_steps else []
+    spans = tuple(session.spans)
+    prof = attribution.profile(spans, session.source, *window) if spans and window else None
+    busy = [(st.t0, st.t1) for st in stalls] + [(g.t0, g.t1) for g in evals + saves]
+    loop_prof = (
+        attribution.profile(
+            [sp for sp in spans if not any(sp.t0 < b and sp.t1 > a for a, b in busy)],
+            session.source,
+            *window,
+        )
+        if spans and window
+        else None
+    )
+    roles = {p.pid: p.role for p in session.processes}
+    gw = window or ((samples.t[0], samples.t[-1]) if len(samples) else None)
+    growths = []
+    if gw is not None:
+        for pid, series in samples.procs.items():
+            g = growth(series, roles.get(pid, "other"), *gw)
+            if g is not None:
+                growths.append(g)
+    swap_io = [a + b for a, b in zip(samples.swap_in_bps, samples.swap_out_bps, strict=True)]
+    out = session.meta.get("output") or {}
+    return Activity(
+        window=window,
+        stalls=tuple(stalls),
+        saves=tuple((seg, b, path) for seg, (_t, _d, b, path) in zip(saves, primary.saves, strict=True))
+        if primary
+        else (),
+        evals=tuple(evals),
+        profile=prof,
+        loop_profile=loop_prof,
+        train_wait_frac=_train_wait(primary, warm, evals) if primary and window else None,
+        spans=spans,
+        stacks_error=(session.meta.get("stacks") or {}).get("error"),
+        growths=tuple(growths),
+        mem_total=samples.mem_total,
+        mem_available_min=min(finite(samples.mem_available), default=None),
+        swap_total=samples.swap_total,
+        swap_used_max=max(finite(samples.swap_used), default=None),
+        swap_io_bps_mean=mean(finite(swap_io)) if finite(swap_io) else None,
+        output_lines=(out.get("stdout_lines", 0) + out.get("stderr_lines", 0)) if out else None,
+        output_bytes=(out.get("stdout_bytes", 0) + out.get("stderr_bytes", 0)) if out else None,
     )
 
 
@@ -184,3 +264,18 @@ def _window_mean(session: Session, series: Any, window: tuple[float, float] | No
 def _peak(series: Any) -> int | None:
     vals = finite(series)
     return int(max(vals)) if vals else None
+
+
+def _train_wait(log: ProcessLog, warm: int, evals: list[Segment]) -> float | None:
+    """Data-wait share of steady steps that contain no evaluation (an eval loader's wait is
+    the eval's cost, not the training input pipeline's)."""
+    ts, durs, waits = log.steps["t"], log.steps["dur"], log.steps["wait"]
+    wait = total = 0
+    for i in range(warm, len(ts)):
+        t1 = log.t0 + ts[i] / 1e6
+        t0 = t1 - durs[i] / 1e6
+        if any(e.t0 < t1 and e.t1 > t0 for e in evals):
+            continue
+        wait += waits[i]
+        total += durs[i]
+    return min(1.0, wait / total) if total > 0 else None

@@ -41,6 +41,10 @@ def run(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No live status line while the job runs.")
     ] = False,
+    stacks: Annotated[
+        bool,
+        typer.Option(help="Sample the main thread's Python stack with py-spy (names the line behind a stall)."),
+    ] = True,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also show info findings and skipped rules.")
     ] = False,
@@ -74,6 +78,7 @@ def run(
             interval_s=interval,
             quiet=quiet,
             verbose=verbose,
+            stacks=stacks,
         )
     )
     raise typer.Exit(code)

@@ -15,6 +15,7 @@ from typing import Any
 
 from trainprof.store.events import ProcessLog, load_processes
 from trainprof.store.rundir import META, SAMPLES, STDERR_LOG, STDOUT_LOG, read_json
+from trainprof.store.stacks import StackSpan, load_spans
 
 OUTPUT_TAIL_BYTES = 256 * 1024
 
@@ -118,6 +119,8 @@ class Session:
     samples: Samples
     stdout_tail: str = ""
     stderr_tail: str = ""
+    spans: list[StackSpan] = field(default_factory=list)
+    source: dict[tuple[str, int], str] = field(default_factory=dict)  # user lines in the spans
 
     @property
     def primary(self) -> ProcessLog | None:
@@ -150,14 +153,33 @@ class Session:
                         samples.add(json.loads(line))
                     except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                         continue  # a torn line from a killed runner
+        stacks = meta.get("stacks") or {}
+        spans: list[StackSpan] = []
+        if stacks.get("file") and stacks.get("started_at") is not None:
+            spans = load_spans(run_dir / stacks["file"], float(stacks["started_at"]))
         return cls(
             run_dir=str(run_dir),
             meta=meta,
+            spans=spans,
+            source=_source_lines(spans),
             processes=load_processes(str(run_dir)),
             samples=samples,
             stdout_tail=_tail(run_dir / STDOUT_LOG),
             stderr_tail=_tail(run_dir / STDERR_LOG),
         )
+
+
+def _source_lines(spans: list[StackSpan]) -> dict[tuple[str, int], str]:
+    """The text of every line the stacks name, so rules can tell a print() from a matmul."""
+    import linecache
+
+    out: dict[tuple[str, int], str] = {}
+    for span in spans:
+        for _name, path, line in span.frames:
+            key = (path, line)
+            if key not in out:
+                out[key] = linecache.getline(path, line).strip()
+    return out
 
 
 def _tail(path: Path) -> str:

@@ -1,0 +1,129 @@
+"""Which code held the main thread: classify stack spans, and name the user's own line.
+
+Pure: spans and source lines come from the Session. Categories, checked innermost-first:
+``save`` (torch.serialization), ``data`` (torch.utils.data), ``optimizer`` (torch.optim),
+``backward`` (autograd), ``forward`` (nn.Module calls), ``logging`` (logging, tqdm, tensor
+formatting, or a user line that prints/logs/writes), ``idle`` (sleeping or waiting), and
+``other`` (the rest: host work in the user's loop).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from trainprof.store.stacks import Frame, StackSpan
+
+_LIB_MARKERS = ("site-packages", "dist-packages", "/lib/python3", "<frozen", "/trainprof/")
+_USER_MARKERS = ("/trainprof/examples/",)  # the bundled demo and zoo jobs are "user" code
+_PRINTING = re.compile(r"\b(print|log(ger|ging)?\.\w+|logging\.\w+|\w*\.write|tqdm|pbar\.\w+|set_postfix|writer\.add_\w+)\s*\(")
+_IDLE_FUNCS = {"sleep", "wait", "acquire", "select", "poll", "_wait_for_tstate_lock", "get"}
+
+
+def is_user_file(path: str) -> bool:
+    if any(m in path for m in _USER_MARKERS):
+        return True
+    return bool(path) and not any(m in path for m in _LIB_MARKERS)
+
+
+def user_frame(frames: tuple[Frame, ...]) -> Frame | None:
+    """The innermost frame in the user's own code (not torch, not the stdlib, not trainprof)."""
+    for frame in reversed(frames):
+        if is_user_file(frame[1]):
+            return frame
+    return None
+
+
+def where(frame: Frame | None) -> str | None:
+    if frame is None:
+        return None
+    return f"{frame[1]}:{frame[2]} ({frame[0]})"
+
+
+def category(frames: tuple[Frame, ...], source: dict[tuple[str, int], str]) -> str:
+    for name, path, _line in reversed(frames):
+        p = path.replace("\\", "/")
+        if "torch/serialization.py" in p:
+            return "save"
+        if "torch/utils/data/" in p:
+            return "data"
+        if "torch/optim/" in p:
+            return "optimizer"
+        if "torch/autograd/" in p or ("torch/_tensor.py" in p and name == "backward"):
+            return "backward"
+        if "_tensor_str.py" in p or "/logging/" in p or "/tqdm/" in p:
+            return "logging"
+        if "torch/nn/modules/" in p:
+            return "forward"
+    top = frames[-1] if frames else None
+    uf = user_frame(frames)
+    if uf is not None:
+        text = source.get((uf[1], uf[2]), "")
+        if _PRINTING.search(text):
+            return "logging"
+        if uf is top and re.search(r"\bsleep\s*\(", text):
+            return "idle"
+    if top is not None and top[0] in _IDLE_FUNCS and not is_user_file(top[1]):
+        return "idle"
+    return "other"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Main-thread time by category within a window, and the user lines behind each."""
+
+    seconds: dict[str, float]
+    lines: dict[str, Counter[Frame]]
+
+    @property
+    def total(self) -> float:
+        return sum(self.seconds.values())
+
+    def share(self, cat: str) -> float:
+        total = self.total
+        return self.seconds.get(cat, 0.0) / total if total > 0 else 0.0
+
+    def top_line(self, cat: str) -> Frame | None:
+        counter = self.lines.get(cat)
+        if not counter:
+            return None
+        return counter.most_common(1)[0][0]
+
+
+def profile(
+    spans: Iterable[StackSpan], source: dict[tuple[str, int], str], t0: float, t1: float
+) -> Profile:
+    seconds: dict[str, float] = {}
+    lines: dict[str, Counter[Frame]] = {}
+    for s in spans:
+        lo, hi = max(s.t0, t0), min(s.t1, t1)
+        if hi <= lo:
+            continue
+        cat = category(s.frames, source)
+        seconds[cat] = seconds.get(cat, 0.0) + (hi - lo)
+        uf = user_frame(s.frames)
+        if uf is not None:
+            lines.setdefault(cat, Counter())[uf] += int((hi - lo) * 1e6)
+    return Profile(seconds, lines)
+
+
+def dominant_user_frame(
+    spans: Iterable[StackSpan], windows: Iterable[tuple[float, float]], through: str | None = None
+) -> Frame | None:
+    """The user's function+line that held the main thread longest inside the windows
+    (optionally only stacks passing through a function named ``through``)."""
+    counter: Counter[Frame] = Counter()
+    wins = sorted(windows)
+    for s in spans:
+        if through is not None and not any(f[0] == through for f in s.frames):
+            continue
+        for t0, t1 in wins:
+            lo, hi = max(s.t0, t0), min(s.t1, t1)
+            if hi <= lo:
+                continue
+            uf = user_frame(s.frames)
+            if uf is not None:
+                counter[uf] += int((hi - lo) * 1e6)
+    return counter.most_common(1)[0][0] if counter else None

@@ -1,0 +1,64 @@
+"""Stack samples (py-spy's Chrome trace) → main-thread intervals in monotonic time.
+
+Each interval is a span during which the main thread's Python stack stayed the same:
+``(t_start, t_end, frames)`` with frames outermost first, each ``(function, file, line)``.
+The main thread is the one whose outermost frame is ``<module>`` (the script itself).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Frame = tuple[str, str, int]
+
+
+@dataclass(frozen=True)
+class StackSpan:
+    t0: float
+    t1: float
+    frames: tuple[Frame, ...]
+
+
+def load_spans(path: Path, started_at: float) -> list[StackSpan]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            events = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return []
+    if isinstance(events, dict):
+        events = events.get("traceEvents", [])
+    by_tid: dict[Any, list[dict[str, Any]]] = {}
+    for ev in events:
+        if isinstance(ev, dict) and ev.get("ph") in ("B", "E"):
+            by_tid.setdefault(ev.get("tid"), []).append(ev)
+    main = _main_thread(by_tid)
+    return _spans(by_tid.get(main, []), started_at) if main is not None else []
+
+
+def _main_thread(by_tid: dict[Any, list[dict[str, Any]]]) -> Any:
+    best, best_n = None, -1
+    for tid, evs in by_tid.items():
+        if evs and evs[0].get("name") == "<module>" and len(evs) > best_n:
+            best, best_n = tid, len(evs)
+    return best
+
+
+def _spans(events: list[dict[str, Any]], started_at: float) -> list[StackSpan]:
+    spans: list[StackSpan] = []
+    stack: list[Frame] = []
+    last_t: float | None = None
+    for ev in sorted(events, key=lambda e: e.get("ts", 0)):  # stable: B/E order kept per ts
+        t = started_at + float(ev.get("ts", 0)) / 1e6
+        if last_t is not None and t > last_t and stack:
+            spans.append(StackSpan(last_t, t, tuple(stack)))
+        last_t = t
+        args = ev.get("args") or {}
+        frame = (str(ev.get("name")), str(args.get("filename", "")), int(args.get("line", 0) or 0))
+        if ev["ph"] == "B":
+            stack.append(frame)
+        elif stack:
+            stack.pop()
+    return spans
