@@ -92,6 +92,7 @@ def run(opts: RunOptions) -> int:
             "stderr_lines": job.pumps[1].total_lines,
         },
     )
+    rundir.write_json(run_dir / rundir.META, meta)
     session = Session.load(run_dir)
     meta["stopped_by"] = stopped_by or _stop_reason(session)
     session.meta = meta

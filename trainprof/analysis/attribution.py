@@ -22,6 +22,11 @@ _PRINTING = re.compile(r"\b(print|log(ger|ging)?\.\w+|logging\.\w+|\w*\.write|tq
 _IDLE_FUNCS = {"sleep", "wait", "acquire", "select", "poll", "_wait_for_tstate_lock", "get"}
 
 
+def short_name(qualname: str) -> str:
+    """py-spy names functions by qualname (``Class.method``, ``f.<locals>.g``)."""
+    return qualname.rsplit(".", 1)[-1]
+
+
 def is_user_file(path: str) -> bool:
     if any(m in path for m in _USER_MARKERS):
         return True
@@ -51,7 +56,7 @@ def category(frames: tuple[Frame, ...], source: dict[tuple[str, int], str]) -> s
             return "data"
         if "torch/optim/" in p:
             return "optimizer"
-        if "torch/autograd/" in p or ("torch/_tensor.py" in p and name == "backward"):
+        if "torch/autograd/" in p or ("torch/_tensor.py" in p and short_name(name) == "backward"):
             return "backward"
         if "_tensor_str.py" in p or "/logging/" in p or "/tqdm/" in p:
             return "logging"
@@ -65,7 +70,7 @@ def category(frames: tuple[Frame, ...], source: dict[tuple[str, int], str]) -> s
             return "logging"
         if uf is top and re.search(r"\bsleep\s*\(", text):
             return "idle"
-    if top is not None and top[0] in _IDLE_FUNCS and not is_user_file(top[1]):
+    if top is not None and short_name(top[0]) in _IDLE_FUNCS and not is_user_file(top[1]):
         return "idle"
     return "other"
 
@@ -117,7 +122,7 @@ def dominant_user_frame(
     counter: Counter[Frame] = Counter()
     wins = sorted(windows)
     for s in spans:
-        if through is not None and not any(f[0] == through for f in s.frames):
+        if through is not None and not any(short_name(f[0]) == through for f in s.frames):
             continue
         for t0, t1 in wins:
             lo, hi = max(s.t0, t0), min(s.t1, t1)
@@ -127,3 +132,19 @@ def dominant_user_frame(
             if uf is not None:
                 counter[uf] += int((hi - lo) * 1e6)
     return counter.most_common(1)[0][0] if counter else None
+
+
+def function_share(
+    spans: Iterable[StackSpan], windows: list[tuple[float, float]], function: tuple[str, str]
+) -> float:
+    """Share of main-thread time in the windows whose stack passes through a user function."""
+    inside = total = 0.0
+    for s in spans:
+        for t0, t1 in windows:
+            lo, hi = max(s.t0, t0), min(s.t1, t1)
+            if hi <= lo:
+                continue
+            total += hi - lo
+            if any((f[0], f[1]) == function for f in s.frames):
+                inside += hi - lo
+    return inside / total if total > 0 else 0.0

@@ -86,7 +86,7 @@ def check_input_bound(m: Metrics) -> Finding | None:
     per_batch = s.wait_per_step_s / max(s.fetches_per_step, 1)
     evidence = [
         f"data wait is {wait_frac:.0%} of steady step time "
-        f"({ms(s.wait_per_step_s)} of {ms(s.p50_s)} per step at the median, "
+        f"({ms(s.wait_per_step_s)} of {ms(s.duration_s / s.count)} per step on average, "
         f"{ms(per_batch)} per batch)",
         f"num_workers={workers} on {m.usable_cpus or '?'} usable CPUs, "
         f"pin_memory={cfg.get('pin_memory')}, persistent_workers={cfg.get('persistent_workers')}, "
@@ -185,9 +185,10 @@ def check_worker_startup(m: Metrics) -> Finding | None:
     firsts = loader.first_batch_waits_s
     if len(firsts) < 2 or loader.config.get("persistent_workers"):
         return None
-    per_batch = s.wait_per_step_s / max(s.fetches_per_step, 1)
+    wait_frac = m.activity.train_wait_frac if m.activity.train_wait_frac is not None else s.data_wait_frac
+    per_batch = wait_frac * s.duration_s / s.count / max(s.fetches_per_step, 1)
     typical = median(firsts)
-    span = (m.activity.window[1] - m.activity.window[0]) if m.activity.window else None
+    span = m.activity.run_span_s
     cost = sum(firsts)
     if typical < max(WORKER_STARTUP_MIN_S, WORKER_STARTUP_FACTOR * per_batch):
         return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainprof.analysis.attribution import dominant_user_frame, where
+from trainprof.analysis.attribution import dominant_user_frame, function_share, where
 from trainprof.analysis.checks_loader import ms
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
@@ -11,6 +11,10 @@ from trainprof.analysis.stalls import Segment, period
 # cpu-stall: at least this many CPU stalls, costing at least this share of the steady window.
 CPU_STALL_MIN_COUNT = 3
 CPU_STALL_SHARE = 0.05
+# Without a period, stalls count only when one user function holds the main thread for most
+# of the stall time and rarely otherwise (so a noisy machine's slow steps are not "stalls").
+CPU_STALL_OWN_SHARE = 0.5
+CPU_STALL_ELSEWHERE_MAX = 0.2
 # checkpoint-stall / eval-stall: share of the run (first step to last) spent saving / evaluating.
 CHECKPOINT_SHARE = 0.03
 EVAL_SHARE = 0.05
@@ -45,7 +49,11 @@ def check_cpu_stall(m: Metrics) -> Finding | None:
         return None
     assert m.steady is not None
     p = period([s.index for s in stalls])
-    frame = dominant_user_frame(m.activity.spans, [(s.t0, s.t1) for s in stalls])
+    p = p if p is not None and p >= 2 else None
+    windows = [(s.t0, s.t1) for s in stalls]
+    frame = dominant_user_frame(m.activity.spans, windows)
+    if p is None and not _distinct_code(m, windows, frame):
+        return None
     length = cost / len(stalls)
     evidence = [
         f"{len(stalls)} steps took {ms(length + m.steady.p50_s)} on average instead of "
@@ -71,6 +79,23 @@ def check_cpu_stall(m: Metrics) -> Finding | None:
         impact=min(1.0, share),
         where=where(frame),
     )
+
+
+def _distinct_code(m: Metrics, stall_windows: list[tuple[float, float]], frame: object) -> bool:
+    if not isinstance(frame, tuple) or m.activity.window is None:
+        return False
+    func = (frame[0], frame[1])
+    inside = function_share(m.activity.spans, stall_windows, func)
+    w0, w1 = m.activity.window
+    gaps, last = [], w0
+    for a, b in sorted(stall_windows):
+        if a > last:
+            gaps.append((last, a))
+        last = max(last, b)
+    if w1 > last:
+        gaps.append((last, w1))
+    elsewhere = function_share(m.activity.spans, gaps, func)
+    return inside >= CPU_STALL_OWN_SHARE and elsewhere <= CPU_STALL_ELSEWHERE_MAX
 
 
 def check_checkpoint_stall(m: Metrics) -> Finding | None:

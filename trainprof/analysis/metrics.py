@@ -57,6 +57,7 @@ class Activity:
     """What happened over the run besides steps: stalls, saves, evals, stacks, memory, output."""
 
     window: tuple[float, float] | None  # steady window (monotonic), None without steady state
+    run_span_s: float | None = None  # launch to the last step
     stalls: tuple[Stall, ...] = ()
     saves: tuple[tuple[Segment, int, str], ...] = ()  # segment, bytes, path
     evals: tuple[Segment, ...] = ()
@@ -160,8 +161,10 @@ def _activity(
                 growths.append(g)
     swap_io = [a + b for a, b in zip(samples.swap_in_bps, samples.swap_out_bps, strict=True)]
     out = session.meta.get("output") or {}
+    launched = session.meta.get("t_launch")
     return Activity(
         window=window,
+        run_span_s=(window[1] - launched) if window and launched else None,
         stalls=tuple(stalls),
         saves=tuple((seg, b, path) for seg, (_t, _d, b, path) in zip(saves, primary.saves, strict=True))
         if primary
@@ -267,14 +270,16 @@ def _peak(series: Any) -> int | None:
 
 
 def _train_wait(log: ProcessLog, warm: int, evals: list[Segment]) -> float | None:
-    """Data-wait share of steady steps that contain no evaluation (an eval loader's wait is
-    the eval's cost, not the training input pipeline's)."""
+    """Data-wait share of steady steps that contain no evaluation and no epoch start (an eval
+    loader's wait is the eval's cost, not the training input pipeline's)."""
     ts, durs, waits = log.steps["t"], log.steps["dur"], log.steps["wait"]
+    # An epoch's first batch waits for workers to start: worker-startup's cost, not this one's.
+    epoch_firsts = [log.t0 + (t + w) / 1e6 for _k, t, w in log.epochs]
     wait = total = 0
     for i in range(warm, len(ts)):
         t1 = log.t0 + ts[i] / 1e6
         t0 = t1 - durs[i] / 1e6
-        if any(e.t0 < t1 and e.t1 > t0 for e in evals):
+        if any(e.t0 < t1 and e.t1 > t0 for e in evals) or any(t0 <= f <= t1 for f in epoch_firsts):
             continue
         wait += waits[i]
         total += durs[i]
