@@ -18,6 +18,7 @@ from trainprof.live import LiveView
 from trainprof.output import TerminalLock
 from trainprof.render import console as console_render
 from trainprof.render.json_report import report_dict
+from trainprof.samplers.hang import HANG_STACKS, dump_stacks
 from trainprof.samplers.loop import SamplerLoop
 from trainprof.samplers.stacks import STACKS_FILE, StackRecorder
 from trainprof.store import rundir
@@ -37,6 +38,8 @@ class RunOptions:
     quiet: bool = False
     verbose: bool = False
     stacks: bool = True
+    on_hang: str | None = None  # "report" | "kill"; None: kill with --timeout, else report
+    hang_after_s: float | None = None  # None: max(10 s, 20 median steps)
 
 
 def usable_cpus() -> int | None:
@@ -71,7 +74,10 @@ def run(opts: RunOptions) -> int:
     sampler.start()
     live = LiveView(str(run_dir), terminal, sys.stderr.fileno())
     stacks = _StackStarter(run_dir, job, command) if opts.stacks else None
-    stopped_by = _supervise(job, live, sampler, opts, stacks)
+    watch = HangWatch(opts, run_dir)
+    stopped_by = _supervise(job, live, sampler, opts, stacks, watch)
+    if watch.hang is not None:
+        meta["hang"] = watch.hang
     live.erase()
     sampler.stop()
     job.finish()
@@ -98,7 +104,7 @@ def run(opts: RunOptions) -> int:
     session.meta = meta
     rundir.write_json(run_dir / rundir.META, meta)
     report(session, opts.json_path, verbose=opts.verbose)
-    if stopped_by == "timeout":
+    if stopped_by in ("timeout", "hang"):
         return TIMEOUT_EXIT
     return exit_code_of(rc)
 
@@ -139,8 +145,52 @@ class _StackStarter:
         }
 
 
+class HangWatch:
+    """Notices when the job stops making progress, and keeps the stacks that show where."""
+
+    MIN_SILENCE_S = 10.0
+    STEP_MULTIPLE = 20.0
+
+    def __init__(self, opts: RunOptions, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.after = opts.hang_after_s
+        self.action = opts.on_hang or ("kill" if opts.timeout_s else "report")
+        self.hang: dict[str, Any] | None = None
+
+    def check(self, job: Job, live: LiveView, now: float) -> bool:
+        """True when a hang was just detected and the job should be stopped."""
+        stats = live.stats
+        if self.hang is not None or stats.last_progress is None:
+            return False
+        limit = self.after
+        if limit is None:
+            typical = sorted(stats.per_step_s)[len(stats.per_step_s) // 2] if stats.per_step_s else 0.0
+            limit = max(self.MIN_SILENCE_S, self.STEP_MULTIPLE * typical)
+        silent = now - stats.last_progress
+        if silent <= limit:
+            return False
+        self.record(job, silent, stats.steps or stats.batches)
+        print(
+            f"\ntrainprof: no progress for {silent:.0f} s after {stats.steps or stats.batches} steps; "
+            f"stacks saved to {self.run_dir / HANG_STACKS}"
+            + ("; stopping the job (--on-hang kill)" if self.action == "kill" else ""),
+            file=sys.stderr,
+        )
+        return self.action == "kill"
+
+    def record(self, job: Job, silent: float, steps_before: int) -> None:
+        info = dump_stacks(job.pid, self.run_dir)
+        info.update(silent_s=round(silent, 2), steps_before=steps_before)
+        self.hang = info
+
+
 def _supervise(
-    job: Job, live: LiveView, sampler: SamplerLoop, opts: RunOptions, stacks: _StackStarter | None
+    job: Job,
+    live: LiveView,
+    sampler: SamplerLoop,
+    opts: RunOptions,
+    stacks: _StackStarter | None,
+    watch: HangWatch,
 ) -> str | None:
     """Wait for the job, forwarding signals, drawing the status line, enforcing --timeout."""
     stopped_by: list[str] = []
@@ -163,7 +213,12 @@ def _supervise(
             live.draw(now - job.started_at)
             if stacks is not None:
                 stacks.poll(live)
-            if deadline is not None and now > deadline and "timeout" not in stopped_by:
+            if watch.check(job, live, now) and not stopped_by:
+                stopped_by[:] = ["hang"]
+                _stop(job)
+            elif deadline is not None and now > deadline and not stopped_by:
+                if watch.hang is None and live.stats.steps == 0:
+                    watch.record(job, now - job.started_at, 0)  # no first step within --timeout
                 stopped_by[:] = ["timeout"]
                 _stop(job)
     finally:

@@ -223,7 +223,10 @@ def test_second_signal_kills_a_stubborn_job_and_leaves_no_orphans(tmp_path: Path
         cwd=tmp_path,
     )
     assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "ready"
+    first = proc.stdout.readline().strip()
+    if first != "ready":
+        proc.kill()
+        raise AssertionError(f"job did not start: {first!r}\n{proc.stderr.read() if proc.stderr else ''}")
     meta = json.loads((run_dir / "run.json").read_text())
     proc.send_signal(signal.SIGINT)  # forwarded, and shrugged off by the job
     while proc.stdout.readline().strip() != "got SIGINT":

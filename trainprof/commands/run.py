@@ -45,6 +45,17 @@ def run(
         bool,
         typer.Option(help="Sample the main thread's Python stack with py-spy (names the line behind a stall)."),
     ] = True,
+    on_hang: Annotated[
+        str | None,
+        typer.Option(
+            help="When no step comes for a long time: `report` (save stacks, keep waiting) or "
+            "`kill` (save stacks, stop the job). Default: kill with --timeout, else report.",
+        ),
+    ] = None,
+    hang_after: Annotated[
+        float | None,
+        typer.Option(help="Seconds without a step that count as a hang (default: max(10, 20 median steps))."),
+    ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also show info findings and skipped rules.")
     ] = False,
@@ -66,6 +77,8 @@ def run(
         raise TrainprofError("--steps must be a positive number of optimizer steps")
     if timeout is not None and timeout <= 0:
         raise TrainprofError("--timeout must be a positive number of seconds")
+    if on_hang not in (None, "report", "kill"):
+        raise TrainprofError("--on-hang must be `report` or `kill`")
     if interval < 0.05:
         raise TrainprofError("--interval must be at least 0.05 s")
     code = run_job(
@@ -79,6 +92,8 @@ def run(
             quiet=quiet,
             verbose=verbose,
             stacks=stacks,
+            on_hang=on_hang,
+            hang_after_s=hang_after,
         )
     )
     raise typer.Exit(code)

@@ -53,6 +53,8 @@ def outcome(meta: dict[str, Any]) -> tuple[str, str]:
     stopped = meta.get("stopped_by")
     if stopped == "steps":
         return "stopped cleanly after --steps", "green"
+    if stopped == "hang":
+        return "stopped by trainprof: the job hung (--on-hang kill)", "red"
     if stopped == "timeout":
         return f"stopped by trainprof after --timeout {meta.get('timeout_s')} s", "red"
     if stopped == "interrupt":

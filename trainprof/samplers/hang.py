@@ -1,0 +1,69 @@
+"""When the job stops making progress: dump the Python stacks of the main process and every
+DataLoader worker (py-spy dump, nonblocking) into the run directory."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from trainprof.samplers.stacks import py_spy_path
+
+HANG_STACKS = "hang-stacks.txt"
+
+
+def dump_stacks(root_pid: int, run_dir: Path) -> dict[str, Any]:
+    exe = py_spy_path()
+    try:
+        root = psutil.Process(root_pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        procs = []
+    out: list[str] = []
+    main_stack: str | None = None
+    python_procs = 0
+    for proc in procs:
+        text = _dump(exe, proc.pid) if exe else "py-spy not found"
+        if "Thread" in text:
+            python_procs += 1
+        out.append(f"=== pid {proc.pid} ({_name(proc)}) ===\n{text}\n")
+        if main_stack is None and "Thread" in text:
+            main_stack = _innermost(text)
+    path = run_dir / HANG_STACKS
+    path.write_text("".join(out), encoding="utf-8")
+    return {
+        "stacks_file": HANG_STACKS,
+        "processes": len(procs),
+        "workers": max(0, python_procs - 1),
+        "main_stack": main_stack,
+    }
+
+
+def _dump(exe: str, pid: int) -> str:
+    try:
+        r = subprocess.run(
+            [exe, "dump", "--pid", str(pid), "--nonblocking"], capture_output=True, text=True, timeout=10
+        )
+        return (r.stdout + r.stderr).strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"py-spy dump failed: {exc}"
+
+
+def _name(proc: psutil.Process) -> str:
+    try:
+        return proc.name()
+    except psutil.Error:
+        return "?"
+
+
+def _innermost(dump: str) -> str | None:
+    """The first frame of the first thread in py-spy's dump (innermost first)."""
+    lines = dump.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Thread"):
+            for frame in lines[i + 1 : i + 4]:
+                if frame.strip():
+                    return frame.strip()
+    return None
