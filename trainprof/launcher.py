@@ -19,6 +19,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import trainprof
 from trainprof.errors import TrainprofError
@@ -48,7 +49,9 @@ def resolve_command(args: list[str]) -> list[str]:
     return list(args)
 
 
-def probe_env(run_dir: Path, max_steps: int | None, base: dict[str, str] | None = None) -> dict[str, str]:
+def probe_env(
+    run_dir: Path, max_steps: int | None, base: dict[str, str] | None = None
+) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     old = env.get("PYTHONPATH")
     env["PYTHONPATH"] = str(BOOTSTRAP_DIR) + (os.pathsep + old if old else "")
@@ -178,7 +181,7 @@ def _channel(stream: object) -> tuple[int, int]:
     return os.pipe()
 
 
-def _own_group() -> dict[str, object]:
+def _own_group() -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         return {"process_group": 0}
     return {"preexec_fn": os.setpgrp}  # pragma: no cover (Python 3.10)

@@ -27,7 +27,9 @@ class LiveStats:
     recent: collections.deque[tuple[float, float, float, int]] = field(
         default_factory=lambda: collections.deque(maxlen=WINDOW)
     )  # (t_end, dur_s, wait_s, samples)
-    per_step_s: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=WINDOW))
+    per_step_s: collections.deque[float] = field(
+        default_factory=lambda: collections.deque(maxlen=WINDOW)
+    )
 
     def feed(self, header: dict[str, Any], line: str) -> None:
         if header.get("role") == "worker":
@@ -91,7 +93,9 @@ class LiveView:
                 width = os.get_terminal_size(self.fd).columns
             except OSError:
                 width = 100
-            write_all(self.fd, ("\r\x1b[K\x1b[2m" + text[: max(width - 1, 10)] + "\x1b[0m").encode())
+            write_all(
+                self.fd, ("\r\x1b[K\x1b[2m" + text[: max(width - 1, 10)] + "\x1b[0m").encode()
+            )
             term.status_shown = True
 
     def erase(self) -> None:
@@ -101,7 +105,10 @@ class LiveView:
 
     def status_text(self, elapsed: float) -> str:
         s = self.stats
-        parts = [f"trainprof {_clock(elapsed)}", f"steps {s.steps}" if s.steps else f"batches {s.batches}"]
+        parts = [
+            f"trainprof {_clock(elapsed)}",
+            f"steps {s.steps}" if s.steps else f"batches {s.batches}",
+        ]
         it_s, samples_s, wait = s.rate()
         if it_s is not None:
             parts.append(f"{it_s:.1f} it/s")

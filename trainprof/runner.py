@@ -164,7 +164,9 @@ class HangWatch:
             return False
         limit = self.after
         if limit is None:
-            typical = sorted(stats.per_step_s)[len(stats.per_step_s) // 2] if stats.per_step_s else 0.0
+            typical = (
+                sorted(stats.per_step_s)[len(stats.per_step_s) // 2] if stats.per_step_s else 0.0
+            )
             limit = max(self.MIN_SILENCE_S, self.STEP_MULTIPLE * typical)
         silent = now - stats.last_progress
         if silent <= limit:
@@ -203,7 +205,9 @@ def _supervise(
         stopped_by.append("interrupt")
         job.send(signum)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    previous = {
+        s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
     try:
         deadline = job.started_at + opts.timeout_s if opts.timeout_s else None
         while job.poll(timeout=0.25) is None:

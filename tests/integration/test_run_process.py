@@ -46,7 +46,9 @@ def test_traceback_exactly_as_without_trainprof(tmp_path: Path) -> None:
         inner()
         """,
     )
-    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path)
+    plain = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path
+    )
     r = run_trainprof(tmp_path, str(script))
     assert plain.returncode == r.returncode == 1
     assert "ValueError: bad value ü" in plain.stderr
@@ -55,7 +57,9 @@ def test_traceback_exactly_as_without_trainprof(tmp_path: Path) -> None:
 
 
 def test_killed_by_sigkill_is_137(tmp_path: Path) -> None:
-    script = write_script(tmp_path, "kill.py", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    script = write_script(
+        tmp_path, "kill.py", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     r = run_trainprof(tmp_path, str(script))
     assert r.returncode == 137
     assert r.report is not None and r.report["run"]["signal"] == "SIGKILL"
@@ -71,7 +75,9 @@ def test_argv_name_cwd_path_as_without_trainprof(tmp_path: Path) -> None:
 
 def test_command_form_and_module(tmp_path: Path) -> None:
     write_script(tmp_path, "mymod.py", ECHO_ENV)
-    plain = subprocess.run([sys.executable, "-m", "mymod", "x"], capture_output=True, text=True, cwd=tmp_path)
+    plain = subprocess.run(
+        [sys.executable, "-m", "mymod", "x"], capture_output=True, text=True, cwd=tmp_path
+    )
     r = run_trainprof(tmp_path, "--", sys.executable, "-m", "mymod", "x")
     assert r.returncode == 0
     assert json.loads(r.stdout) == json.loads(plain.stdout)
@@ -81,15 +87,23 @@ def test_user_sitecustomize_still_runs(tmp_path: Path, clean_env: dict[str, str]
     site = tmp_path / "usersite"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import builtins\nbuiltins.USER_SITE_RAN = True\n")
-    script = write_script(tmp_path, "check.py", "import builtins\nprint(getattr(builtins, 'USER_SITE_RAN', False))\n")
+    script = write_script(
+        tmp_path, "check.py", "import builtins\nprint(getattr(builtins, 'USER_SITE_RAN', False))\n"
+    )
     clean_env["PYTHONPATH"] = str(site)
     r = run_trainprof(tmp_path, str(script), env=clean_env)
     assert r.stdout.strip() == "True"
 
 
 def test_probe_adds_no_third_party_module_before_torch(tmp_path: Path) -> None:
-    script = write_script(tmp_path, "mods.py", "import json, sys\nprint(json.dumps(sorted(sys.modules)))\n")
-    plain = set(json.loads(subprocess.run([sys.executable, str(script)], capture_output=True, text=True).stdout))
+    script = write_script(
+        tmp_path, "mods.py", "import json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    )
+    plain = set(
+        json.loads(
+            subprocess.run([sys.executable, str(script)], capture_output=True, text=True).stdout
+        )
+    )
     r = run_trainprof(tmp_path, str(script))
     with_probe = set(json.loads(r.stdout))
     added = with_probe - plain
@@ -98,11 +112,15 @@ def test_probe_adds_no_third_party_module_before_torch(tmp_path: Path) -> None:
     ours = {"trainprof", "sitecustomize"}
     third_party = {m for m in added if m.split(".")[0] not in sys.stdlib_module_names | ours}
     assert third_party == set()
-    assert not {"torch", "rich", "typer", "psutil", "pynvml"} & {m.split(".")[0] for m in with_probe}
+    assert not {"torch", "rich", "typer", "psutil", "pynvml"} & {
+        m.split(".")[0] for m in with_probe
+    }
 
 
 def test_script_without_torch_gets_a_report(tmp_path: Path) -> None:
-    script = write_script(tmp_path, "plain.py", "total = sum(i * i for i in range(200000))\nprint(total)\n")
+    script = write_script(
+        tmp_path, "plain.py", "total = sum(i * i for i in range(200000))\nprint(total)\n"
+    )
     r = run_trainprof(tmp_path, str(script))
     assert r.returncode == 0
     assert r.report is not None
@@ -112,7 +130,9 @@ def test_script_without_torch_gets_a_report(tmp_path: Path) -> None:
 
 
 def test_missing_script_is_one_clear_line(tmp_path: Path) -> None:
-    proc = subprocess.run(trainprof_cmd("run", "nope.py"), capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        trainprof_cmd("run", "nope.py"), capture_output=True, text=True, cwd=tmp_path
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "trainprof: no such script: nope.py"
     assert not (tmp_path / "trainprof-runs").exists()
@@ -120,7 +140,10 @@ def test_missing_script_is_one_clear_line(tmp_path: Path) -> None:
 
 def test_missing_command_is_one_clear_line(tmp_path: Path) -> None:
     proc = subprocess.run(
-        trainprof_cmd("run", "--", "no-such-program-xyz"), capture_output=True, text=True, cwd=tmp_path
+        trainprof_cmd("run", "--", "no-such-program-xyz"),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "trainprof: command not found: no-such-program-xyz"
@@ -133,7 +156,10 @@ def test_run_dir_symlink_is_refused(tmp_path: Path) -> None:
     link.symlink_to(target)
     script = write_script(tmp_path, "ok.py", "print(1)\n")
     proc = subprocess.run(
-        trainprof_cmd("run", "--run-dir", str(link), str(script)), capture_output=True, text=True, cwd=tmp_path
+        trainprof_cmd("run", "--run-dir", str(link), str(script)),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert proc.returncode == 2
     assert "symlink" in proc.stderr
@@ -142,12 +168,16 @@ def test_run_dir_symlink_is_refused(tmp_path: Path) -> None:
 
 def test_default_run_dir_is_private(tmp_path: Path) -> None:
     script = write_script(tmp_path, "ok.py", "print(1)\n")
-    proc = subprocess.run(trainprof_cmd("run", "-q", str(script)), capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        trainprof_cmd("run", "-q", str(script)), capture_output=True, text=True, cwd=tmp_path
+    )
     assert proc.returncode == 0
     (run_dir,) = (tmp_path / "trainprof-runs").iterdir()
     assert run_dir.name.endswith("-ok")
     assert (run_dir.stat().st_mode & 0o777) == 0o700
-    assert {"run.json", "samples.jsonl", "report.json", "stdout.log", "stderr.log"} <= {p.name for p in run_dir.iterdir()}
+    assert {"run.json", "samples.jsonl", "report.json", "stdout.log", "stderr.log"} <= {
+        p.name for p in run_dir.iterdir()
+    }
     assert (run_dir / "stdout.log").read_text() == "1\n"
 
 
@@ -226,7 +256,9 @@ def test_second_signal_kills_a_stubborn_job_and_leaves_no_orphans(tmp_path: Path
     first = proc.stdout.readline().strip()
     if first != "ready":
         proc.kill()
-        raise AssertionError(f"job did not start: {first!r}\n{proc.stderr.read() if proc.stderr else ''}")
+        raise AssertionError(
+            f"job did not start: {first!r}\n{proc.stderr.read() if proc.stderr else ''}"
+        )
     meta = json.loads((run_dir / "run.json").read_text())
     proc.send_signal(signal.SIGINT)  # forwarded, and shrugged off by the job
     while proc.stdout.readline().strip() != "got SIGINT":

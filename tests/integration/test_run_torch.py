@@ -88,7 +88,9 @@ def test_steps_option_stops_cleanly(tmp_path: Path) -> None:
 
 
 def test_timeout_stops_the_job(tmp_path: Path) -> None:
-    script = write_script(tmp_path, "sleepy.py", "import time\nprint('up', flush=True)\ntime.sleep(600)\n")
+    script = write_script(
+        tmp_path, "sleepy.py", "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
+    )
     r = run_trainprof(tmp_path, str(script), run_args=("--timeout", "1.5"))
     assert r.returncode == 124
     assert r.report["run"]["stopped_by"] == "timeout"
@@ -118,7 +120,9 @@ def test_job_without_optimizer_gets_batch_records(tmp_path: Path) -> None:
 def test_report_command_rerenders_a_stored_run(workers_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "again.json"
     proc = subprocess.run(
-        trainprof_cmd("report", str(workers_run.run_dir), "--json", str(out)), capture_output=True, text=True
+        trainprof_cmd("report", str(workers_run.run_dir), "--json", str(out)),
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr
     again = json.loads(out.read_text())
@@ -127,14 +131,19 @@ def test_report_command_rerenders_a_stored_run(workers_run, tmp_path: Path) -> N
 
 
 def test_report_of_a_missing_dir_is_one_line(tmp_path: Path) -> None:
-    proc = subprocess.run(trainprof_cmd("report", str(tmp_path / "nope")), capture_output=True, text=True)
+    proc = subprocess.run(
+        trainprof_cmd("report", str(tmp_path / "nope")), capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert proc.stderr.startswith("trainprof: no such run directory")
 
 
 def test_demo_names_fake_batching_and_input_bound(tmp_path: Path) -> None:
     proc = subprocess.run(
-        trainprof_cmd("demo", "--run-dir", str(tmp_path / "demo")), capture_output=True, text=True, timeout=120
+        trainprof_cmd("demo", "--run-dir", str(tmp_path / "demo")),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "demo" / "report.json").read_text())

@@ -54,7 +54,16 @@ def samples(rows: list[dict[str, Any]]) -> Samples:
     return s
 
 
-def session(*procs: ProcessLog, sample_rows: list[dict[str, Any]] | None = None, **meta: Any) -> Session:
-    m: dict[str, Any] = {"command": ["python", "train.py"], "exit_code": 0, "t_launch": 99.0, "usable_cpus": 4}
+def session(
+    *procs: ProcessLog, sample_rows: list[dict[str, Any]] | None = None, **meta: Any
+) -> Session:
+    m: dict[str, Any] = {
+        "command": ["python", "train.py"],
+        "exit_code": 0,
+        "t_launch": 99.0,
+        "usable_cpus": 4,
+    }
     m.update(meta)
-    return Session(run_dir="/nonexistent", meta=m, processes=list(procs), samples=samples(sample_rows or []))
+    return Session(
+        run_dir="/nonexistent", meta=m, processes=list(procs), samples=samples(sample_rows or [])
+    )

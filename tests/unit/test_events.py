@@ -9,7 +9,9 @@ from trainprof.launcher import exit_code_of
 from trainprof.render.console import sparkline
 from trainprof.store.events import EventTail, load_process
 
-HEADER = "#TP1 " + json.dumps({"magic": "trainprof-events", "version": 1, "pid": 7, "role": "main", "t0": 5.0})
+HEADER = "#TP1 " + json.dumps(
+    {"magic": "trainprof-events", "version": 1, "pid": 7, "role": "main", "t0": 5.0}
+)
 
 
 def test_torn_last_line_is_counted_not_fatal(tmp_path: Path) -> None:
@@ -23,7 +25,7 @@ def test_torn_last_line_is_counted_not_fatal(tmp_path: Path) -> None:
 
 def test_malformed_lines_are_skipped(tmp_path: Path) -> None:
     p = tmp_path / "events-7.tp"
-    p.write_text(HEADER + "\nS x y\nQ what\nC 1 2 3 \"/tmp/a.pt\"\n")
+    p.write_text(HEADER + '\nS x y\nQ what\nC 1 2 3 "/tmp/a.pt"\n')
     log = load_process(str(p))
     assert log is not None
     assert log.bad_lines == 2

@@ -50,7 +50,9 @@ def test_input_bound_threshold_is_not_crossed_at_15_percent() -> None:
 
 def test_fake_batching_fires_on_batch_of_one_and_many_fetches() -> None:
     loader = dict(DEFAULT_LOADER, batch_size=1)
-    _, verdict = analyze(session(process(100, step_s=0.2, wait_s=0.01, batch_size=1, fetches=16, loader=loader)))
+    _, verdict = analyze(
+        session(process(100, step_s=0.2, wait_s=0.01, batch_size=1, fetches=16, loader=loader))
+    )
     (f,) = verdict.findings
     assert f.id == "fake-batching"
     assert "16 DataLoader fetches per optimizer step" in f.evidence[0]
@@ -65,7 +67,11 @@ def test_real_batches_with_gradient_accumulation_are_not_fake_batching() -> None
 
 def test_gpu_unavailable_is_none_not_zero() -> None:
     rows = [
-        {"t": 100.0 + i, "procs": [{"pid": 1000, "cpu": 50.0, "rss": 10_000}], "gpu": {"unavailable": "no NVIDIA driver"}}
+        {
+            "t": 100.0 + i,
+            "procs": [{"pid": 1000, "cpu": 50.0, "rss": 10_000}],
+            "gpu": {"unavailable": "no NVIDIA driver"},
+        }
         for i in range(5)
     ]
     m, verdict = analyze(session(process(50), sample_rows=rows))
@@ -78,7 +84,11 @@ def test_gpu_unavailable_is_none_not_zero() -> None:
 
 def test_gpu_utilization_not_supported_is_unavailable_not_zero() -> None:
     rows = [
-        {"t": 100.0 + i, "procs": [], "gpu": [{"index": 0, "util": None, "util_unavailable": "not supported (MIG?)"}]}
+        {
+            "t": 100.0 + i,
+            "procs": [],
+            "gpu": [{"index": 0, "util": None, "util_unavailable": "not supported (MIG?)"}],
+        }
         for i in range(5)
     ]
     m, _ = analyze(session(process(50), sample_rows=rows))
@@ -100,7 +110,9 @@ def test_cpu_first_reading_is_unknown_not_zero() -> None:
 
 def test_report_contract_shape() -> None:
     m, verdict = analyze(session(process(60)))
-    data = report_dict({"command": ["python", "t.py"], "exit_code": 0, "wall_s": 3.0, "run_dir": "/x"}, m, verdict)
+    data = report_dict(
+        {"command": ["python", "t.py"], "exit_code": 0, "wall_s": 3.0, "run_dir": "/x"}, m, verdict
+    )
     assert data["schema"] == "trainprof.report/1"
     assert set(data) == {"schema", "run", "summary", "findings", "skipped"}
     assert {"command", "exit_code", "signal", "wall_s", "run_dir"} <= set(data["run"])

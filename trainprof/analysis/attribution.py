@@ -18,7 +18,9 @@ from trainprof.store.stacks import Frame, StackSpan
 
 _LIB_MARKERS = ("site-packages", "dist-packages", "/lib/python3", "<frozen", "/trainprof/")
 _USER_MARKERS = ("/trainprof/examples/",)  # the bundled demo and zoo jobs are "user" code
-_PRINTING = re.compile(r"\b(print|log(ger|ging)?\.\w+|logging\.\w+|\w*\.write|tqdm|pbar\.\w+|set_postfix|writer\.add_\w+)\s*\(")
+_PRINTING = re.compile(
+    r"\b(print|log(ger|ging)?\.\w+|logging\.\w+|\w*\.write|tqdm|pbar\.\w+|set_postfix|writer\.add_\w+)\s*\("
+)
 _IDLE_FUNCS = {"sleep", "wait", "acquire", "select", "poll", "_wait_for_tstate_lock", "get"}
 
 

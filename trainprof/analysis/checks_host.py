@@ -65,7 +65,9 @@ def check_loop_overhead(m: Metrics) -> Finding | None:
         return None
     frame = prof.top_line("other")
     busy = {k: v for k, v in prof.seconds.items() if v > 0}
-    parts = ", ".join(f"{k} {v / prof.total:.0%}" for k, v in sorted(busy.items(), key=lambda kv: -kv[1]))
+    parts = ", ".join(
+        f"{k} {v / prof.total:.0%}" for k, v in sorted(busy.items(), key=lambda kv: -kv[1])
+    )
     return Finding(
         id="loop-overhead",
         severity="warning",

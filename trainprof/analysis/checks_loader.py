@@ -77,7 +77,9 @@ def check_fake_batching(m: Metrics) -> Finding | None:
 def check_input_bound(m: Metrics) -> Finding | None:
     s = m.steady
     assert s is not None
-    wait_frac = m.activity.train_wait_frac if m.activity.train_wait_frac is not None else s.data_wait_frac
+    wait_frac = (
+        m.activity.train_wait_frac if m.activity.train_wait_frac is not None else s.data_wait_frac
+    )
     if wait_frac - s.sampler_frac < INPUT_BOUND_WAIT_FRAC:
         return None
     loader = primary_loader(m)
@@ -136,7 +138,6 @@ def check_input_bound(m: Metrics) -> Finding | None:
     )
 
 
-
 # ---------------------------------------------------------------- sampler-overhead
 
 
@@ -185,7 +186,9 @@ def check_worker_startup(m: Metrics) -> Finding | None:
     firsts = loader.first_batch_waits_s
     if len(firsts) < 2 or loader.config.get("persistent_workers"):
         return None
-    wait_frac = m.activity.train_wait_frac if m.activity.train_wait_frac is not None else s.data_wait_frac
+    wait_frac = (
+        m.activity.train_wait_frac if m.activity.train_wait_frac is not None else s.data_wait_frac
+    )
     per_batch = wait_frac * s.duration_s / s.count / max(s.fetches_per_step, 1)
     typical = median(firsts)
     span = m.activity.run_span_s

@@ -28,7 +28,9 @@ def _span(m: Metrics) -> float | None:
 def _interval_in_steps(m: Metrics, segments: list[Segment]) -> str:
     """'every N steps' from the step counts between consecutive segments."""
     stalls = {st.index for st in m.activity.stalls}
-    idx = sorted(st.index for st in m.activity.stalls if any(s.t0 < st.t1 and s.t1 > st.t0 for s in segments))
+    idx = sorted(
+        st.index for st in m.activity.stalls if any(s.t0 < st.t1 and s.t1 > st.t0 for s in segments)
+    )
     p = period(idx) if idx else None
     if p:
         return f"every {p} steps"
@@ -62,7 +64,9 @@ def check_cpu_stall(m: Metrics) -> Finding | None:
         "process was not waiting for data, saving or evaluating",
     ]
     if frame is not None:
-        evidence.append(f"the main thread was in {frame[0]}() at {frame[1]}:{frame[2]} during the stalls")
+        evidence.append(
+            f"the main thread was in {frame[0]}() at {frame[1]}:{frame[2]} during the stalls"
+        )
     elif m.activity.stacks_error or not m.activity.spans:
         evidence.append("no stack samples to name the code (py-spy unavailable)")
     name = f"{frame[0]}()" if frame else "the CPU-bound work"

@@ -4,6 +4,8 @@ making progress. Pure."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.signatures import CrashContext, match_signatures
@@ -16,7 +18,11 @@ def crash_context(session: Session, metrics: Metrics) -> CrashContext:
     roles = {p.pid: p.role for p in session.processes}
     nofile = [s.nofile for s in samples.procs.values() if s.nofile]
     fds = [s.max_fds for s in samples.procs.values() if s.max_fds is not None]
-    worker_rss = [max(finite(s.rss), default=0.0) for pid, s in samples.procs.items() if roles.get(pid) == "worker"]
+    worker_rss = [
+        max(finite(s.rss), default=0.0)
+        for pid, s in samples.procs.items()
+        if roles.get(pid) == "worker"
+    ]
     cfg = metrics.loaders[0].config if metrics.loaders else {}
     shm_used = finite(samples.shm_used)
     avail = finite(samples.mem_available)
@@ -75,24 +81,28 @@ def crash_findings(session: Session, metrics: Metrics) -> list[Finding]:
     ]
 
 
-def hang_title(hang: dict[str, object]) -> str:
+def hang_title(hang: dict[str, Any]) -> str:
     if hang.get("steps_before"):
         return f"The job hung: no step for {float(hang.get('silent_s') or 0):.0f} s"
     return f"The job hung: no first step within {float(hang.get('silent_s') or 0):.0f} s"
 
 
-def hang_evidence(hang: dict[str, object], metrics: Metrics) -> list[str]:
+def hang_evidence(hang: dict[str, Any], metrics: Metrics) -> list[str]:
     lines = []
     steps = hang.get("steps_before") or 0
     if steps:
         p50 = metrics.steady.p50_s if metrics.steady else None
         typical = f" (steps took {p50 * 1e3:.0f} ms at the median)" if p50 else ""
-        lines.append(f"no progress for {float(hang.get('silent_s') or 0):.1f} s after {steps} steps{typical}")
+        lines.append(
+            f"no progress for {float(hang.get('silent_s') or 0):.1f} s after {steps} steps{typical}"
+        )
     else:
         lines.append(f"no first step after {float(hang.get('silent_s') or 0):.1f} s")
     main = hang.get("main_stack")
     if main:
         lines.append(f"main thread was waiting in: {main}")
     if hang.get("stacks_file"):
-        lines.append(f"stacks of the main process and {hang.get('workers', 0)} workers: {hang['stacks_file']}")
+        lines.append(
+            f"stacks of the main process and {hang.get('workers', 0)} workers: {hang['stacks_file']}"
+        )
     return lines

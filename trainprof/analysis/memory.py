@@ -34,9 +34,7 @@ def growth(series: ProcSeries, role: str, t0: float, t1: float) -> Growth | None
     use_uss = role == "worker" and any(not math.isnan(v) for v in series.uss)
     values = series.uss if use_uss else series.rss
     pts = [
-        (t, v)
-        for t, v in zip(series.t, values, strict=True)
-        if t0 <= t <= t1 and not math.isnan(v)
+        (t, v) for t, v in zip(series.t, values, strict=True) if t0 <= t <= t1 and not math.isnan(v)
     ]
     if len(pts) < MIN_POINTS:
         return None
@@ -49,4 +47,6 @@ def growth(series: ProcSeries, role: str, t0: float, t1: float) -> Growth | None
     ss_tot = sum((y - my) ** 2 for y in ys)
     ss_res = sum((y - (my + b * (x - mx))) ** 2 for x, y in zip(xs, ys, strict=True))
     r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 0.0
-    return Growth(series.pid, role, "uss" if use_uss else "rss", ys[0], ys[-1], b, r2, xs[-1] - xs[0])
+    return Growth(
+        series.pid, role, "uss" if use_uss else "rss", ys[0], ys[-1], b, r2, xs[-1] - xs[0]
+    )

@@ -166,7 +166,9 @@ def _activity(
         window=window,
         run_span_s=(window[1] - launched) if window and launched else None,
         stalls=tuple(stalls),
-        saves=tuple((seg, b, path) for seg, (_t, _d, b, path) in zip(saves, primary.saves, strict=True))
+        saves=tuple(
+            (seg, b, path) for seg, (_t, _d, b, path) in zip(saves, primary.saves, strict=True)
+        )
         if primary
         else (),
         evals=tuple(evals),
@@ -247,10 +249,16 @@ def _loaders(session: Session, primary: ProcessLog | None) -> tuple[LoaderView, 
     views = []
     for key, cfg in sorted(primary.loaders.items()):
         uses_workers = (cfg.get("num_workers") or 0) > 0
-        main_ms = primary.fetch_us / primary.fetch_count / 1e3 if primary.fetch_count and not uses_workers else None
+        main_ms = (
+            primary.fetch_us / primary.fetch_count / 1e3
+            if primary.fetch_count and not uses_workers
+            else None
+        )
         worker_ms = w_us / w_count / 1e3 if w_count and uses_workers else None
         firsts = tuple(w / 1e6 for k, _t, w in primary.epochs if k == key)
-        views.append(LoaderView(cfg, main_ms, worker_ms, len(workers) if uses_workers else 0, firsts))
+        views.append(
+            LoaderView(cfg, main_ms, worker_ms, len(workers) if uses_workers else 0, firsts)
+        )
     return tuple(views)
 
 

@@ -62,14 +62,31 @@ def _only_if_unexplained(findings: list[Finding]) -> list[Finding]:
 RULES: tuple[Rule, ...] = (
     Rule("fake-batching", "Fake batching", ("steps", "loader"), checks_loader.check_fake_batching),
     Rule("input-bound", "Input-bound", ("steps", "loader"), checks_loader.check_input_bound),
-    Rule("sampler-overhead", "Sampler overhead", ("steps", "loader"), checks_loader.check_sampler_overhead),
-    Rule("worker-startup", "Worker start-up", ("steps", "loader"), checks_loader.check_worker_startup),
+    Rule(
+        "sampler-overhead",
+        "Sampler overhead",
+        ("steps", "loader"),
+        checks_loader.check_sampler_overhead,
+    ),
+    Rule(
+        "worker-startup", "Worker start-up", ("steps", "loader"), checks_loader.check_worker_startup
+    ),
     Rule("cpu-stall", "CPU stall", ("steps",), checks_stalls.check_cpu_stall),
     Rule("checkpoint-stall", "Checkpoint stall", ("steps",), checks_stalls.check_checkpoint_stall),
     Rule("eval-stall", "Eval stall", ("steps",), checks_stalls.check_eval_stall),
-    Rule("logging-overhead", "Logging overhead", ("steps", "stacks"), checks_host.check_logging_overhead),
+    Rule(
+        "logging-overhead",
+        "Logging overhead",
+        ("steps", "stacks"),
+        checks_host.check_logging_overhead,
+    ),
     Rule("loop-overhead", "Loop overhead", ("steps", "stacks"), checks_host.check_loop_overhead),
     Rule("memory-growth", "Memory growth", ("samples",), checks_host.check_memory_growth),
     Rule("swap-pressure", "Swap pressure", ("samples",), checks_host.check_swap_pressure),
-    Rule("gpu-underutilized", "GPU under-utilized", ("steps", "gpu"), checks_host.check_gpu_underutilized),
+    Rule(
+        "gpu-underutilized",
+        "GPU under-utilized",
+        ("steps", "gpu"),
+        checks_host.check_gpu_underutilized,
+    ),
 )

@@ -842,7 +842,7 @@ def _build_shape(scan: _Scan) -> _Built | None:
         _finding(
             "shape-mismatch",
             "error",
-            "Tensor shapes do not fit the model or the loss",
+            "Tensor shapes do not match what the code expects",
             evidence,
             fix,
             frame.where if frame else None,

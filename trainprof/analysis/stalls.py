@@ -65,7 +65,9 @@ def save_segments(log: ProcessLog) -> list[Segment]:
     return [Segment(log.t0 + (t - d) / 1e6, log.t0 + t / 1e6) for t, d, _b, _p in log.saves]
 
 
-def find_stalls(log: ProcessLog, warmup: int, evals: list[Segment], saves: list[Segment]) -> list[Stall]:
+def find_stalls(
+    log: ProcessLog, warmup: int, evals: list[Segment], saves: list[Segment]
+) -> list[Stall]:
     ts, durs, waits = log.steps["t"], log.steps["dur"], log.steps["wait"]
     if len(ts) - warmup < 5:
         return []

@@ -37,4 +37,6 @@ def demo(
         raise TrainprofError(f"no demo named {name!r}; `trainprof demo list` shows them")
     script = script_path(name)
     typer.echo(f"trainprof demo: running {script.name} under `trainprof run` ...", err=True)
-    raise typer.Exit(run_job(RunOptions([str(script)], run_dir=run_dir, timeout_s=ZOO[name].timeout_s)))
+    raise typer.Exit(
+        run_job(RunOptions([str(script)], run_dir=run_dir, timeout_s=ZOO[name].timeout_s))
+    )

@@ -33,17 +33,19 @@ def run(
     ] = None,
     run_dir: Annotated[
         Path | None,
-        typer.Option(help="Where to store this run (default ./trainprof-runs/<UTC time>-<script>)."),
+        typer.Option(
+            help="Where to store this run (default ./trainprof-runs/<UTC time>-<script>)."
+        ),
     ] = None,
-    interval: Annotated[
-        float, typer.Option(help="Seconds between host/GPU samples.")
-    ] = 0.5,
+    interval: Annotated[float, typer.Option(help="Seconds between host/GPU samples.")] = 0.5,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No live status line while the job runs.")
     ] = False,
     stacks: Annotated[
         bool,
-        typer.Option(help="Sample the main thread's Python stack with py-spy (names the line behind a stall)."),
+        typer.Option(
+            help="Sample the main thread's Python stack with py-spy (names the line behind a stall)."
+        ),
     ] = True,
     on_hang: Annotated[
         str | None,
@@ -54,7 +56,9 @@ def run(
     ] = None,
     hang_after: Annotated[
         float | None,
-        typer.Option(help="Seconds without a step that count as a hang (default: max(10, 20 median steps))."),
+        typer.Option(
+            help="Seconds without a step that count as a hang (default: max(10, 20 median steps))."
+        ),
     ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also show info findings and skipped rules.")

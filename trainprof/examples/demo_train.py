@@ -34,7 +34,9 @@ class SlowImages(Dataset):
 
 def main() -> None:
     torch.set_num_threads(1)
-    model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+    model = nn.Sequential(
+        nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(SlowImages(), batch_size=1, shuffle=True)
     it = iter(loader)

@@ -292,7 +292,9 @@ def _timed_save(orig: Any) -> Any:
             t1 = _clock()
             w = probe.writer()
             if w is not None:
-                w.add(f"{SAVE} {w.us(t1)} {int((t1 - t0) * 1e6)} {_saved_bytes(f)} {json.dumps(str(f))}\n")
+                w.add(
+                    f"{SAVE} {w.us(t1)} {int((t1 - t0) * 1e6)} {_saved_bytes(f)} {json.dumps(str(f))}\n"
+                )
 
     return save
 

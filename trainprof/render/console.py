@@ -58,7 +58,10 @@ def outcome(meta: dict[str, Any]) -> tuple[str, str]:
     if stopped == "timeout":
         return f"stopped by trainprof after --timeout {meta.get('timeout_s')} s", "red"
     if stopped == "interrupt":
-        return f"interrupted ({', '.join(meta.get('forwarded', [])) or 'signal'}) — partial report", "yellow"
+        return (
+            f"interrupted ({', '.join(meta.get('forwarded', [])) or 'signal'}) — partial report",
+            "yellow",
+        )
     if meta.get("signal"):
         return f"killed by {meta['signal']} (exit {code})", "red"
     if code == 0:
@@ -81,7 +84,10 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     if m.time_to_first_step_s is not None:
         t.add_row("start-up", f"{_dur(m.time_to_first_step_s)} to the first {m.unit}")
     if s is None:
-        t.add_row("steady state", Text(f"not enough {m.unit}s to judge (need {m.warmup_steps + 5})", style="dim"))
+        t.add_row(
+            "steady state",
+            Text(f"not enough {m.unit}s to judge (need {m.warmup_steps + 5})", style="dim"),
+        )
     else:
         t.add_row(
             "steady state",
@@ -89,14 +95,27 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
             f"(excluded warm-up: first {m.warmup_steps}, {_dur(m.warmup_s)} since launch)",
         )
         rate = f"{s.steps_per_s:.2f} it/s"
-        rate += f" · {s.samples_per_s:.1f} samples/s" if s.samples_per_s else " · samples/s unknown (no tensor batches)"
+        rate += (
+            f" · {s.samples_per_s:.1f} samples/s"
+            if s.samples_per_s
+            else " · samples/s unknown (no tensor batches)"
+        )
         t.add_row("throughput", rate)
         t.add_row("step time", f"p50 {_dur(s.p50_s)} · p95 {_dur(s.p95_s)} · max {_dur(s.max_s)}")
-        t.add_row("data wait", f"{s.data_wait_frac:.0%} of step time ({_dur(s.wait_per_step_s)} per step)")
+        t.add_row(
+            "data wait", f"{s.data_wait_frac:.0%} of step time ({_dur(s.wait_per_step_s)} per step)"
+        )
         t.add_row("step times", Text(sparkline(m.sparkline), style="cyan"))
-    t.add_row("CPU", "—" if m.cpu_percent_mean is None else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)")
+    t.add_row(
+        "CPU",
+        "—" if m.cpu_percent_mean is None else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)",
+    )
     t.add_row("peak memory", f"{_bytes(m.peak_rss_bytes)} RSS (job and workers)")
-    gpu = f"{m.gpu_util_mean:.0f}% mean" if m.gpu_util_mean is not None else f"not measured: {m.gpu_unavailable or 'no GPU samples'}"
+    gpu = (
+        f"{m.gpu_util_mean:.0f}% mean"
+        if m.gpu_util_mean is not None
+        else f"not measured: {m.gpu_unavailable or 'no GPU samples'}"
+    )
     t.add_row("GPU", gpu)
     if not m.torch_seen:
         t.add_row("", Text("torch was never imported: host metrics only", style="dim"))
@@ -130,8 +149,14 @@ def findings_group(verdict: Verdict, verbose: bool = False) -> Table:
     return grid
 
 
-def render(console: Console, meta: dict[str, Any], m: Metrics, verdict: Verdict, verbose: bool = False) -> None:
-    console.print(Panel(summary_table(meta, m), title="trainprof report", title_align="left", expand=False))
-    console.print(Panel(findings_group(verdict, verbose), title="findings", title_align="left", expand=False))
+def render(
+    console: Console, meta: dict[str, Any], m: Metrics, verdict: Verdict, verbose: bool = False
+) -> None:
+    console.print(
+        Panel(summary_table(meta, m), title="trainprof report", title_align="left", expand=False)
+    )
+    console.print(
+        Panel(findings_group(verdict, verbose), title="findings", title_align="left", expand=False)
+    )
     if meta.get("run_dir"):
         console.print(Text(f"run directory: {meta['run_dir']}", style="dim"))

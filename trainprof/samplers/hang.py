@@ -44,7 +44,10 @@ def dump_stacks(root_pid: int, run_dir: Path) -> dict[str, Any]:
 def _dump(exe: str, pid: int) -> str:
     try:
         r = subprocess.run(
-            [exe, "dump", "--pid", str(pid), "--nonblocking"], capture_output=True, text=True, timeout=10
+            [exe, "dump", "--pid", str(pid), "--nonblocking"],
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
         return (r.stdout + r.stderr).strip()
     except (OSError, subprocess.TimeoutExpired) as exc:

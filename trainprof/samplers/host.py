@@ -97,7 +97,13 @@ def _read_process(proc: psutil.Process, first: bool) -> dict[str, Any] | None:
 def _optional(read: Any) -> Any:
     try:
         return read()
-    except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess, OSError, AttributeError):
+    except (
+        psutil.AccessDenied,
+        psutil.NoSuchProcess,
+        psutil.ZombieProcess,
+        OSError,
+        AttributeError,
+    ):
         return None
 
 

@@ -48,7 +48,11 @@ class StackRecorder:
         with open(self._log, "wb") as log:
             try:
                 self._proc = subprocess.Popen(
-                    cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                    cmd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
                 )
             except OSError as exc:
                 self.error = f"py-spy could not start: {exc.strerror}"

@@ -46,7 +46,9 @@ class Samples:
     swap_out_bps: array[float] = field(default_factory=lambda: array("d"))
     shm_used: array[float] = field(default_factory=lambda: array("d"))
     mem_available: array[float] = field(default_factory=lambda: array("d"))
-    gpu_util: array[float] = field(default_factory=lambda: array("d"))  # mean over GPUs, NaN if none
+    gpu_util: array[float] = field(
+        default_factory=lambda: array("d")
+    )  # mean over GPUs, NaN if none
     shm_total: int | None = None
     mem_total: int | None = None
     swap_total: int | None = None
