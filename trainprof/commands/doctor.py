@@ -1,11 +1,80 @@
-"""Placeholder: `trainprof doctor` is being written (issue 5)."""
+"""`trainprof doctor`: judge this machine before a training job starts (thin: parse, run, render).
+
+It only observes: no setting is changed. Exit 0 when nothing fails, 1 when a check fails
+(``--strict``: or warns), 2 on bad input (via TrainprofError).
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+
+from trainprof.checks.registry import DoctorOptions, run_doctor
+from trainprof.errors import TrainprofError
+from trainprof.render.doctor_console import render_doctor
 
 
-def doctor() -> None:
-    """Check this machine and environment before a training job starts."""
-    typer.echo("doctor: not yet available")
-    raise typer.Exit(1)
+def _validate(
+    json_path: Path | None,
+    workers: int | None,
+    batch_mb: float | None,
+    ckpt_dir: Path | None,
+    data: Path | None,
+) -> None:
+    """Bad input is the user's to fix: one line and exit 2, before any check runs."""
+    if workers is not None and workers < 0:
+        raise TrainprofError(f"--workers must be 0 or more, got {workers}")
+    if batch_mb is not None and batch_mb <= 0:
+        raise TrainprofError(f"--batch-mb must be more than 0, got {batch_mb:g}")
+    if data is not None and not data.exists():
+        raise TrainprofError(f"--data {data}: no such file or directory")
+    if ckpt_dir is not None and ckpt_dir.exists() and not ckpt_dir.is_dir():
+        raise TrainprofError(f"--ckpt-dir {ckpt_dir}: exists and is not a directory")
+    if json_path is not None and not json_path.absolute().parent.is_dir():
+        raise TrainprofError(f"--json {json_path}: directory {json_path.parent} does not exist")
+
+
+def doctor(
+    json_path: Annotated[
+        Path | None,
+        typer.Option("--json", metavar="PATH", help="Also write the verdict as JSON here."),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 on warnings too (for CI gates).")
+    ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", metavar="N", help="The job's DataLoader num_workers."),
+    ] = None,
+    batch_mb: Annotated[
+        float | None,
+        typer.Option("--batch-mb", metavar="M", help="Size of one batch in MB (for /dev/shm)."),
+    ] = None,
+    ckpt_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--ckpt-dir", metavar="PATH", help="Where checkpoints go (default: current dir)."
+        ),
+    ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", metavar="PATH", help="Dataset directory: short read-speed test."),
+    ] = None,
+) -> None:
+    """Check this machine before training: shm, file limits, CPUs, memory, swap, torch, GPUs,
+    attach rights and disk. It only observes; exit 1 when a check fails."""
+    _validate(json_path, workers, batch_mb, ckpt_dir, data)
+    report = run_doctor(DoctorOptions(workers, batch_mb, ckpt_dir, data))
+    render_doctor(report, Console(), strict)
+    if json_path is not None:
+        try:
+            json_path.write_text(json.dumps(report.to_json(strict), indent=2) + "\n")
+        except OSError as exc:
+            raise TrainprofError(f"--json {json_path}: {exc.strerror}") from exc
+    code = report.exit_code(strict)
+    if code:
+        raise typer.Exit(code)

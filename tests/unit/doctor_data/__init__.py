@@ -1,0 +1,1 @@
+"""Helpers for the doctor tests: a fake NVML at the ``pynvml`` boundary and a real tiny tmpfs."""
