@@ -18,6 +18,8 @@ GROWTH_MIN_BPS = 1 * 2**20  # 1 MB/s (60 MB/min) — any run
 GROWTH_SLOW_BPS = 5 * 2**20 / 60  # 5 MB/min — when the run is long enough to see it
 GROWTH_SLOW_MIN_S = 300
 GROWTH_MIN_TOTAL = 50 * 2**20
+# ... and it is an error when, at that rate, the available memory runs out within this time.
+GROWTH_EXHAUST_ERROR_S = 3600
 # swap-pressure: swap traffic averaged over the run.
 SWAP_IO_BPS = 1 * 2**20
 # gpu-underutilized: mean utilization below this, with no more specific cause found.
@@ -106,6 +108,7 @@ def check_memory_growth(m: Metrics) -> Finding | None:
         for g in growing[:6]
     ]
     avail = m.activity.mem_available_min
+    exhaust_s = avail / rate if avail is not None and rate > 0 else None
     if avail is not None and rate > 0:
         evidence.append(
             f"at {rate * 60 / MB:.0f} MB/min the {avail / MB:.0f} MB still available "
@@ -125,7 +128,9 @@ def check_memory_growth(m: Metrics) -> Finding | None:
         )
     return Finding(
         id="memory-growth",
-        severity="warning",
+        severity="error"
+        if exhaust_s is not None and exhaust_s < GROWTH_EXHAUST_ERROR_S
+        else "warning",
         title=f"Host memory grows steadily ({rate * 60 / MB:.0f} MB/min)",
         evidence=tuple(evidence),
         fix=tuple(fix),
