@@ -377,11 +377,11 @@ def _code_where(doc: _Doc, hit: _Hit) -> _Frame | None:
 
 
 def _loop_where(doc: _Doc, hit: _Hit | None = None) -> str | None:
-    """For failures of the loader itself: the worker's own code, else the line that pulled the
-    batch (the user frame just above DataLoader ``__next__``), else nothing."""
-    if hit is not None and hit.block is not None and hit.block.wrapped:
+    """For failures of the loader itself: the user's code that raised it (in a worker or not),
+    else the line that pulled the batch (the user frame just above DataLoader ``__next__``)."""
+    if hit is not None and hit.block is not None:
         own = _innermost_user((hit.block,))
-        if own is not None:
+        if own is not None and (hit.block.wrapped or own is hit.block.frames[-1]):
             return own.where
     for block in reversed(doc.blocks):
         for n, frame in enumerate(block.frames):
@@ -437,7 +437,7 @@ def _memory_pressure(ctx: CrashContext) -> _Pressure:
             f"system memory available fell to {_fmt(available)} of {_fmt(total)} "
             f"({_pct(available, total)} left)"
         )
-        near = available <= max(0.05 * total, 256 * (1 << 20))
+        near = available <= max(min(0.05 * total, 2 * (1 << 30)), 256 * (1 << 20))
     if total is not None and job is not None:
         evidence.append(f"job peak RSS {_fmt(job)} ({_pct(job, total)} of {_fmt(total)})")
         near = bool(near) or job >= 0.9 * total
@@ -445,9 +445,7 @@ def _memory_pressure(ctx: CrashContext) -> _Pressure:
         if workers:
             together = worker * workers
             line = f"each DataLoader worker peaked at {_fmt(worker)} RSS ({workers} workers"
-            line += f", {_fmt(together)} together)"
-            if total is not None:
-                near = bool(near) or together >= 0.9 * total
+            line += f", {_fmt(together)} together, counting pages they share)"
         else:
             line = f"a DataLoader worker peaked at {_fmt(worker)} RSS"
         evidence.append(line)
@@ -1048,6 +1046,9 @@ _SHM_RANK = {1: 0, 3: 1, 2: 2, 0: 3, 4: 4, 5: 5, 6: 6}  # the cited line: most t
 # --------------------------------------------------------------------------------------------
 
 
+_EMFILE_PATH = re.compile(r"Too many open files: '([^']+)'")
+
+
 def _fd_accept(hit: _Hit) -> bool:
     if hit.pattern != 2:
         return True
@@ -1082,6 +1083,9 @@ def _build_fd(scan: _Scan) -> _Built | None:
         evidence.append(f"{len(hits)} lines report running out of file descriptors")
     places = [place for place in dict.fromkeys(_fd_where(hit) for hit in hits) if place]
     evidence.extend(places)
+    opened = next((m[1] for hit in hits if (m := _EMFILE_PATH.search(hit.text))), None)
+    if opened:
+        evidence.append(f"opening {opened!r} failed: the code itself may leak open files")
     background = all(
         hit.pattern == 3
         and not (hit.block is not None and hit.block.wrapped)
@@ -1147,6 +1151,11 @@ def _build_fd(scan: _Scan) -> _Built | None:
         "Return fewer, larger tensors per sample (stack them in `__getitem__`): each tensor in "
         "a batch in flight costs a descriptor"
     )
+    if opened:
+        fix.append(
+            'Close what `__getitem__` opens: `with open(path, "rb") as f:` / '
+            '`with Image.open(path) as img: img = img.convert("RGB")`'
+        )
     title = "DataLoader ran out of file descriptors (RLIMIT_NOFILE)"
     if background:
         title += ": the loader hangs"

@@ -2,7 +2,7 @@
 
 Each interval is a span during which the main thread's Python stack stayed the same:
 ``(t_start, t_end, frames)`` with frames outermost first, each ``(function, file, line)``.
-The main thread is the one whose outermost frame is ``<module>`` (the script itself).
+The main thread is the busiest thread that ran a ``<module>`` frame (the script itself).
 """
 
 from __future__ import annotations
@@ -39,9 +39,11 @@ def load_spans(path: Path, started_at: float) -> list[StackSpan]:
 
 
 def _main_thread(by_tid: dict[Any, list[dict[str, Any]]]) -> Any:
+    """The thread that ran a module body (the script), and of those the busiest. Its first
+    events may belong to start-up imports, so any ``<module>`` frame counts, not just the first."""
     best, best_n = None, -1
     for tid, evs in by_tid.items():
-        if evs and evs[0].get("name") == "<module>" and len(evs) > best_n:
+        if len(evs) > best_n and any(e.get("name") == "<module>" for e in evs):
             best, best_n = tid, len(evs)
     return best
 
