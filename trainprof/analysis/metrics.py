@@ -8,6 +8,7 @@ long. With fewer than ``MIN_STEADY`` steady steps there is no steady state to ju
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -281,13 +282,18 @@ def _train_wait(log: ProcessLog, warm: int, evals: list[Segment]) -> float | Non
     """Data-wait share of steady steps that contain no evaluation and no epoch start (an eval
     loader's wait is the eval's cost, not the training input pipeline's)."""
     ts, durs, waits = log.steps["t"], log.steps["dur"], log.steps["wait"]
-    # An epoch's first batch waits for workers to start: worker-startup's cost, not this one's.
-    epoch_firsts = [log.t0 + (t + w) / 1e6 for _k, t, w in log.epochs]
+    # Each worker's first batch of an epoch carries that worker's start-up: worker-startup's
+    # cost, not the steady input pipeline's. Skip the first num_workers steps of every epoch.
+    workers = max(1, int((log.loaders.get(0) or {}).get("num_workers") or 0))
+    skip: set[int] = set()
+    for _k, t_iter, _w in log.epochs:
+        i = bisect.bisect_right(ts, t_iter)
+        skip.update(range(i, i + workers))
     wait = total = 0
     for i in range(warm, len(ts)):
         t1 = log.t0 + ts[i] / 1e6
         t0 = t1 - durs[i] / 1e6
-        if any(e.t0 < t1 and e.t1 > t0 for e in evals) or any(t0 <= f <= t1 for f in epoch_firsts):
+        if i in skip or any(e.t0 < t1 and e.t1 > t0 for e in evals):
             continue
         wait += waits[i]
         total += durs[i]
