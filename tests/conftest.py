@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,3 +73,15 @@ def clean_env() -> dict[str, str]:
         if k.startswith("TRAINPROF_"):
             del env[k]
     return env
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Processes of a process group that are still running (zombies awaiting init don't count)."""
+    members = []
+    for p in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-import psutil
-from conftest import run_trainprof, trainprof_cmd, write_script
+from conftest import live_group_members, run_trainprof, trainprof_cmd, write_script
 
 ECHO_ENV = """
     import json, os, sys
@@ -267,15 +265,3 @@ def test_second_signal_kills_a_stubborn_job_and_leaves_no_orphans(tmp_path: Path
     proc.communicate(timeout=60)
     assert proc.returncode == 137
     assert live_group_members(meta["pid"]) == [], "job processes were left behind"
-
-
-def live_group_members(pgid: int) -> list[int]:
-    """Processes of a process group that are still running (zombies awaiting init don't count)."""
-    members = []
-    for p in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                members.append(p.pid)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return members

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Result, run_trainprof
+from conftest import Result, live_group_members, run_trainprof
 
 from trainprof.examples.zoo import ZOO, script_path
 
 SLOW = sorted(n for n, c in ZOO.items() if c.kind == "slow")
 HEALTHY = sorted(n for n, c in ZOO.items() if c.kind == "healthy")
+BROKEN = sorted(n for n, c in ZOO.items() if c.kind in ("crash", "hang"))
 
 _cache: dict[str, Result] = {}
 
@@ -59,6 +60,23 @@ def test_healthy_zoo_case_gets_no_warning(name: str, zoo_tmp: Path) -> None:
     r = run_case(name, zoo_tmp)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.problems == [], f"false alarm on {name}:\n{_describe(r)}"
+
+
+@pytest.mark.parametrize("name", BROKEN)
+def test_crash_and_hang_zoo_cases_name_the_cause_first(name: str, zoo_tmp: Path) -> None:
+    case = ZOO[name]
+    r = run_case(name, zoo_tmp)
+    assert r.returncode != 0, f"{name} did not fail"
+    assert r.problems, f"{name}: nothing found\n{_describe(r)}"
+    assert r.problems[0] == case.expect, f"{name}:\n{_describe(r)}"
+    first = r.report["findings"][0]
+    assert first["severity"] == "error" and first["evidence"] and first["fix"]
+    assert live_group_members(r.report["run"]["pid"]) == [], "orphaned job processes"
+    if case.kind == "hang":
+        assert "hang" in r.problems
+        stacks = (r.run_dir / "hang-stacks.txt").read_text()
+        assert stacks.count("=== pid") >= 3, "main and both workers should be dumped"
+        assert any("128" in e for e in first["evidence"]), "the measured fd limit is evidence"
 
 
 def test_cpu_stall_names_the_user_function(zoo_tmp: Path) -> None:

@@ -62,6 +62,13 @@ CASES = (
         ("[5] (entry 0) vs [6] (entry 1)", "DataLoader worker 0"),
     ),
     Case(
+        "ragged-batch__worker_resize_storage.txt",
+        ("ragged-batch",),
+        "real",
+        "/home/user/proj/crash_ragged_short.py:60",
+        ("other wording of a ragged batch", "DataLoader worker"),
+    ),
+    Case(
         "ragged-batch__main_process.txt",
         ("ragged-batch",),
         "real",

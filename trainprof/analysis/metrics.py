@@ -153,11 +153,10 @@ def _activity(
         else None
     )
     roles = {p.pid: p.role for p in session.processes}
-    gw = window or ((samples.t[0], samples.t[-1]) if len(samples) else None)
     growths = []
-    if gw is not None:
+    if window is not None:  # start-up (imports, allocator warm-up) always grows memory
         for pid, series in samples.procs.items():
-            g = growth(series, roles.get(pid, "other"), *gw)
+            g = growth(series, roles.get(pid, "other"), *window)
             if g is not None:
                 growths.append(g)
     swap_io = [a + b for a, b in zip(samples.swap_in_bps, samples.swap_out_bps, strict=True)]

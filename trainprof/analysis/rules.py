@@ -81,7 +81,7 @@ RULES: tuple[Rule, ...] = (
         checks_host.check_logging_overhead,
     ),
     Rule("loop-overhead", "Loop overhead", ("steps", "stacks"), checks_host.check_loop_overhead),
-    Rule("memory-growth", "Memory growth", ("samples",), checks_host.check_memory_growth),
+    Rule("memory-growth", "Memory growth", ("steps", "samples"), checks_host.check_memory_growth),
     Rule("swap-pressure", "Swap pressure", ("samples",), checks_host.check_swap_pressure),
     Rule(
         "gpu-underutilized",

@@ -81,7 +81,8 @@ class _Frame:
 
     @property
     def is_user(self) -> bool:
-        return not _LIBRARY_PATH.search(self.path)
+        # The bundled demo and zoo jobs live inside the trainprof package but are user code.
+        return "trainprof/examples/" in self.path or not _LIBRARY_PATH.search(self.path)
 
     @property
     def where(self) -> str:
@@ -472,6 +473,9 @@ _STACK = re.compile(
     r"stack expects each tensor to be equal size, but got (\[[^\]]*\]) at entry (\d+) "
     r"and (\[[^\]]*\]) at entry (\d+)"
 )
+# In a worker, default_collate stacks into shared memory sized for the batch it expects; a
+# sample of another size then fails with this text instead of "stack expects ...".
+_RESIZE = re.compile(r"Trying to resize storage that is not resizable")
 _SIZES_OLD = re.compile(
     r"Sizes of tensors must match except in dimension (\d+)\. Got (\d+) and (\d+) in dimension (\d+)"
 )
@@ -529,9 +533,14 @@ def _build_ragged(scan: _Scan) -> _Built | None:
             if dims:
                 label += f" — they differ in dimension {', '.join(dims)}"
         evidence.append(label)
-    else:
+    elif hit.pattern == 1:
         evidence.append(
             f"sample sizes differ in dimension {int(m[4]) - 1} of the samples: {m[2]} vs {m[3]}"
+        )
+    else:
+        evidence.append(
+            "the worker's collate preallocated shared memory for same-sized samples and one "
+            "sample was a different size (torch's other wording of a ragged batch)"
         )
     where = _in_worker(hit)
     evidence.append(
@@ -1406,8 +1415,12 @@ def _rx(*patterns: str) -> tuple[re.Pattern[str], ...]:
 SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "ragged-batch",
-        ("stack expects each tensor", "Sizes of tensors must match"),
-        (_STACK, _SIZES_OLD),
+        (
+            "stack expects each tensor",
+            "Sizes of tensors must match",
+            "resize storage that is not resizable",
+        ),
+        (_STACK, _SIZES_OLD, _RESIZE),
         _build_ragged,
     ),
     Signature(

@@ -28,6 +28,7 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
             "wall_s": _num(meta.get("wall_s"), 3),
             "run_dir": meta.get("run_dir"),
             "stopped_by": meta.get("stopped_by"),
+            "pid": meta.get("pid"),
         },
         "summary": {
             "steps": metrics.total_steps,

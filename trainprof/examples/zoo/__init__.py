@@ -1,109 +1,168 @@
-"""The pathology zoo: one small, honest CPU reproduction per rule, plus healthy controls.
+"""The pathology zoo: small, honest CPU reproductions of what makes training slow or broken.
 
-Standard library only (no torch import here): `trainprof demo list` reads this registry.
+One standalone script per finding id (plus healthy controls), each written the way real
+training loops are written, each reproducing a real write-up from the seed documents. The
+registry below is what ``trainprof demo`` and the integration tests read; it imports nothing
+but the standard library (the scripts themselves import torch when run).
 """
 
 from __future__ import annotations
 
 import pathlib
 from dataclasses import dataclass
+from typing import Literal
 
-HERE = pathlib.Path(__file__).resolve().parent
+Kind = Literal["slow", "healthy", "crash", "hang"]
+
+ZOO_DIR = pathlib.Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True)
 class ZooCase:
+    """One zoo script and what trainprof must say about it."""
+
     name: str  # file stem
-    expect: str | None  # finding id that must be first among warnings/errors; None: healthy
-    kind: str  # "slow" | "healthy" | "crash" | "hang"
+    expect: str | None  # finding id that must be first among warnings/errors; None = healthy
+    kind: Kind
     summary: str  # one line: what the script does wrong (or right)
     timeout_s: float  # a generous bound for trainprof's --timeout
 
 
-_CASES = (
+_CASES: tuple[ZooCase, ...] = (
     ZooCase(
         "fake_batching",
         "fake-batching",
         "slow",
-        "batch_size=1 and a Python loop of next() per step",
-        60,
+        "DataLoader(batch_size=1) and 64 next(it) calls + forwards per optimizer step (seed 000)",
+        60.0,
     ),
     ZooCase(
         "input_bound",
         "input-bound",
         "slow",
-        "slow __getitem__ in the main process (num_workers=0)",
-        60,
+        "read + decompress + augment every image in __getitem__ with num_workers=0; tiny CNN waits",
+        60.0,
     ),
     ZooCase(
         "sampler_overhead",
         "sampler-overhead",
         "slow",
-        "a batch sampler re-reading samples every batch",
-        60,
+        "P x K batch sampler re-infers every candidate's modality by decoding it, every batch (seed 004)",
+        60.0,
     ),
     ZooCase(
         "worker_startup",
         "worker-startup",
         "slow",
-        "short epochs with non-persistent, slow-starting workers",
-        90,
+        "short epochs, persistent_workers=False, each worker re-parses a JSON index in worker_init_fn",
+        60.0,
     ),
-    ZooCase("cpu_stall", "cpu-stall", "slow", "a CPU-bound search every 30 steps", 60),
+    ZooCase(
+        "cpu_stall",
+        "cpu-stall",
+        "slow",
+        "every 30 steps a pure-Python optimal_sequence_search relabels all videos in the loop (seed 000)",
+        60.0,
+    ),
     ZooCase(
         "checkpoint_stall",
         "checkpoint-stall",
         "slow",
-        "torch.save of model+optimizer every few steps",
-        60,
+        "torch.save of full model (frozen 25 MB table) + optimizer, twice every 20 steps (seed 002)",
+        60.0,
     ),
-    ZooCase("eval_stall", "eval-stall", "slow", "a full validation pass every 20 steps", 60),
+    ZooCase(
+        "eval_stall",
+        "eval-stall",
+        "slow",
+        "model.eval() + no_grad pass over a 2560-sample validation set every 20 steps (seed 002)",
+        60.0,
+    ),
     ZooCase(
         "logging_overhead",
         "logging-overhead",
         "slow",
-        "per-step printing of tensors and metrics",
-        60,
+        "prints tensor reprs and per-layer norms, ~27 lines, on every step of a tiny model (seeds 002/004)",
+        60.0,
     ),
     ZooCase(
-        "loop_overhead", "loop-overhead", "slow", "per-parameter gradient statistics every step", 60
+        "loop_overhead",
+        "loop-overhead",
+        "slow",
+        "per-step per-parameter grad stats via .item(), histograms and Python metrics (seed 004)",
+        60.0,
     ),
     ZooCase(
         "memory_growth",
         "memory-growth",
         "slow",
-        "an unbounded per-worker cache of decoded samples",
-        60,
+        "unbounded dict cache of decoded frame pairs in each of 2 persistent workers (seed 003)",
+        60.0,
     ),
     ZooCase(
-        "healthy_compute", None, "healthy", "compute-bound training on an in-memory dataset", 60
+        "healthy_compute",
+        None,
+        "healthy",
+        "compute-bound CNN on an in-memory TensorDataset; one print per epoch",
+        60.0,
     ),
     ZooCase(
-        "healthy_loader", None, "healthy", "a well-configured loader whose workers keep up", 60
+        "healthy_loader",
+        None,
+        "healthy",
+        "2 persistent workers with light augmentation keep well ahead of the model",
+        60.0,
+    ),
+    ZooCase(
+        "healthy_epochs",
+        None,
+        "healthy",
+        "the fixed seed-004 loop: cached-metadata PK sampler, log every 20 steps, 6 short epochs",
+        60.0,
     ),
     ZooCase(
         "crash_ragged",
         "ragged-batch",
         "crash",
-        "variable-length samples through the default collate",
-        60,
+        "a few 96-snippet videos among 64-snippet ones break default_collate in a worker (seed 000)",
+        60.0,
     ),
-    ZooCase("crash_shape", "shape-mismatch", "crash", "a shape error right after a batch", 60),
     ZooCase(
-        "crash_worker_killed", "worker-killed", "crash", "a DataLoader worker killed by SIGKILL", 60
+        "crash_ragged_short",
+        "ragged-batch",
+        "crash",
+        "clips shorter than the crop window; the worker's collate says only 'Trying to resize "
+        "storage that is not resizable'",
+        60.0,
+    ),
+    ZooCase(
+        "crash_shape",
+        "shape-mismatch",
+        "crash",
+        "torch.cat(..., dim=2) on 2-D pseudo-labels right after the first batch (seed 000)",
+        60.0,
+    ),
+    ZooCase(
+        "crash_worker_killed",
+        "worker-killed",
+        "crash",
+        "DataLoader worker 1 is SIGKILLed mid-epoch (stand-in for the OOM killer)",
+        60.0,
     ),
     ZooCase(
         "hang_fd_limit",
         "worker-fd-limit",
         "hang",
-        "a low open-file limit with the file_descriptor strategy",
-        30,
+        "soft RLIMIT_NOFILE=128, file_descriptor sharing, one tensor per object: the loader hangs",
+        30.0,
     ),
 )
 
-# Only cases whose script is present (the registry never names a file that does not exist).
-ZOO: dict[str, ZooCase] = {c.name: c for c in _CASES if (HERE / f"{c.name}.py").is_file()}
+ZOO: dict[str, ZooCase] = {case.name: case for case in _CASES}
 
 
 def script_path(name: str) -> pathlib.Path:
-    return HERE / f"{name}.py"
+    """The path of zoo script ``name`` (a file stem from ``ZOO``)."""
+    if name not in ZOO:
+        raise KeyError(f"no zoo script named {name!r}; known: {', '.join(sorted(ZOO))}")
+    return ZOO_DIR / f"{name}.py"

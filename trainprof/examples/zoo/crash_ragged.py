@@ -8,8 +8,9 @@ training runs until a batch contains one of those, then the worker raises and th
 process re-raises it wrapped in ``Caught RuntimeError in DataLoader worker process N ...
 Original Traceback``.
 
-(When the odd sample is entry 0 of its batch, the worker's shared-memory collate fails first
-and the same bug reads ``Trying to resize storage that is not resizable`` instead.)
+(When a longer sample is entry 0 of its batch, or a shorter one comes after entry 0, the
+worker's shared-memory collate fails first and the same bug reads ``Trying to resize storage
+that is not resizable`` instead: see ``crash_ragged_short.py``.)
 
 Fix: a padding ``collate_fn`` (``torch.nn.utils.rnn.pad_sequence`` plus a lengths/mask
 tensor), pad/crop every sample to one length in ``__getitem__``, or bucket by length.

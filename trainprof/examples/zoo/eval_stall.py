@@ -56,11 +56,11 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     train_loader = DataLoader(make_split(2048, g), batch_size=32, shuffle=True, drop_last=True)
-    val_loader = DataLoader(make_split(3072, g), batch_size=32)
+    val_loader = DataLoader(make_split(2560, g), batch_size=32)
     model = make_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
     criterion = nn.CrossEntropyLoss()
-    eval_interval, max_iters = 20, 100
+    eval_interval, max_iters = 20, 90
 
     iteration = 0
     model.train()

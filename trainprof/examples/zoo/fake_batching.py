@@ -8,7 +8,8 @@ overhead of the loader and of every layer; nothing is vectorised.
 
 Fix: give the DataLoader the real ``batch_size`` and run one forward/backward per step on the
 whole batch (with a padding ``collate_fn`` such as ``torch.nn.utils.rnn.pad_sequence`` if the
-samples differ in length). The authors measured ~130x from this change alone.
+samples differ in length). The authors went from >60 s/it to 2-4 s/it with this change alone
+(~130x after the later fixes).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     config_batch_size = 64
-    max_steps = 250
+    max_steps = 160
 
     dataset = ThumosFeatures()
     # The bug: batch_size hard-coded to 1, the "batch" is assembled by hand below.
@@ -79,9 +80,11 @@ def main() -> None:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if (step + 1) % 50 == 0:
+        if (step + 1) % 40 == 0:
             elapsed = time.perf_counter() - start
-            print(f"step {step + 1}/{max_steps}  loss {loss.item():.4f}  {elapsed / (step + 1):.3f} s/it")
+            print(
+                f"step {step + 1}/{max_steps}  loss {loss.item():.4f}  {elapsed / (step + 1):.3f} s/it"
+            )
 
 
 if __name__ == "__main__":

@@ -38,10 +38,10 @@ def main() -> None:
     loader = DataLoader(TensorDataset(images, labels), batch_size=48, shuffle=True, drop_last=True)
     model = make_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9, weight_decay=5e-4)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=5 * len(loader))
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=4 * len(loader))
     criterion = nn.CrossEntropyLoss()
 
-    for epoch in range(5):
+    for epoch in range(4):
         model.train()
         total_loss = torch.zeros(())
         correct = torch.zeros((), dtype=torch.long)
@@ -55,7 +55,9 @@ def main() -> None:
             total_loss += loss.detach()
             correct += (logits.argmax(dim=1) == y).sum()
         n = len(loader) * 48
-        print(f"epoch {epoch}: loss {total_loss.item() / len(loader):.4f}  acc {correct.item() / n:.3f}")
+        print(
+            f"epoch {epoch}: loss {total_loss.item() / len(loader):.4f}  acc {correct.item() / n:.3f}"
+        )
 
 
 if __name__ == "__main__":

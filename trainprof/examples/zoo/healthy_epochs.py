@@ -45,7 +45,9 @@ class CachedModalAwarePKSampler(Sampler[list[int]]):
         self.rng = random.Random(seed)
         self.by_pid: dict[int, dict[str, list[int]]] = defaultdict(lambda: {"rgb": [], "ir": []})
         channels_equal = (dataset.images[:, 0] == dataset.images[:, 1]).flatten(1).all(dim=1)
-        for index, (pid, is_ir) in enumerate(zip(dataset.pids, channels_equal.tolist())):
+        for index, (pid, is_ir) in enumerate(
+            zip(dataset.pids, channels_equal.tolist(), strict=True)
+        ):
             self.by_pid[pid]["ir" if is_ir else "rgb"].append(index)
         self.pids = list(self.by_pid)
 

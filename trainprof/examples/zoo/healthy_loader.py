@@ -39,7 +39,9 @@ class AugmentedImages(Dataset):
 class SmallResNet(nn.Module):
     def __init__(self, width: int = 32, classes: int = 10):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, padding=1, bias=False), nn.BatchNorm2d(width))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, width, 3, padding=1, bias=False), nn.BatchNorm2d(width)
+        )
         self.conv1 = nn.Conv2d(width, width, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(width)
         self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
@@ -69,7 +71,7 @@ def main() -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.05)
     criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
 
-    for epoch in range(4):
+    for epoch in range(3):
         model.train()
         running = torch.zeros(())
         for images, labels in loader:

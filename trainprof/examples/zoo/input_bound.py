@@ -70,8 +70,16 @@ class ImageFolderDataset(Dataset):
         crop = F.interpolate(crop, size=(CROP, CROP), mode="bilinear", antialias=True)
         # Separable Gaussian blur.
         k = self.kernel
-        crop = F.conv2d(F.pad(crop, (2, 2, 0, 0), mode="reflect"), k.view(1, 1, 1, 5).expand(3, 1, 1, 5), groups=3)
-        crop = F.conv2d(F.pad(crop, (0, 0, 2, 2), mode="reflect"), k.view(1, 1, 5, 1).expand(3, 1, 5, 1), groups=3)
+        crop = F.conv2d(
+            F.pad(crop, (2, 2, 0, 0), mode="reflect"),
+            k.view(1, 1, 1, 5).expand(3, 1, 1, 5),
+            groups=3,
+        )
+        crop = F.conv2d(
+            F.pad(crop, (0, 0, 2, 2), mode="reflect"),
+            k.view(1, 1, 5, 1).expand(3, 1, 5, 1),
+            groups=3,
+        )
         crop = crop[0]
         if random.random() < 0.5:
             crop = crop.flip(-1)
@@ -105,13 +113,13 @@ def main() -> None:
     random.seed(0)
     root = tempfile.mkdtemp(prefix="zoo-input-bound-")
     try:
-        dataset = ImageFolderDataset(write_image_folder(root, n_images=240, classes=10))
+        dataset = ImageFolderDataset(write_image_folder(root, n_images=192, classes=10))
         loader = DataLoader(dataset, batch_size=16, shuffle=True, num_workers=0)
         model = small_cnn(classes=10)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         criterion = nn.CrossEntropyLoss()
 
-        for epoch in range(4):
+        for epoch in range(5):
             model.train()
             running = 0.0
             for images, labels in loader:

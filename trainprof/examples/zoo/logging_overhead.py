@@ -42,7 +42,7 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
 
-    for epoch in range(5):
+    for epoch in range(8):
         model.train()
         for batch_idx, (rgb, ir, target) in enumerate(loader):
             logits, bn_feat = model(rgb, ir)
@@ -52,13 +52,16 @@ def main() -> None:
             optimizer.step()
 
             # Debug monitoring, every batch.
-            print(f"[Epoch {epoch} | Batch {batch_idx}/{len(loader)}] loss={loss} lr={optimizer.param_groups[0]['lr']}")
-            print(f"  logits[0]={logits[0].detach()}")
+            lr = optimizer.param_groups[0]["lr"]
+            print(f"[Epoch {epoch} | Batch {batch_idx}/{len(loader)}] loss={loss} lr={lr}")
+            print(f"  logits[:2]={logits[:2].detach()}")
             print(f"  pred={logits.argmax(dim=1)[:16]} target={target[:16]}")
-            print(f"  fused feature norm={bn_feat.norm(dim=1)[:8].detach()} bn mean={bn_feat.mean(dim=0)[:8].detach()}")
+            print(f"  fused feature norm={bn_feat.norm(dim=1)[:8].detach()}")
+            print(f"  bn mean={bn_feat.mean(dim=0).detach()}")
             for name, param in model.named_parameters():
                 grad = param.grad
-                print(f"  {name}: weight_norm={param.data.norm()} grad_norm={None if grad is None else grad.norm()}")
+                grad_norm = None if grad is None else grad.norm()
+                print(f"  {name}: weight_norm={param.data.norm()} grad_norm={grad_norm}")
 
 
 if __name__ == "__main__":

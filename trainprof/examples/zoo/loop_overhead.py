@@ -6,8 +6,8 @@ per tensor), keeps a history per parameter to derive an adaptive clipping thresh
 percentiles, tracks update/weight ratios and a histogram per gradient (what
 ``wandb.watch(model, log="all", log_freq=1)`` does), and updates a confusion matrix and per-class
 precision/recall from ``.tolist()`` predictions with Python loops. None of it is printed
-every step, but all of it runs every step, and for this small model it costs more than the
-forward, backward and optimizer step together.
+every step, but all of it runs every step, and for this small model it costs about as much as
+the forward, backward and optimizer step together.
 
 Fix: do the monitoring every N steps (the authors went to 200); when clipping, use one fused
 ``torch.nn.utils.clip_grad_norm_`` (it returns the total norm) instead of per-parameter
@@ -84,7 +84,7 @@ class TrainingMonitor:
         return max(ranked[int(0.9 * (len(ranked) - 1))], 1e-3)
 
     def classification_stats(self, logits: torch.Tensor, target: torch.Tensor) -> None:
-        for p, t in zip(logits.argmax(dim=1).tolist(), target.tolist()):
+        for p, t in zip(logits.argmax(dim=1).tolist(), target.tolist(), strict=True):
             self.confusion[t][p] += 1
         for c in range(CLASSES):
             tp = self.confusion[c][c]
@@ -107,7 +107,7 @@ def main() -> None:
     monitor = TrainingMonitor(model)
 
     step = 0
-    for epoch in range(4):
+    for epoch in range(3):
         model.train()
         for inputs, target in loader:
             logits = model(inputs)

@@ -15,6 +15,7 @@ Python objects that copy-on-write duplicates.
 
 from __future__ import annotations
 
+import ctypes
 import zlib
 
 import torch
@@ -26,35 +27,42 @@ SIDE = 64
 
 
 def _encode(frame: torch.Tensor) -> bytes:
-    return zlib.compress(bytes(frame.flatten().tolist()), 1)
+    """Compressed bytes of a contiguous uint8 frame (what would be read from disk)."""
+    return zlib.compress(ctypes.string_at(frame.data_ptr(), frame.nbytes), 1)
 
 
 class DeblurPairs(Dataset):
-    """Sharp frames stored compressed; the blurred input is synthesised on decode."""
+    """(blurred, sharp) frame pairs stored compressed, decoded to float on access."""
 
-    def __init__(self, n_frames: int = 2000, distinct: int = 64):
+    def __init__(self, n_frames: int = 2240, distinct: int = 64):
         g = torch.Generator().manual_seed(0)
         coarse = torch.rand(distinct, 3, 8, 8, generator=g)
-        frames = F.interpolate(coarse, size=(SIDE, SIDE), mode="bilinear", align_corners=False)
-        frames = (frames * 255).to(torch.uint8)
-        blobs = [_encode(f) for f in frames]
-        self.blobs = [blobs[i % distinct] for i in range(n_frames)]
+        sharp = F.interpolate(coarse, size=(SIDE, SIDE), mode="bilinear", align_corners=False)
+        blurred = F.avg_pool2d(sharp, 5, stride=1, padding=2, count_include_pad=False)
+        pairs = [
+            (_encode((b * 255).to(torch.uint8)), _encode((s * 255).to(torch.uint8)))
+            for b, s in zip(blurred, sharp, strict=True)
+        ]
+        self.blobs = [pairs[i % distinct] for i in range(n_frames)]
         self.shifts = [i // distinct for i in range(n_frames)]
         self.cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # no size limit
 
     def __len__(self) -> int:
         return len(self.blobs)
 
-    def decode(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        raw = bytearray(zlib.decompress(self.blobs[index]))
-        sharp = torch.frombuffer(raw, dtype=torch.uint8).view(3, SIDE, SIDE).float() / 255.0
-        sharp = sharp.roll(self.shifts[index], dims=-1)
-        blurred = F.avg_pool2d(sharp[None], 5, stride=1, padding=2, count_include_pad=False)[0]
-        return blurred, sharp
+    def _decode_frame(self, blob: bytes, shift: int) -> torch.Tensor:
+        raw = bytearray(zlib.decompress(blob))
+        frame = torch.frombuffer(raw, dtype=torch.uint8).view(3, SIDE, SIDE).float() / 255.0
+        return frame.roll(shift, dims=-1)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         if index not in self.cache:
-            self.cache[index] = self.decode(index)
+            blurred_blob, sharp_blob = self.blobs[index]
+            shift = self.shifts[index]
+            self.cache[index] = (
+                self._decode_frame(blurred_blob, shift),
+                self._decode_frame(sharp_blob, shift),
+            )
         return self.cache[index]
 
 
@@ -77,7 +85,9 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     dataset = DeblurPairs()
-    loader = DataLoader(dataset, batch_size=8, shuffle=True, num_workers=2, persistent_workers=True)
+    loader = DataLoader(
+        dataset, batch_size=16, shuffle=True, num_workers=2, persistent_workers=True
+    )
     model = TinyDeblurNet()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     for step, (blurred, sharp) in enumerate(loader):

@@ -8,11 +8,12 @@ DataLoader workers does not help: the training loop stalls inside ``next(loader)
 sampler does per-sample metadata work.
 
 Fix: infer the metadata once (in ``__init__``, ~seconds for the whole dataset) and cache it,
-so each batch is an O(1) dictionary lookup plus a random draw. The authors measured 3-5x.
+so each batch is an O(1) dictionary lookup plus a random draw (the authors expected 3-5x).
 """
 
 from __future__ import annotations
 
+import ctypes
 import random
 import zlib
 from collections import defaultdict
@@ -23,6 +24,11 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 H, W = 128, 64  # person crops
+
+
+def _raw_bytes(t: torch.Tensor) -> bytes:
+    """The bytes of a contiguous CPU tensor (what an image encoder would be handed)."""
+    return ctypes.string_at(t.data_ptr(), t.nbytes)
 
 
 class CrossModalityReID(Dataset):
@@ -41,7 +47,7 @@ class CrossModalityReID(Dataset):
                 image = (torch.rand(H, W, 3, generator=g) * 255).to(torch.uint8)
                 if torch.rand(1, generator=g).item() < 0.4:  # infrared camera
                     image = image[..., :1].expand(H, W, 3).contiguous()
-                self.blobs.append(zlib.compress(_raw(image), 1))
+                self.blobs.append(zlib.compress(_raw_bytes(image), 1))
                 self.pids.append(pid)
 
     def __len__(self) -> int:
@@ -56,12 +62,6 @@ class CrossModalityReID(Dataset):
         if random.random() < 0.5:
             image = image.flip(-1)
         return image, self.pids[index]
-
-
-def _raw(t: torch.Tensor) -> bytes:
-    import ctypes
-
-    return ctypes.string_at(t.data_ptr(), t.nbytes)
 
 
 def infer_modalities_of_sample(dataset: CrossModalityReID, index: int) -> str:
@@ -128,7 +128,7 @@ def main() -> None:
     torch.manual_seed(0)
     random.seed(0)
     dataset = CrossModalityReID()
-    sampler = ModalAwarePKSampler(dataset, p=8, k=4, batches=50)
+    sampler = ModalAwarePKSampler(dataset, p=8, k=4, batches=40)
     loader = DataLoader(dataset, batch_sampler=sampler, num_workers=2, persistent_workers=True)
     model = ReIDNet(identities=64)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-4)
@@ -146,7 +146,7 @@ def main() -> None:
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            if batch_idx % 25 == 0:
+            if batch_idx % 20 == 0:
                 print(f"epoch {epoch} batch {batch_idx}/{len(loader)} loss {loss.item():.4f}")
 
 

@@ -87,7 +87,7 @@ def main() -> None:
     torch.manual_seed(0)
     root = tempfile.mkdtemp(prefix="zoo-worker-startup-")
     try:
-        dataset = AnnotatedClips(write_annotations(root, n_records=20_000), n_train=768)
+        dataset = AnnotatedClips(write_annotations(root, n_records=12_000), n_train=768)
         loader = DataLoader(
             dataset,
             batch_size=64,
@@ -97,11 +97,15 @@ def main() -> None:
             worker_init_fn=worker_init_fn,
         )
         model = nn.Sequential(
-            nn.Linear(FEATURES, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, CLASSES)
+            nn.Linear(FEATURES, 1024),
+            nn.ReLU(),
+            nn.Linear(1024, 1024),
+            nn.ReLU(),
+            nn.Linear(1024, CLASSES),
         )
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         criterion = nn.CrossEntropyLoss()
-        for epoch in range(8):
+        for epoch in range(6):
             model.train()
             correct = 0
             for features, labels in loader:
