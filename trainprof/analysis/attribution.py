@@ -21,6 +21,10 @@ _USER_MARKERS = ("/trainprof/examples/",)  # the bundled demo and zoo jobs are "
 _PRINTING = re.compile(
     r"\b(print|log(ger|ging)?\.\w+|logging\.\w+|\w*\.write|tqdm|pbar\.\w+|set_postfix|writer\.add_\w+)\s*\("
 )
+# A line that copies a device tensor to the host, which on CUDA waits for the GPU to finish.
+SYNC_LINE = re.compile(
+    r"\.(item|cpu|tolist|numpy)\(\)|torch\.cuda\.synchronize\(|\.to\([\"']cpu[\"']"
+)
 _IDLE_FUNCS = {"sleep", "wait", "acquire", "select", "poll", "_wait_for_tstate_lock", "get"}
 
 
@@ -150,3 +154,27 @@ def function_share(
             if any((f[0], f[1]) == function for f in s.frames):
                 inside += hi - lo
     return inside / total if total > 0 else 0.0
+
+
+def line_share(
+    spans: Iterable[StackSpan],
+    source: dict[tuple[str, int], str],
+    window: tuple[float, float],
+    pattern: re.Pattern[str],
+) -> tuple[float, Frame | None]:
+    """Share of main-thread time in the window whose innermost user line matches a pattern,
+    and the matching line that took longest."""
+    hit = total = 0.0
+    lines: Counter[Frame] = Counter()
+    t0, t1 = window
+    for s in spans:
+        lo, hi = max(s.t0, t0), min(s.t1, t1)
+        if hi <= lo:
+            continue
+        total += hi - lo
+        uf = user_frame(s.frames)
+        if uf is not None and pattern.search(source.get((uf[1], uf[2]), "")):
+            hit += hi - lo
+            lines[uf] += int((hi - lo) * 1e6)
+    top = lines.most_common(1)[0][0] if lines else None
+    return (hit / total if total > 0 else 0.0), top

@@ -75,6 +75,20 @@ class Activity:
     swap_io_bps_mean: float | None = None  # swap-in + swap-out, bytes/s, over the run
     output_lines: int | None = None
     output_bytes: int | None = None
+    sync_share: float | None = None  # main-thread time on .item()/.cpu()/.tolist() lines
+    sync_frame: attribution.Frame | None = None
+    precision: dict[str, Any] | None = None  # device, dtype, TF32 settings at the first step
+    autocast: tuple[str, ...] = ()  # "device:dtype" of each autocast context the job entered
+    ranks: tuple[RankView, ...] = ()  # torchrun ranks with steps
+
+
+@dataclass(frozen=True)
+class RankView:
+    rank: int
+    pid: int
+    steps: int
+    p50_s: float
+    wait_per_step_s: float
 
 
 @dataclass(frozen=True)
@@ -162,7 +176,18 @@ def _activity(
     swap_io = [a + b for a, b in zip(samples.swap_in_bps, samples.swap_out_bps, strict=True)]
     out = session.meta.get("output") or {}
     launched = session.meta.get("t_launch")
+    infos = primary.infos if primary else []
+    sync_share, sync_frame = (
+        attribution.line_share(spans, session.source, window, attribution.SYNC_LINE)
+        if spans and window
+        else (None, None)
+    )
     return Activity(
+        sync_share=sync_share,
+        sync_frame=sync_frame,
+        precision=next((i["precision"] for i in infos if "precision" in i), None),
+        autocast=tuple(f"{i['autocast']}:{i.get('dtype')}" for i in infos if "autocast" in i),
+        ranks=_ranks(session),
         window=window,
         run_span_s=(window[1] - launched) if window and launched else None,
         stalls=tuple(stalls),
@@ -297,3 +322,18 @@ def _train_wait(log: ProcessLog, warm: int, evals: list[Segment]) -> float | Non
         wait += waits[i]
         total += durs[i]
     return min(1.0, wait / total) if total > 0 else None
+
+
+def _ranks(session: Session) -> tuple[RankView, ...]:
+    views = []
+    for p in session.processes:
+        rank = p.header.get("rank")
+        if p.role != "rank" or rank is None or p.n_steps < 2 * MIN_STEADY:
+            continue
+        warm = min(max(1, math.ceil(0.05 * p.n_steps)), 20)
+        durs = [d / 1e6 for d in p.steps["dur"][warm:]]
+        waits = p.steps["wait"][warm:]
+        views.append(
+            RankView(int(rank), p.pid, p.n_steps, median(durs), sum(waits) / 1e6 / len(durs))
+        )
+    return tuple(sorted(views, key=lambda v: v.rank))

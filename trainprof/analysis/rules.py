@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trainprof.analysis import checks_host, checks_loader, checks_stalls
+from trainprof.analysis import checks_gpu, checks_host, checks_loader, checks_stalls
 from trainprof.analysis.findings import Finding, Skipped, Verdict, rank
 from trainprof.analysis.metrics import Metrics
 
@@ -33,6 +33,10 @@ def _signal_missing(metrics: Metrics, needs: tuple[str, ...]) -> str | None:
             return f"no stack samples: {metrics.activity.stacks_error or 'py-spy did not run'}"
         if need == "samples" and not metrics.activity.window and metrics.peak_rss_bytes is None:
             return "no host samples"
+        if need == "cuda" and not checks_gpu.on_cuda(metrics):
+            return "the model does not train on a CUDA device"
+        if need == "ranks" and len(metrics.activity.ranks) < 2:
+            return "not a multi-rank (torchrun) job"
         if need == "gpu" and metrics.gpu_util_mean is None:
             return f"GPU not measured: {metrics.gpu_unavailable or 'no GPU samples'}"
     return None
@@ -83,6 +87,20 @@ RULES: tuple[Rule, ...] = (
     Rule("loop-overhead", "Loop overhead", ("steps", "stacks"), checks_host.check_loop_overhead),
     Rule("memory-growth", "Memory growth", ("steps", "samples"), checks_host.check_memory_growth),
     Rule("swap-pressure", "Swap pressure", ("samples",), checks_host.check_swap_pressure),
+    Rule(
+        "no-mixed-precision",
+        "No mixed precision",
+        ("steps", "cuda"),
+        checks_gpu.check_no_mixed_precision,
+    ),
+    Rule(
+        "pageable-memory",
+        "Pageable memory",
+        ("steps", "cuda", "loader"),
+        checks_gpu.check_pageable_memory,
+    ),
+    Rule("host-sync", "Host syncs", ("steps", "cuda", "stacks"), checks_gpu.check_host_sync),
+    Rule("straggler-rank", "Straggler rank", ("ranks",), checks_gpu.check_straggler_rank),
     Rule(
         "gpu-underutilized",
         "GPU under-utilized",

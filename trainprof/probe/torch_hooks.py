@@ -77,6 +77,9 @@ def install(torch: Any) -> None:
         torch.save = _timed_save(torch.save)
     if "mode" not in off:
         torch.nn.Module.train = _watched_train(torch.nn.Module.train)
+    if "precision" not in off:
+        ac = torch.amp.autocast_mode.autocast
+        ac.__enter__ = _noticed_autocast(ac.__enter__)
 
 
 def flush_counters() -> None:
@@ -95,6 +98,7 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     s = _state
     if s.primary_opt_id is None:
         s.primary_opt_id = id(optimizer)
+        _record_precision(optimizer)
     elif id(optimizer) != s.primary_opt_id:
         return
     now = _clock()
@@ -277,6 +281,47 @@ def _worker_loop(orig: Any) -> Any:
                 w.flush()
 
     return loop
+
+
+# ---------------------------------------------------------------- precision (once per process)
+
+
+def _record_precision(optimizer: Any) -> None:
+    """Where and in which dtype the model trains, and the TF32 settings: read once, at the
+    first optimizer step, for the mixed-precision and pinned-memory rules."""
+    try:
+        import torch
+
+        param = optimizer.param_groups[0]["params"][0]
+        info: dict[str, Any] = {
+            "device": param.device.type,
+            "dtype": str(param.dtype).replace("torch.", ""),
+            "matmul_precision": torch.get_float32_matmul_precision(),
+            "cuda_matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn_tf32": bool(torch.backends.cudnn.allow_tf32),
+        }
+        if param.device.type == "cuda":
+            info["capability"] = list(torch.cuda.get_device_capability(param.device))
+            info["gpu_name"] = torch.cuda.get_device_name(param.device)
+        probe.record_info({"precision": info})
+    except Exception:
+        pass
+
+
+def _noticed_autocast(orig: Any) -> Any:
+    seen: set[str] = set()
+
+    @functools.wraps(orig)
+    def __enter__(self: Any) -> Any:
+        key = f"{getattr(self, 'device', '?')}:{getattr(self, 'fast_dtype', '?')}"
+        if key not in seen and getattr(self, "_enabled", True):
+            seen.add(key)
+            probe.record_info(
+                {"autocast": str(getattr(self, "device", "?")), "dtype": str(getattr(self, "fast_dtype", "?"))}
+            )
+        return orig(self)
+
+    return __enter__
 
 
 # ---------------------------------------------------------------- checkpoints and modes

@@ -12,7 +12,7 @@ import pathlib
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["slow", "healthy", "crash", "hang"]
+Kind = Literal["slow", "healthy", "crash", "hang", "gpu"]
 
 ZOO_DIR = pathlib.Path(__file__).resolve().parent
 
@@ -29,6 +29,13 @@ class ZooCase:
 
 
 _CASES: tuple[ZooCase, ...] = (
+    ZooCase(
+        "gpu_fp32",
+        "no-mixed-precision",
+        "gpu",
+        "GPU only: a convnet trained in pure fp32 on a Tensor-Core GPU (seed 001)",
+        120.0,
+    ),
     ZooCase(
         "fake_batching",
         "fake-batching",
