@@ -124,7 +124,7 @@ class LiveView:
             parts.append(f"CPU {cpu:.0f}%")
             parts.append(f"RSS {rss / 2**20:.0f} MB")
             gpus = sample.get("gpu")
-            if gpus:
+            if isinstance(gpus, list):  # a dict means "unavailable", with the reason
                 utils = [g["util"] for g in gpus if g.get("util") is not None]
                 if utils:
                     parts.append(f"GPU {sum(utils) / len(utils):.0f}%")

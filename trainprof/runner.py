@@ -212,12 +212,17 @@ def _supervise(
         deadline = job.started_at + opts.timeout_s if opts.timeout_s else None
         while job.poll(timeout=0.25) is None:
             now = time.monotonic()
-            live.latest_sample = sampler.latest
-            live.update()
-            live.draw(now - job.started_at)
-            if stacks is not None:
-                stacks.poll(live)
-            if watch.check(job, live, now) and not stopped_by:
+            try:
+                live.latest_sample = sampler.latest
+                live.update()
+                live.draw(now - job.started_at)
+                if stacks is not None:
+                    stacks.poll(live)
+                hung = watch.check(job, live, now)
+            except Exception as exc:  # never lose the job over a display or watch error
+                _warn_once(f"trainprof: live view disabled after an internal error: {exc!r}")
+                hung = False
+            if hung and not stopped_by:
                 stopped_by[:] = ["hang"]
                 _stop(job)
             elif deadline is not None and now > deadline and not stopped_by:
@@ -229,6 +234,15 @@ def _supervise(
         for s, h in previous.items():
             signal.signal(s, h)
     return stopped_by[0] if stopped_by else None
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        print(message, file=sys.stderr)
 
 
 def _stop(job: Job) -> None:

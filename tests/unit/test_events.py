@@ -60,3 +60,16 @@ def test_sparkline() -> None:
     assert sparkline([1.0, 2.0, 3.0]) == "▁▄█"
     assert sparkline([2.0, 2.0]) == "▁▁"
     assert sparkline([]) == ""
+
+
+def test_status_line_with_gpu_unavailable_and_with_gpus() -> None:
+    from trainprof.live import LiveView
+
+    view = LiveView("/nonexistent", None, 2)
+    view.latest_sample = {
+        "procs": [{"cpu": 50.0, "rss": 2**20}],
+        "gpu": {"unavailable": "no driver"},
+    }
+    assert "CPU 50%" in view.status_text(3.0) and "GPU" not in view.status_text(3.0)
+    view.latest_sample = {"procs": [], "gpu": [{"util": 40}, {"util": 60}]}
+    assert "GPU 50%" in view.status_text(3.0)

@@ -100,7 +100,9 @@ def test_host_sync_names_the_line_that_syncs() -> None:
         StackSpan(t0 + i * 0.1, t0 + i * 0.1 + 0.04, (("<module>", train, 40), ("main", train, 30)))
         for i in range(60)
     ] + [
-        StackSpan(t0 + i * 0.1 + 0.04, t0 + i * 0.1 + 0.1, (("<module>", train, 40), ("main", train, 25)))
+        StackSpan(
+            t0 + i * 0.1 + 0.04, t0 + i * 0.1 + 0.1, (("<module>", train, 40), ("main", train, 25))
+        )
         for i in range(60)
     ]
     _, verdict = analyze(s)

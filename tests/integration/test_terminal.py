@@ -1,0 +1,55 @@
+"""On a terminal: the job sees a terminal, its output passes through, the live line is drawn."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+from pathlib import Path
+
+from conftest import trainprof_cmd, write_script
+
+
+def test_run_on_a_terminal(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        "term_job.py",
+        """
+        import sys, time, torch
+        print("isatty", sys.stdout.isatty(), flush=True)
+        m = torch.nn.Linear(4, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)
+        t = time.monotonic()
+        while time.monotonic() - t < 2.5:
+            o.zero_grad(); m(torch.randn(8, 4)).sum().backward(); o.step()
+        print("done", flush=True)
+        """,
+    )
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        trainprof_cmd("run", "--run-dir", str(tmp_path / "run"), str(script)),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    os.close(slave)
+    out = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=60)
+    text = out.decode(errors="replace")
+    assert proc.returncode == 0, text[-2000:]
+    assert "isatty True" in text
+    assert "done" in text
+    assert "trainprof 0:0" in text and "it/s" in text  # the live status line was drawn
+    assert "trainprof report" in text
