@@ -90,7 +90,7 @@ class LiveView:
                 return
             text = self.status_text(elapsed)
             try:
-                width = os.get_terminal_size(self.fd).columns
+                width = os.get_terminal_size(self.fd).columns or 100  # 0: size never set
             except OSError:
                 width = 100
             write_all(
