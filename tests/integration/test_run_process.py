@@ -265,3 +265,36 @@ def test_second_signal_kills_a_stubborn_job_and_leaves_no_orphans(tmp_path: Path
     proc.communicate(timeout=60)
     assert proc.returncode == 137
     assert live_group_members(meta["pid"]) == [], "job processes were left behind"
+
+
+DATASET_ERROR = """
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Broken(Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        if i == 5:
+            raise ValueError(f"corrupt sample {i}")
+        return torch.zeros(2)
+
+for batch in DataLoader(Broken(), batch_size=2, num_workers=WORKERS):
+    pass
+"""
+
+
+def test_dataloader_error_traceback_is_as_without_trainprof(tmp_path: Path) -> None:
+    for workers in (0, 2):
+        script = write_script(
+            tmp_path, f"broken{workers}.py", DATASET_ERROR.replace("WORKERS", str(workers))
+        )
+        plain = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path
+        )
+        r = run_trainprof(tmp_path, str(script))
+        assert "corrupt sample 5" in plain.stderr
+        assert r.returncode == plain.returncode == 1
+        assert "trainprof" not in plain.stderr
+        job_stderr = r.stderr[: r.stderr.index("╭─ trainprof report")]
+        assert job_stderr == plain.stderr, f"num_workers={workers}"

@@ -85,12 +85,16 @@ def _at_exit() -> None:
 
 
 def _chain_excepthook() -> None:
-    """Remember the exception that ends the job (type and message), then print it as usual."""
+    """Remember the exception that ends the job (type and message), then print it as it would
+    print without trainprof: the probe's wrapper frames are taken out of the traceback."""
     previous = sys.excepthook
 
     def hook(exc_type, exc, tb):  # type: ignore[no-untyped-def]
         try:
             record_info({"exception": exc_type.__name__, "message": str(exc)[:2000]})
+            from trainprof.probe.tracebacks import without_probe_frames
+
+            tb = without_probe_frames(exc, tb)
         except Exception:
             pass
         previous(exc_type, exc, tb)

@@ -317,7 +317,10 @@ def _noticed_autocast(orig: Any) -> Any:
         if key not in seen and getattr(self, "_enabled", True):
             seen.add(key)
             probe.record_info(
-                {"autocast": str(getattr(self, "device", "?")), "dtype": str(getattr(self, "fast_dtype", "?"))}
+                {
+                    "autocast": str(getattr(self, "device", "?")),
+                    "dtype": str(getattr(self, "fast_dtype", "?")),
+                }
             )
         return orig(self)
 
