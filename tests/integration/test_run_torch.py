@@ -150,3 +150,24 @@ def test_demo_names_fake_batching_and_input_bound(tmp_path: Path) -> None:
     ids = [f["id"] for f in report["findings"]]
     assert ids[:2] == ["fake-batching", "input-bound"]
     assert "Fake batching" in proc.stderr
+
+
+def test_demo_list_and_bad_name() -> None:
+    listing = subprocess.run(trainprof_cmd("demo", "list"), capture_output=True, text=True)
+    assert listing.returncode == 0
+    assert "cpu_stall" in listing.stdout and "(cpu-stall)" in listing.stdout
+    bad = subprocess.run(trainprof_cmd("demo", "nope"), capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "trainprof: no demo named 'nope'; `trainprof demo list` shows them"
+
+
+def test_demo_by_finding_id(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        trainprof_cmd("demo", "cpu-stall", "--run-dir", str(tmp_path / "d")),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((tmp_path / "d" / "report.json").read_text())
+    assert report["findings"][0]["id"] == "cpu-stall"

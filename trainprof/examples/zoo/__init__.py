@@ -30,13 +30,6 @@ class ZooCase:
 
 _CASES: tuple[ZooCase, ...] = (
     ZooCase(
-        "gpu_fp32",
-        "no-mixed-precision",
-        "gpu",
-        "GPU only: a convnet trained in pure fp32 on a Tensor-Core GPU (seed 001)",
-        120.0,
-    ),
-    ZooCase(
         "fake_batching",
         "fake-batching",
         "slow",
@@ -162,6 +155,13 @@ _CASES: tuple[ZooCase, ...] = (
         "hang",
         "soft RLIMIT_NOFILE=128, file_descriptor sharing, one tensor per object: the loader hangs",
         30.0,
+    ),
+    ZooCase(
+        "gpu_fp32",
+        "no-mixed-precision",
+        "gpu",
+        "GPU only: a convnet trained in pure fp32 on a Tensor-Core GPU (seed 001)",
+        120.0,
     ),
 )
 
