@@ -30,6 +30,7 @@ def process(
     pid: int = 1000,
     t0: float = 100.0,
     first_step_s: float = 2.0,
+    sampler_s: float = 0.0,
 ) -> ProcessLog:
     log = ProcessLog({"pid": pid, "role": role, "t0": t0, "version": 1})
     t_us = 0
@@ -37,7 +38,8 @@ def process(
         dur = first_step_s if i == 0 else step_s
         t_us += int(dur * 1e6)
         log.add_line(
-            f"S {t_us} {int(dur * 1e6)} {int(wait_s * 1e6)} 0 {batch_size} {fetches} {batch_size * fetches}"
+            f"S {t_us} {int(dur * 1e6)} {int(wait_s * 1e6)} {int(sampler_s * 1e6)} {batch_size} {fetches} "
+            f"{batch_size * fetches}"
         )
     if loader is not None:
         import json
@@ -67,3 +69,31 @@ def session(
     return Session(
         run_dir="/nonexistent", meta=m, processes=list(procs), samples=samples(sample_rows or [])
     )
+
+
+def loop_spans(
+    sess: Session, lines: dict[str, float], t_start: float, t_end: float, period: float = 0.1
+) -> None:
+    """Fill a session with main-thread stack spans: each period is split between user lines in
+    proportion to ``lines`` (source text → share). Frames of a forward pass for "model(x)"."""
+    from trainprof.store.stacks import StackSpan
+
+    train = "/home/user/proj/train.py"
+    spans = []
+    t = t_start
+    while t + period <= t_end:
+        at = t
+        for n, (text, share) in enumerate(lines.items()):
+            frames: tuple[tuple[str, str, int], ...] = (
+                ("<module>", train, 1),
+                ("main", train, 10 + n),
+            )
+            if text.startswith("model("):
+                frames += (
+                    ("Module._call_impl", "/venv/site-packages/torch/nn/modules/module.py", 1),
+                )
+            spans.append(StackSpan(at, at + share * period, frames))
+            sess.source[(train, 10 + n)] = text
+            at += share * period
+        t += period
+    sess.spans = spans

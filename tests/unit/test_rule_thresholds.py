@@ -1,0 +1,281 @@
+"""Every rule in the table: fires just above its threshold, stays quiet just below it, and is
+skipped with a reason when its signal is missing (never read as zero)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from synth import DEFAULT_LOADER, loop_spans, process, session
+
+from trainprof.analysis import checks_gpu, checks_host, checks_loader, checks_stalls
+from trainprof.analysis.pipeline import analyze
+from trainprof.analysis.rules import RULES
+from trainprof.store.events import ProcessLog
+from trainprof.store.session import Session
+
+CUDA = {"device": "cuda", "dtype": "float32", "matmul_precision": "high", "capability": [8, 0]}
+STEADY = (102.5, 100.0 + 2.0 + 99 * 0.1)  # steady window of process(100) with warm-up 5
+
+
+def ids(sess: Session) -> set[str]:
+    return {f.id for f in analyze(sess)[1].findings}
+
+
+def skipped(sess: Session) -> dict[str, str]:
+    return {s.id: s.reason for s in analyze(sess)[1].skipped}
+
+
+def periodic(n: int, step_s: float, every: int, extra_s: float) -> ProcessLog:
+    log = ProcessLog({"pid": 1000, "role": "main", "t0": 100.0, "version": 1})
+    t = 0
+    for i in range(n):
+        dur = int((2.0 if i == 0 else step_s) * 1e6) + (
+            int(extra_s * 1e6) if i > 20 and i % every == 0 else 0
+        )
+        t += dur
+        log.add_line(f"S {t} {dur} 0 0 32 1 32")
+    log.add_line("L 0 " + json.dumps(DEFAULT_LOADER))
+    return log
+
+
+def cuda(log: ProcessLog, autocast: bool = True) -> ProcessLog:
+    log.add_line("X " + json.dumps({"t": 1, "precision": CUDA}))
+    if autocast:
+        log.add_line("X " + json.dumps({"t": 1, "autocast": "cuda", "dtype": "torch.bfloat16"}))
+    return log
+
+
+def pinned() -> dict[str, object]:
+    return dict(DEFAULT_LOADER, pin_memory=True)
+
+
+# ---- builders: value → session -----------------------------------------------------------
+
+
+def fake_batching(fetches: float) -> Session:
+    return session(
+        process(100, batch_size=1, fetches=int(fetches), loader=dict(DEFAULT_LOADER, batch_size=1))
+    )
+
+
+def input_bound(frac: float) -> Session:
+    return session(process(100, step_s=0.1, wait_s=0.1 * frac))
+
+
+def sampler_overhead(frac: float) -> Session:
+    return session(process(100, step_s=0.1, wait_s=0.1 * frac, sampler_s=0.1 * frac))
+
+
+def worker_startup(first_wait: float) -> Session:
+    log = process(
+        200, step_s=0.02, wait_s=0.001, loader=dict(DEFAULT_LOADER, persistent_workers=False)
+    )
+    for e in range(8):
+        log.add_line(f"E 0 {2_000_000 + e * 500_000} {int(first_wait * 1e6)}")
+    return session(log)
+
+
+def cpu_stall(share: float) -> Session:
+    # 300 steps of 20 ms (5.8 s steady), a stall every 30 steps (9 of them)
+    return session(periodic(300, 0.02, 30, share * 5.8 / 9))
+
+
+def checkpoint_stall(share: float) -> Session:
+    log = process(100, step_s=0.1)
+    for i in range(20, 100, 20):
+        log.add_line(f'C {int(log.steps["t"][i])} {int(share * 9.9 / 4 * 1e6)} 1000 "/ckpt.pt"')
+    return session(log)
+
+
+def eval_stall(share: float) -> Session:
+    log = process(100, step_s=0.1)
+    for i in range(10, 90, 10):  # 8 evaluations, each between two steps 100 ms apart
+        start = int(log.steps["t"][i]) + 1
+        log.add_line(f"M {start} 0")
+        log.add_line(f"M {start + int(share * 9.4 / 8 * 1e6)} 1")
+    return session(log)
+
+
+def logging_overhead(share: float) -> Session:
+    s = session(process(100), output={"stdout_lines": 100, "stdout_bytes": 5000})
+    loop_spans(s, {"print(f'loss {loss}')": share, "model(x)": 1 - share}, *STEADY)
+    return s
+
+
+def loop_overhead(share: float) -> Session:
+    s = session(process(100))
+    loop_spans(
+        s, {"norms = [p.grad.norm() for p in params]": share, "model(x)": 1 - share}, *STEADY
+    )
+    return s
+
+
+def memory_growth(mb_per_s: float) -> Session:
+    rows = [
+        {"t": 100.0 + i, "procs": [{"pid": 1000, "rss": (400 + mb_per_s * i) * 2**20, "cpu": 90.0}]}
+        for i in range(62)
+    ]
+    return session(process(600, step_s=0.1), sample_rows=rows)
+
+
+def swap_pressure(mb_per_s: float) -> Session:
+    rows = [
+        {
+            "t": 100.0 + i,
+            "procs": [],
+            "swap": {"total": 2**31, "used": 2**30, "in_bps": mb_per_s * 2**20, "out_bps": 0},
+        }
+        for i in range(12)
+    ]
+    return session(process(100), sample_rows=rows)
+
+
+def gpu_underutilized(util: float) -> Session:
+    rows = [{"t": 100.0 + i, "procs": [], "gpu": [{"index": 0, "util": util}]} for i in range(12)]
+    return session(process(100), sample_rows=rows)
+
+
+def no_mixed_precision(major: float) -> Session:
+    log = process(100, loader=pinned())
+    log.add_line("X " + json.dumps({"t": 1, "precision": dict(CUDA, capability=[int(major), 0])}))
+    return session(log)
+
+
+def pageable_memory(pinned_flag: float) -> Session:
+    return session(cuda(process(100, loader=dict(DEFAULT_LOADER, pin_memory=bool(pinned_flag)))))
+
+
+def host_sync(share: float) -> Session:
+    s = session(cuda(process(100, loader=pinned())))
+    loop_spans(s, {"total += loss.item()": share, "model(x)": 1 - share}, *STEADY)
+    return s
+
+
+def straggler_rank(extra: float) -> Session:
+    ranks = []
+    for r in range(3):
+        log = process(100, step_s=0.1, wait_s=0.01 + (0.1 * extra if r == 1 else 0.0), pid=1000 + r)
+        log.header.update(role="rank", rank=r)
+        ranks.append(log)
+    return session(*ranks)
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str
+    build: Callable[[float], Session]
+    above: float
+    below: float
+    missing: Callable[[], Session]
+    reason: str
+
+
+NO_STEPS = lambda: session(process(3))  # noqa: E731
+CASES = [
+    Case(
+        "fake-batching",
+        fake_batching,
+        checks_loader.FAKE_BATCH_MIN_FETCHES,
+        1,
+        NO_STEPS,
+        "too few steps",
+    ),
+    Case(
+        "input-bound",
+        input_bound,
+        0.22,
+        0.18,
+        lambda: session(process(100, loader=None)),
+        "no torch DataLoader",
+    ),
+    Case(
+        "sampler-overhead",
+        sampler_overhead,
+        0.12,
+        0.08,
+        lambda: session(process(100, loader=None)),
+        "DataLoader",
+    ),
+    Case("worker-startup", worker_startup, 0.06, 0.04, NO_STEPS, "too few steps"),
+    Case(
+        "cpu-stall",
+        cpu_stall,
+        checks_stalls.CPU_STALL_SHARE * 1.3,
+        checks_stalls.CPU_STALL_SHARE * 0.7,
+        NO_STEPS,
+        "too few",
+    ),
+    Case("checkpoint-stall", checkpoint_stall, 0.04, 0.02, NO_STEPS, "too few steps"),
+    Case("eval-stall", eval_stall, 0.06, 0.04, NO_STEPS, "too few steps"),
+    Case(
+        "logging-overhead",
+        logging_overhead,
+        0.07,
+        0.03,
+        lambda: session(process(100)),
+        "no stack samples",
+    ),
+    Case(
+        "loop-overhead", loop_overhead, 0.3, 0.2, lambda: session(process(100)), "no stack samples"
+    ),
+    Case(
+        "memory-growth", memory_growth, 1.2, 0.8, lambda: session(process(100)), "no host samples"
+    ),
+    Case(
+        "swap-pressure", swap_pressure, 1.2, 0.8, lambda: session(process(100)), "no host samples"
+    ),
+    Case(
+        "gpu-underutilized",
+        gpu_underutilized,
+        45,
+        55,
+        lambda: session(process(100)),
+        "GPU not measured",
+    ),
+    Case("no-mixed-precision", no_mixed_precision, 7, 6, lambda: session(process(100)), "CUDA"),
+    Case("pageable-memory", pageable_memory, 0, 1, lambda: session(process(100)), "CUDA"),
+    Case(
+        "host-sync", host_sync, 0.12, 0.08, lambda: session(cuda(process(100))), "no stack samples"
+    ),
+    Case(
+        "straggler-rank",
+        straggler_rank,
+        0.25,
+        0.15,
+        lambda: session(process(100)),
+        "not a multi-rank",
+    ),
+]
+
+
+def test_every_rule_in_the_table_has_a_case() -> None:
+    assert {r.id for r in RULES} == {c.rule for c in CASES}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.rule)
+def test_fires_above_threshold(case: Case) -> None:
+    assert case.rule in ids(case.build(case.above))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.rule)
+def test_quiet_just_below_threshold(case: Case) -> None:
+    assert case.rule not in ids(case.build(case.below))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.rule)
+def test_skipped_with_a_reason_without_its_signal(case: Case) -> None:
+    reasons = skipped(case.missing())
+    assert case.rule in reasons, f"{case.rule} was not skipped"
+    assert case.reason in reasons[case.rule]
+
+
+def test_thresholds_are_the_documented_constants() -> None:
+    assert checks_loader.INPUT_BOUND_WAIT_FRAC == 0.20
+    assert checks_loader.SAMPLER_FRAC == 0.10
+    assert checks_stalls.CHECKPOINT_SHARE == 0.03 and checks_stalls.EVAL_SHARE == 0.05
+    assert checks_host.LOGGING_SHARE == 0.05 and checks_host.LOOP_SHARE == 0.25
+    assert checks_host.GROWTH_MIN_BPS == 2**20 and checks_host.SWAP_IO_BPS == 2**20
+    assert checks_host.GPU_UTIL_LOW == 50.0 and checks_gpu.SYNC_SHARE == 0.10
