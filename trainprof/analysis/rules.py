@@ -31,7 +31,11 @@ def _signal_missing(metrics: Metrics, needs: tuple[str, ...]) -> str | None:
             return "no torch DataLoader was iterated"
         if need == "stacks" and metrics.activity.profile is None:
             return f"no stack samples: {metrics.activity.stacks_error or 'py-spy did not run'}"
-        if need == "samples" and metrics.peak_rss_bytes is None and metrics.activity.swap_total is None:
+        if (
+            need == "samples"
+            and metrics.peak_rss_bytes is None
+            and metrics.activity.swap_total is None
+        ):
             return "no host samples"
         if need == "cuda" and not checks_gpu.on_cuda(metrics):
             return "the model does not train on a CUDA device"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import shlex
+from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -76,7 +78,10 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     t.add_column(style="dim", justify="right")
     t.add_column()
     what, style = outcome(meta)
-    t.add_row("command", shlex.join(meta.get("command", [])))
+    command = list(meta.get("command", []))
+    if command:  # the interpreter's full path is noise: "python train.py" reads as typed
+        command[0] = Path(command[0]).name
+    t.add_row("command", shlex.join(command))
     t.add_row("outcome", Text(f"{what} in {_dur(meta.get('wall_s'))}", style=style))
     s = m.steady
     unit = "optimizer steps" if m.unit == "step" else "batches (no optimizer step seen)"
@@ -122,8 +127,15 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     return t
 
 
-def findings_group(verdict: Verdict, verbose: bool = False) -> Table:
+def relative_to(cwd: str | None) -> Callable[[str], str]:
+    """Paths under the job's working directory read better relative (train.py:42)."""
+    prefix = cwd.rstrip("/") + "/" if cwd else None
+    return (lambda text: text.replace(prefix, "")) if prefix else (lambda text: text)
+
+
+def findings_group(verdict: Verdict, verbose: bool = False, cwd: str | None = None) -> Table:
     """Each finding: a numbered headline, then evidence (•) and fixes (→) with hanging indents."""
+    rel = relative_to(cwd)
     grid = Table.grid(padding=(0, 1))
     grid.add_column(justify="right", no_wrap=True)
     grid.add_column()
@@ -138,9 +150,9 @@ def findings_group(verdict: Verdict, verbose: bool = False) -> Table:
         head.append(f"  ({f.id}{impact})", style="dim")
         grid.add_row(Text(f"{i}.", style="bold"), head)
         if f.where:
-            grid.add_row("", Text(f"where: {f.where}", style="magenta"))
+            grid.add_row("", Text(f"where: {rel(f.where)}", style="magenta"))
         for e in f.evidence:
-            grid.add_row("•", Text(e))
+            grid.add_row("•", Text(rel(e)))
         for fx in f.fix:
             grid.add_row(Text("→", style="green"), Text(fx, style="green"))
     if verbose:
@@ -156,7 +168,14 @@ def render(
         Panel(summary_table(meta, m), title="trainprof report", title_align="left", expand=False)
     )
     console.print(
-        Panel(findings_group(verdict, verbose), title="findings", title_align="left", expand=False)
+        Panel(
+            findings_group(verdict, verbose, meta.get("cwd")),
+            title="findings",
+            title_align="left",
+            expand=False,
+        )
     )
     if meta.get("run_dir"):
-        console.print(Text(f"run directory: {meta['run_dir']}", style="dim"))
+        console.print(
+            Text(f"run directory: {relative_to(meta.get('cwd'))(meta['run_dir'])}", style="dim")
+        )
