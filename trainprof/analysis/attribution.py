@@ -9,9 +9,10 @@ formatting, or a user line that prints/logs/writes), ``idle`` (sleeping or waiti
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from trainprof.store.stacks import Frame, StackSpan
@@ -120,39 +121,47 @@ def profile(
     return Profile(seconds, lines)
 
 
+def overlaps(
+    spans: Sequence[StackSpan], windows: Iterable[tuple[float, float]]
+) -> Iterator[tuple[StackSpan, float]]:
+    """(span, seconds inside a window) for every span meeting a window. Spans are in time
+    order and short, so each window costs a binary search plus the spans it covers."""
+    starts = [s.t0 for s in spans]
+    longest = max((s.t1 - s.t0 for s in spans), default=0.0)
+    for t0, t1 in sorted(windows):
+        i = bisect.bisect_left(starts, t0 - longest)
+        while i < len(spans) and spans[i].t0 < t1:
+            s = spans[i]
+            lo, hi = max(s.t0, t0), min(s.t1, t1)
+            if hi > lo:
+                yield s, hi - lo
+            i += 1
+
+
 def dominant_user_frame(
-    spans: Iterable[StackSpan], windows: Iterable[tuple[float, float]], through: str | None = None
+    spans: Sequence[StackSpan], windows: Iterable[tuple[float, float]], through: str | None = None
 ) -> Frame | None:
     """The user's function+line that held the main thread longest inside the windows
     (optionally only stacks passing through a function named ``through``)."""
     counter: Counter[Frame] = Counter()
-    wins = sorted(windows)
-    for s in spans:
+    for s, seconds in overlaps(spans, windows):
         if through is not None and not any(short_name(f[0]) == through for f in s.frames):
             continue
-        for t0, t1 in wins:
-            lo, hi = max(s.t0, t0), min(s.t1, t1)
-            if hi <= lo:
-                continue
-            uf = user_frame(s.frames)
-            if uf is not None:
-                counter[uf] += int((hi - lo) * 1e6)
+        uf = user_frame(s.frames)
+        if uf is not None:
+            counter[uf] += int(seconds * 1e6)
     return counter.most_common(1)[0][0] if counter else None
 
 
 def function_share(
-    spans: Iterable[StackSpan], windows: list[tuple[float, float]], function: tuple[str, str]
+    spans: Sequence[StackSpan], windows: list[tuple[float, float]], function: tuple[str, str]
 ) -> float:
     """Share of main-thread time in the windows whose stack passes through a user function."""
     inside = total = 0.0
-    for s in spans:
-        for t0, t1 in windows:
-            lo, hi = max(s.t0, t0), min(s.t1, t1)
-            if hi <= lo:
-                continue
-            total += hi - lo
-            if any((f[0], f[1]) == function for f in s.frames):
-                inside += hi - lo
+    for s, seconds in overlaps(spans, windows):
+        total += seconds
+        if any((f[0], f[1]) == function for f in s.frames):
+            inside += seconds
     return inside / total if total > 0 else 0.0
 
 

@@ -159,7 +159,7 @@ def _activity(
     busy = [(st.t0, st.t1) for st in stalls] + [(g.t0, g.t1) for g in evals + saves]
     loop_prof = (
         attribution.profile(
-            [sp for sp in spans if not any(sp.t0 < b and sp.t1 > a for a, b in busy)],
+            _outside(spans, busy),
             session.source,
             *window,
         )
@@ -313,11 +313,17 @@ def _train_wait(log: ProcessLog, warm: int, evals: list[Segment]) -> float | Non
     for _k, t_iter, _w in log.epochs:
         i = bisect.bisect_right(ts, t_iter)
         skip.update(range(i, i + workers))
+    # Steps overlapping an evaluation: for each eval, the steps whose span reaches into it
+    # (a step ends at ts[i] and starts at ts[i] - durs[i]; steps are in time order).
+    for e in evals:
+        lo, hi = int((e.t0 - log.t0) * 1e6), int((e.t1 - log.t0) * 1e6)
+        i = bisect.bisect_right(ts, lo)
+        while i < len(ts) and ts[i] - durs[i] < hi:
+            skip.add(i)
+            i += 1
     wait = total = 0
     for i in range(warm, len(ts)):
-        t1 = log.t0 + ts[i] / 1e6
-        t0 = t1 - durs[i] / 1e6
-        if i in skip or any(e.t0 < t1 and e.t1 > t0 for e in evals):
+        if i in skip:
             continue
         wait += waits[i]
         total += durs[i]
@@ -337,3 +343,9 @@ def _ranks(session: Session) -> tuple[RankView, ...]:
             RankView(int(rank), p.pid, p.n_steps, median(durs), sum(waits) / 1e6 / len(durs))
         )
     return tuple(sorted(views, key=lambda v: v.rank))
+
+
+def _outside(spans: tuple[StackSpan, ...], windows: list[tuple[float, float]]) -> list[StackSpan]:
+    """Spans that touch none of the windows (the loop without its stalls, saves and evals)."""
+    inside = {id(sp) for sp, _s in attribution.overlaps(spans, windows)}
+    return [sp for sp in spans if id(sp) not in inside]
