@@ -20,7 +20,7 @@ from trainprof.render import console as console_render
 from trainprof.render.json_report import report_dict
 from trainprof.samplers.hang import HANG_STACKS, dump_stacks
 from trainprof.samplers.loop import SamplerLoop
-from trainprof.samplers.stacks import STACKS_FILE, StackRecorder
+from trainprof.samplers.stacks import StackRecorder
 from trainprof.store import rundir
 from trainprof.store.session import Session
 
@@ -121,6 +121,7 @@ class _StackStarter:
 
     def poll(self, live: LiveView) -> None:
         if self.recorder is not None:
+            self.recorder.poll()
             return
         for header in live.tail.headers.values():
             if header.get("role") in ("main", "rank") and header.get("rank") in (None, 0):
@@ -136,13 +137,7 @@ class _StackStarter:
         if rec is None:
             return {"error": "no Python main process with the probe was found"}
         rec.stop()
-        return {
-            "file": STACKS_FILE if rec.path.is_file() else None,
-            "pid": rec.pid,
-            "started_at": rec.started_at,
-            "rate_hz": rec.rate_hz,
-            "error": rec.error,
-        }
+        return {"chunks": rec.chunks, "pid": rec.pid, "error": rec.error}
 
 
 class HangWatch:

@@ -171,3 +171,18 @@ def test_demo_by_finding_id(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((tmp_path / "d" / "report.json").read_text())
     assert report["findings"][0]["id"] == "cpu-stall"
+
+
+def test_stack_sampling_hands_over_between_chunks(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    from trainprof.examples.zoo import script_path
+
+    clean_env["TRAINPROF_STACK_CHUNK_S"] = "2"
+    r = run_trainprof(tmp_path, str(script_path("cpu_stall")), env=clean_env)
+    chunks = json.loads((r.run_dir / "run.json").read_text())["stacks"]["chunks"]
+    assert len(chunks) >= 2
+    spans = Session.load(r.run_dir).spans
+    later = float(chunks[1]["started_at"])
+    assert any(s.t0 < later for s in spans) and any(s.t0 > later for s in spans)
+    assert r.report["findings"][0]["id"] == "cpu-stall"

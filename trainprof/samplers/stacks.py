@@ -9,6 +9,7 @@ the analysis can line stack samples up with steps.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -16,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-STACKS_FILE = "stacks.json"
 DEFAULT_RATE_HZ = 50
 
 
@@ -25,27 +25,45 @@ def py_spy_path() -> str | None:
     return str(here) if here.is_file() else shutil.which("py-spy")
 
 
+# py-spy keeps its trace in memory until it exits: record in 5-minute pieces
+# (TRAINPROF_STACK_CHUNK_S overrides it, for tests of the hand-over between pieces).
+CHUNK_S = int(os.environ.get("TRAINPROF_STACK_CHUNK_S", "300") or 300)
+FAST_CHUNKS = 2  # the first 10 minutes at the full rate, then LONG_RUN_RATE_HZ
+LONG_RUN_RATE_HZ = 10
+
+
 class StackRecorder:
+    """Runs py-spy in consecutive chunks (``stacks-N.json``), so neither py-spy's memory nor the
+    files grow without bound on a long job; later chunks sample at a lower rate."""
+
     def __init__(self, pid: int, run_dir: Path, rate_hz: int = DEFAULT_RATE_HZ) -> None:
         self.pid = pid
-        self.path = run_dir / STACKS_FILE
+        self.run_dir = run_dir
         self.rate_hz = rate_hz
-        self.started_at: float | None = None
+        self.chunks: list[dict[str, object]] = []
         self.error: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log = run_dir / "py-spy.log"
+
+    @property
+    def started_at(self) -> float | None:
+        return float(self.chunks[0]["started_at"]) if self.chunks else None  # type: ignore[arg-type]
 
     def start(self) -> bool:
         exe = py_spy_path()
         if exe is None:
             self.error = "py-spy not found"
             return False
+        n = len(self.chunks)
+        rate = self.rate_hz if n < FAST_CHUNKS else min(self.rate_hz, LONG_RUN_RATE_HZ)
+        name = f"stacks-{n}.json"
         cmd = [
             exe, "record", "--pid", str(self.pid), "--nonblocking", "--idle", "--full-filenames",
-            "--rate", str(self.rate_hz), "--format", "chrometrace", "--output", str(self.path),
+            "--rate", str(rate), "--duration", str(CHUNK_S), "--format", "chrometrace",
+            "--output", str(self.run_dir / name),
         ]  # fmt: skip
-        self.started_at = time.monotonic()
-        with open(self._log, "wb") as log:
+        started = time.monotonic()
+        with open(self._log, "ab") as log:
             try:
                 self._proc = subprocess.Popen(
                     cmd,
@@ -57,7 +75,13 @@ class StackRecorder:
             except OSError as exc:
                 self.error = f"py-spy could not start: {exc.strerror}"
                 return False
+        self.chunks.append({"file": name, "started_at": started, "rate_hz": rate})
         return True
+
+    def poll(self) -> None:
+        """While the job runs: when a chunk has finished, start the next one."""
+        if self._proc is not None and self._proc.poll() is not None and self.error is None:
+            self.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         """py-spy writes its file when interrupted (or when the target exits by itself)."""
@@ -72,7 +96,8 @@ class StackRecorder:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if not self.path.is_file():
+        self.chunks = [c for c in self.chunks if (self.run_dir / str(c["file"])).is_file()]
+        if not self.chunks:
             try:
                 self.error = self._log.read_text(errors="replace").strip().splitlines()[-1][:300]
             except (OSError, IndexError):

@@ -157,8 +157,8 @@ class Session:
                         continue  # a torn line from a killed runner
         stacks = meta.get("stacks") or {}
         spans: list[StackSpan] = []
-        if stacks.get("file") and stacks.get("started_at") is not None:
-            spans = load_spans(run_dir / stacks["file"], float(stacks["started_at"]))
+        for chunk in stacks.get("chunks") or []:
+            spans.extend(load_spans(run_dir / chunk["file"], float(chunk["started_at"])))
         return cls(
             run_dir=str(run_dir),
             meta=meta,

@@ -52,13 +52,18 @@ def _spans(events: list[dict[str, Any]], started_at: float) -> list[StackSpan]:
     spans: list[StackSpan] = []
     stack: list[Frame] = []
     last_t: float | None = None
+    # Interned: a long run repeats the same few hundred frames and stacks millions of times.
+    frames_seen: dict[Frame, Frame] = {}
+    stacks_seen: dict[tuple[Frame, ...], tuple[Frame, ...]] = {}
     for ev in sorted(events, key=lambda e: e.get("ts", 0)):  # stable: B/E order kept per ts
         t = started_at + float(ev.get("ts", 0)) / 1e6
         if last_t is not None and t > last_t and stack:
-            spans.append(StackSpan(last_t, t, tuple(stack)))
+            key = tuple(stack)
+            spans.append(StackSpan(last_t, t, stacks_seen.setdefault(key, key)))
         last_t = t
         args = ev.get("args") or {}
         frame = (str(ev.get("name")), str(args.get("filename", "")), int(args.get("line", 0) or 0))
+        frame = frames_seen.setdefault(frame, frame)
         if ev["ph"] == "B":
             stack.append(frame)
         elif stack:
