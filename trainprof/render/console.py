@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import shlex
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
