@@ -187,3 +187,17 @@ def line_share(
             lines[uf] += int((hi - lo) * 1e6)
     top = lines.most_common(1)[0][0] if lines else None
     return (hit / total if total > 0 else 0.0), top
+
+
+def caller_of(spans: Sequence[StackSpan], window: tuple[float, float], path_part: str) -> Frame | None:
+    """The user's line that calls into a library (e.g. ``torch/utils/data/``) most often: the
+    last user frame before the first frame whose file contains ``path_part``."""
+    counter: Counter[Frame] = Counter()
+    for s, seconds in overlaps(spans, [window]):
+        for i, frame in enumerate(s.frames):
+            if path_part in frame[1].replace("\\", "/"):
+                callers = [f for f in s.frames[:i] if is_user_file(f[1])]
+                if callers:
+                    counter[callers[-1]] += int(seconds * 1e6)
+                break
+    return counter.most_common(1)[0][0] if counter else None

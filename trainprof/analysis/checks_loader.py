@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainprof.analysis.attribution import dominant_user_frame, where
+from trainprof.analysis.attribution import caller_of, dominant_user_frame, where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import LoaderView, Metrics
 from trainprof.analysis.stats import median
@@ -28,6 +28,13 @@ def primary_loader(metrics: Metrics) -> LoaderView | None:
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def _loader_caller(m: Metrics) -> tuple[str, str, int] | None:
+    """The user's line that pulls batches from the DataLoader (next(it), for batch in loader)."""
+    if m.activity.window is None or not m.activity.spans:
+        return None
+    return caller_of(m.activity.spans, m.activity.window, "torch/utils/data/")
 
 
 def suggested_workers(metrics: Metrics) -> int:
@@ -68,6 +75,7 @@ def check_fake_batching(m: Metrics) -> Finding | None:
         ),
         # An upper bound: on a GPU the per-sample overhead is nearly all of it (seed 000: ~130x).
         impact=min(0.9, 1.0 - 1.0 / k),
+        where=where(_loader_caller(m)),
     )
 
 
@@ -135,6 +143,7 @@ def check_input_bound(m: Metrics) -> Finding | None:
         evidence=tuple(evidence),
         fix=tuple(fix),
         impact=wait_frac - s.sampler_frac,
+        where=where(_loader_caller(m)),
     )
 
 
