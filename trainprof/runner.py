@@ -262,7 +262,10 @@ def report(session: Session, json_path: Path | None, verbose: bool = False) -> d
     data = report_dict(session.meta, metrics, verdict)
     rundir.write_json(Path(session.run_dir) / rundir.REPORT, data)
     if json_path is not None:
-        write_user_json(json_path, data)
+        try:
+            write_user_json(json_path, data)
+        except OSError as exc:  # the run directory still holds report.json: nothing is lost
+            print(f"trainprof: could not write --json {json_path}: {exc.strerror}", file=sys.stderr)
     console_render.render(Console(stderr=True), session.meta, metrics, verdict, verbose=verbose)
     return data
 

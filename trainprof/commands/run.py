@@ -81,6 +81,8 @@ def run(
         raise TrainprofError("--steps must be a positive number of optimizer steps")
     if timeout is not None and timeout <= 0:
         raise TrainprofError("--timeout must be a positive number of seconds")
+    if json_path is not None and json_path.is_dir():
+        raise TrainprofError(f"--json {json_path} is a directory; give a file path")
     if on_hang not in (None, "report", "kill"):
         raise TrainprofError("--on-hang must be `report` or `kill`")
     if interval < 0.05:
