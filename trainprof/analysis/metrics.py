@@ -113,12 +113,17 @@ class Metrics:
     activity: Activity = field(default_factory=lambda: Activity(None))
 
 
+def warmup_steps(n: int) -> int:
+    """Steps excluded as warm-up: at least 1, 5 % of the steps, at most 20 (none of none)."""
+    return min(max(1, math.ceil(0.05 * n)), 20) if n else 0
+
+
 def compute(session: Session) -> Metrics:
     meta = session.meta
     primary = session.primary
     unit, cols = _step_columns(primary)
     n = len(cols["t"]) if cols else 0
-    warm = min(max(1, math.ceil(0.05 * n)), 20) if n else 0
+    warm = warmup_steps(n)
     steady, durations = _steady(cols, warm) if n - warm >= MIN_STEADY else (None, ())
     t0 = primary.t0 if primary else 0.0
     launched = meta.get("t_launch")
@@ -336,7 +341,7 @@ def _ranks(session: Session) -> tuple[RankView, ...]:
         rank = p.header.get("rank")
         if p.role != "rank" or rank is None or p.n_steps < 2 * MIN_STEADY:
             continue
-        warm = min(max(1, math.ceil(0.05 * p.n_steps)), 20)
+        warm = warmup_steps(p.n_steps)
         durs = [d / 1e6 for d in p.steps["dur"][warm:]]
         waits = p.steps["wait"][warm:]
         views.append(
