@@ -19,7 +19,7 @@ from trainprof.output import TerminalLock
 from trainprof.render import console as console_render
 from trainprof.render.json_report import report_dict
 from trainprof.samplers.hang import HANG_STACKS, dump_stacks
-from trainprof.samplers.loop import SamplerLoop
+from trainprof.samplers.loop import DEFAULT_INTERVAL_S, SamplerLoop
 from trainprof.samplers.stacks import StackRecorder
 from trainprof.store import rundir
 from trainprof.store.session import Session
@@ -34,7 +34,7 @@ class RunOptions:
     json_path: Path | None = None
     steps: int | None = None
     timeout_s: float | None = None
-    interval_s: float = 0.5
+    interval_s: float | None = None  # None: 0.5 s, widening to 2 s after ten minutes
     quiet: bool = False
     verbose: bool = False
     stacks: bool = True
@@ -70,7 +70,12 @@ def run(opts: RunOptions) -> int:
     meta["t_launch"] = job.started_at
     meta["pid"] = job.pid
     rundir.write_json(run_dir / rundir.META, meta)
-    sampler = SamplerLoop(job.pid, run_dir / rundir.SAMPLES, opts.interval_s)
+    sampler = SamplerLoop(
+        job.pid,
+        run_dir / rundir.SAMPLES,
+        opts.interval_s or DEFAULT_INTERVAL_S,
+        adaptive=opts.interval_s is None,
+    )
     sampler.start()
     live = LiveView(str(run_dir), terminal, sys.stderr.fileno())
     stacks = _StackStarter(run_dir, job, command) if opts.stacks else None

@@ -297,4 +297,11 @@ def test_dataloader_error_traceback_is_as_without_trainprof(tmp_path: Path) -> N
         assert r.returncode == plain.returncode == 1
         assert "trainprof" not in plain.stderr
         job_stderr = r.stderr[: r.stderr.index("╭─ trainprof report")]
-        assert job_stderr == plain.stderr, f"num_workers={workers}"
+        assert "trainprof" not in job_stderr
+        if workers == 0:
+            assert job_stderr == plain.stderr
+        else:
+            # Which of torch's own lines re-raises depends on which worker answered first (a
+            # race, with or without trainprof); the worker's traceback text must be identical.
+            worker_part = plain.stderr[plain.stderr.index("Original Traceback") :]
+            assert job_stderr.endswith(worker_part)

@@ -189,7 +189,9 @@ def line_share(
     return (hit / total if total > 0 else 0.0), top
 
 
-def caller_of(spans: Sequence[StackSpan], window: tuple[float, float], path_part: str) -> Frame | None:
+def caller_of(
+    spans: Sequence[StackSpan], window: tuple[float, float], path_part: str
+) -> Frame | None:
     """The user's line that calls into a library (e.g. ``torch/utils/data/``) most often: the
     last user frame before the first frame whose file contains ``path_part``."""
     counter: Counter[Frame] = Counter()

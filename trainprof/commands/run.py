@@ -37,7 +37,12 @@ def run(
             help="Where to store this run (default ./trainprof-runs/<UTC time>-<script>)."
         ),
     ] = None,
-    interval: Annotated[float, typer.Option(help="Seconds between host/GPU samples.")] = 0.5,
+    interval: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds between host/GPU samples (default 0.5 s, 2 s after ten minutes)."
+        ),
+    ] = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No live status line while the job runs.")
     ] = False,
@@ -85,7 +90,7 @@ def run(
         raise TrainprofError(f"--json {json_path} is a directory; give a file path")
     if on_hang not in (None, "report", "kill"):
         raise TrainprofError("--on-hang must be `report` or `kill`")
-    if interval < 0.05:
+    if interval is not None and interval < 0.05:
         raise TrainprofError("--interval must be at least 0.05 s")
     code = run_job(
         RunOptions(

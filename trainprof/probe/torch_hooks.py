@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from trainprof import probe
-from trainprof.store.schema import BATCH, EPOCH, FETCH, LOADER, MODE, SAVE, STEP, TORCH
+from trainprof.store.schema import BATCH, EPOCH, FETCH, LOADER, MODE, SAVE, TORCH
 
 _clock = time.monotonic
 
@@ -106,10 +106,7 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     if w is None:
         return
     s.steps += 1
-    w.add(
-        f"{STEP} {w.us(now)} {int((now - s.last_boundary) * 1e6)} {int(s.wait * 1e6)} "
-        f"{int(s.sampler * 1e6)} {s.batch_size} {s.fetches} {s.samples}\n"
-    )
+    w.add_step((now, s.last_boundary, s.wait, s.sampler, s.batch_size, s.fetches, s.samples))
     s.last_boundary = now
     s.wait = s.sampler = 0.0
     s.fetches = s.samples = 0

@@ -30,6 +30,10 @@ def py_spy_path() -> str | None:
 CHUNK_S = int(os.environ.get("TRAINPROF_STACK_CHUNK_S", "300") or 300)
 FAST_CHUNKS = 2  # the first 10 minutes at the full rate, then LONG_RUN_RATE_HZ
 LONG_RUN_RATE_HZ = 10
+# Kept besides the first FAST_CHUNKS: the chunks in between are deleted as new ones start, so
+# a day-long job keeps ~60 MB of traces (not ~1.4 GB) and its report parses them in ~1 s. The
+# price: stacks of a stall in the middle of a long run are gone by its end (recent ones stay).
+KEEP_LAST_CHUNKS = 3
 
 
 class StackRecorder:
@@ -41,6 +45,7 @@ class StackRecorder:
         self.run_dir = run_dir
         self.rate_hz = rate_hz
         self.chunks: list[dict[str, object]] = []
+        self._started = 0  # chunks started so far (names stay unique after old ones are deleted)
         self.error: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log = run_dir / "py-spy.log"
@@ -54,7 +59,7 @@ class StackRecorder:
         if exe is None:
             self.error = "py-spy not found"
             return False
-        n = len(self.chunks)
+        n = self._started
         rate = self.rate_hz if n < FAST_CHUNKS else min(self.rate_hz, LONG_RUN_RATE_HZ)
         name = f"stacks-{n}.json"
         cmd = [
@@ -76,12 +81,22 @@ class StackRecorder:
                 self.error = f"py-spy could not start: {exc.strerror}"
                 return False
         self.chunks.append({"file": name, "started_at": started, "rate_hz": rate})
+        self._started += 1
         return True
 
     def poll(self) -> None:
         """While the job runs: when a chunk has finished, start the next one."""
         if self._proc is not None and self._proc.poll() is not None and self.error is None:
             self.start()
+            self._forget_middle_chunks()
+
+    def _forget_middle_chunks(self) -> None:
+        """Delete the oldest chunk after the first FAST_CHUNKS once more than KEEP_LAST_CHUNKS
+        follow them (the one being recorded counts)."""
+        while len(self.chunks) > FAST_CHUNKS + KEEP_LAST_CHUNKS:
+            old = self.chunks.pop(FAST_CHUNKS)
+            with contextlib.suppress(OSError):
+                (self.run_dir / str(old["file"])).unlink()
 
     def stop(self, timeout: float = 10.0) -> None:
         """py-spy writes its file when interrupted (or when the target exits by itself)."""

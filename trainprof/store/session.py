@@ -180,7 +180,10 @@ def _source_lines(spans: list[StackSpan]) -> dict[tuple[str, int], str]:
         for _name, path, line in span.frames:
             key = (path, line)
             if key not in out:
-                out[key] = linecache.getline(path, line).strip()
+                try:
+                    out[key] = linecache.getline(path, line).strip()
+                except ValueError:  # a torn path from a non-blocking sample ("embedded null byte")
+                    out[key] = ""
     return out
 
 
