@@ -27,6 +27,7 @@ class LiveStats:
     recent: collections.deque[tuple[float, float, float, int]] = field(
         default_factory=lambda: collections.deque(maxlen=WINDOW)
     )  # (t_end, dur_s, wait_s, samples)
+    stepping: dict[int, dict[str, Any]] = field(default_factory=dict)  # pid → header
     per_step_s: collections.deque[float] = field(
         default_factory=lambda: collections.deque(maxlen=WINDOW)
     )
@@ -35,6 +36,8 @@ class LiveStats:
         if header.get("role") == "worker":
             return
         kind = line[:1]
+        if kind in (STEP, BATCH):
+            self.stepping.setdefault(int(header.get("pid", -1)), header)
         if kind == STEP:
             f = line.split()
             t = float(header["t0"]) + int(f[1]) / 1e6

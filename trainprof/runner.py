@@ -116,7 +116,7 @@ def run(opts: RunOptions) -> int:
 
 class _StackStarter:
     """Starts py-spy on the job's main Python process: at once for a script, or, for any other
-    command (a shell wrapper, torchrun), once that process shows up with the probe inside."""
+    command (a shell wrapper, torchrun), once the process that trains records its first step."""
 
     def __init__(self, run_dir: Path, job: Job, command: list[str]) -> None:
         self.run_dir = run_dir
@@ -128,9 +128,11 @@ class _StackStarter:
         if self.recorder is not None:
             self.recorder.poll()
             return
-        for header in live.tail.headers.values():
-            if header.get("role") in ("main", "rank") and header.get("rank") in (None, 0):
-                self._start(int(header["pid"]))
+        # The process that trains: the first to record a step or batch (rank 0 under torchrun;
+        # never a launcher such as torchrun's agent, which imports torch but does not train).
+        for pid, header in live.stats.stepping.items():
+            if header.get("rank") in (None, 0):
+                self._start(pid)
                 return
 
     def _start(self, pid: int) -> None:

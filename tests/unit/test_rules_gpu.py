@@ -109,3 +109,13 @@ def test_host_sync_names_the_line_that_syncs() -> None:
     f = next(f for f in verdict.findings if f.id == "host-sync")
     assert f.where == f"{train}:30 (main)"
     assert f.impact is not None and 0.35 < f.impact < 0.45
+
+
+def test_straggler_among_two_ranks() -> None:
+    ranks = []
+    for r in range(2):
+        log = process(100, step_s=0.04, wait_s=0.03 if r == 1 else 0.0005, pid=1000 + r)
+        log.header.update(role="rank", rank=r)
+        ranks.append(log)
+    f = next(f for f in analyze(session(*ranks))[1].findings if f.id == "straggler-rank")
+    assert f.title.startswith("Rank 1 waits")

@@ -108,9 +108,9 @@ def check_straggler_rank(m: Metrics) -> Finding | None:
     ranks = m.activity.ranks
     if len(ranks) < 2:
         return None
-    waits = sorted(r.wait_per_step_s for r in ranks)
-    typical = waits[len(waits) // 2]
     slow = max(ranks, key=lambda r: r.wait_per_step_s)
+    others = sorted(r.wait_per_step_s for r in ranks if r is not slow)
+    typical = others[len(others) // 2]  # the median of the other ranks
     step = slow.p50_s
     if step <= 0 or (slow.wait_per_step_s - typical) / step < STRAGGLER_EXTRA_WAIT:
         return None
