@@ -51,7 +51,6 @@ class LoaderView:
     config: dict[str, Any]
     main_fetch_ms: float | None  # dataset __getitem__ + collate in the main process, per batch
     worker_fetch_ms: float | None  # the same, per batch, inside workers
-    workers_seen: int
     first_batch_waits_s: tuple[float, ...]  # one per epoch (iterator start)
 
 
@@ -299,7 +298,7 @@ def _loaders(session: Session, primary: ProcessLog | None) -> tuple[LoaderView, 
         worker_ms = w_us / w_count / 1e3 if w_count and uses_workers else None
         firsts = tuple(w / 1e6 for k, _t, w in primary.epochs if k == key)
         views.append(
-            LoaderView(cfg, main_ms, worker_ms, len(workers) if uses_workers else 0, firsts)
+            LoaderView(cfg, main_ms, worker_ms, firsts)
         )
     return tuple(views)
 

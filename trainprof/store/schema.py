@@ -19,7 +19,6 @@ EVENT_FILE_SUFFIX = ".tp"
 # Environment variables the runner sets for the job.
 ENV_RUN_DIR = "TRAINPROF_RUN_DIR"
 ENV_MAX_STEPS = "TRAINPROF_MAX_STEPS"
-ENV_BOOTSTRAP = "TRAINPROF_BOOTSTRAP_DIR"
 ENV_PKG_PARENT = "TRAINPROF_PKG_PARENT"
 ENV_DISABLE = "TRAINPROF_PROBE_DISABLE"  # comma list of probe parts to switch off (benchmarks)
 
