@@ -26,8 +26,7 @@ def _span(m: Metrics) -> float | None:
 
 
 def _interval_in_steps(m: Metrics, segments: list[Segment]) -> str:
-    """'every N steps' from the step counts between consecutive segments."""
-    stalls = {st.index for st in m.activity.stalls}
+    """'every N steps' from the step counts between consecutive segments (never empty)."""
     idx = sorted(
         st.index for st in m.activity.stalls if any(s.t0 < st.t1 and s.t1 > st.t0 for s in segments)
     )
@@ -37,7 +36,7 @@ def _interval_in_steps(m: Metrics, segments: list[Segment]) -> str:
     if len(segments) >= 2:
         gaps = [b.t0 - a.t1 for a, b in zip(segments, segments[1:], strict=False)]
         return f"every {sum(gaps) / len(gaps):.1f} s"
-    return "once" if stalls or segments else ""
+    return "once"
 
 
 def check_cpu_stall(m: Metrics) -> Finding | None:

@@ -297,9 +297,7 @@ def _loaders(session: Session, primary: ProcessLog | None) -> tuple[LoaderView, 
         )
         worker_ms = w_us / w_count / 1e3 if w_count and uses_workers else None
         firsts = tuple(w / 1e6 for k, _t, w in primary.epochs if k == key)
-        views.append(
-            LoaderView(cfg, main_ms, worker_ms, firsts)
-        )
+        views.append(LoaderView(cfg, main_ms, worker_ms, firsts))
     return tuple(views)
 
 

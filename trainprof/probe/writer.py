@@ -48,18 +48,17 @@ class EventWriter:
         return int((t - self.t0) * 1e6)
 
     def add(self, line: str) -> None:
-        q = self._queue
-        q.append(line)
-        if len(q) >= FLUSH_EVERY_RECORDS:
-            self.flush()
-        elif self._thread is None:
-            self._start_thread()
+        self._queue.append(line)
+        self._queued(len(self._queue))
 
     def add_step(self, rec: tuple[float, float, float, float, int, int, int]) -> None:
         """(end, previous end, wait s, sampler s, batch size, fetches, samples) of one step."""
-        q = self._steps
-        q.append(rec)
-        if len(q) >= FLUSH_EVERY_RECORDS:
+        self._steps.append(rec)
+        self._queued(len(self._steps))
+
+    def _queued(self, waiting: int) -> None:
+        """After a record was queued: flush a full queue, or make sure the timer runs."""
+        if waiting >= FLUSH_EVERY_RECORDS:
             self.flush()
         elif self._thread is None:
             self._start_thread()
