@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainprof.checks.base import GiB
-from trainprof.checks.cgroup import gather_cgroup, read_cgroup_limits
-from trainprof.checks.cpu import (
+from trainprof.doctor.base import GiB
+from trainprof.doctor.cgroup import gather_cgroup, read_cgroup_limits
+from trainprof.doctor.cpu import (
     CpuInputs,
     ThreadInputs,
     check_cpu,
@@ -18,7 +18,7 @@ from trainprof.checks.cpu import (
     gather_cpu,
     usable_cpus,
 )
-from trainprof.checks.memory import MemoryInputs, check_memory, gather_memory
+from trainprof.doctor.memory import MemoryInputs, check_memory, gather_memory
 
 V2_MOUNT = "30 24 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
 

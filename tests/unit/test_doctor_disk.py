@@ -6,8 +6,8 @@ from pathlib import Path
 
 from doctor_data.tmpfs import tiny_tmpfs
 
-from trainprof.checks.base import GiB, MiB
-from trainprof.checks.disk import (
+from trainprof.doctor.base import GiB, MiB
+from trainprof.doctor.disk import (
     CkptInputs,
     DataReadInputs,
     check_ckpt,

@@ -12,9 +12,9 @@ import pynvml
 import pytest
 from doctor_data.fake_nvml import UNSUPPORTED, FakeGpu, install
 
-from trainprof.checks import gpu
-from trainprof.checks.nvml import NvmlSnapshot, gather_nvml
-from trainprof.checks.torch_env import TorchFacts
+from trainprof.doctor import gpu
+from trainprof.doctor.nvml import NvmlSnapshot, gather_nvml
+from trainprof.doctor.torch_env import TorchFacts
 
 CUDA_TORCH = TorchFacts(
     state="ok",

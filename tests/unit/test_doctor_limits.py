@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import resource
 
-from trainprof.checks.limits import NofileInputs, check_nofile, fds_in_flight, gather_nofile
+from trainprof.doctor.limits import NofileInputs, check_nofile, fds_in_flight, gather_nofile
 
 
 def nofile(soft: int, hard: int, workers: int = 4, strategy: str | None = "file_descriptor"):

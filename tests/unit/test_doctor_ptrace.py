@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trainprof.checks.ptrace import (
+from trainprof.doctor.ptrace import (
     PtraceInputs,
     attach_test,
     check_ptrace,

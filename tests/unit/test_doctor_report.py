@@ -13,10 +13,10 @@ import pytest
 from doctor_data.fake_nvml import FakeGpu, install
 from rich.console import Console
 
-from trainprof.checks import registry, shm, swap
-from trainprof.checks.base import AREAS, result
-from trainprof.checks.envvars import visible_env
-from trainprof.checks.registry import DoctorOptions, DoctorReport, run_doctor
+from trainprof.doctor import registry, shm, swap
+from trainprof.doctor.base import AREAS, result
+from trainprof.doctor.envvars import visible_env
+from trainprof.doctor.registry import DoctorOptions, DoctorReport, run_doctor
 from trainprof.render.doctor_console import render_doctor
 
 # DESIGN.md's "environment" ids plus the ones doctor added (add, never rename)
@@ -64,6 +64,8 @@ def test_every_gatherer_on_this_machine(tmp_path: Path) -> None:
             "impact",
             "evidence",
             "where",
+            "hotspot",
+            "claims",
             "fix",
         ]
         assert {"ok": "info", "warn": "warning", "fail": "error"}[row["status"]] == row["severity"]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from doctor_data.tmpfs import tiny_tmpfs
 
-from trainprof.checks.base import MiB
-from trainprof.checks.shm import ShmInputs, check_shm, gather_shm, required_bytes
+from trainprof.doctor.base import MiB
+from trainprof.doctor.shm import ShmInputs, check_shm, gather_shm, required_bytes
 
 
 def shm(free_mib: float, workers: int | None = None, batch_mb: float | None = None) -> ShmInputs:

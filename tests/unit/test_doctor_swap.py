@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from trainprof.checks.base import GiB, MiB
-from trainprof.checks.swap import SwapInputs, check_swap, gather_swap, read_swappiness
+from trainprof.doctor.base import GiB, MiB
+from trainprof.doctor.swap import SwapInputs, check_swap, gather_swap, read_swappiness
 
 
 def swap(total: int, used: int, rate_in: float | None = 0.0, rate_out: float | None = 0.0):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from trainprof.checks.torch_env import (
+from trainprof.doctor.torch_env import (
     TorchProbe,
     check_launch_blocking,
     check_torch,

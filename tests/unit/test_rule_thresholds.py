@@ -10,11 +10,12 @@ from dataclasses import dataclass
 import pytest
 from synth import DEFAULT_LOADER, loop_spans, process, session
 
-from trainprof.analysis import checks_gpu, checks_host, checks_loader, checks_stalls
 from trainprof.analysis.pipeline import analyze
-from trainprof.analysis.rules import RULES
+from trainprof.analysis.rules import _stalls, all_rules
+from trainprof.analysis.rules import fake_batching as fake_batching_rule
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import Session
+from trainprof.store.stacks import StackSpan
 
 CUDA = {"device": "cuda", "dtype": "float32", "matmul_precision": "high", "capability": [8, 0]}
 STEADY = (102.5, 100.0 + 2.0 + 99 * 0.1)  # steady window of process(100) with warm-up 5
@@ -81,6 +82,30 @@ def worker_startup(first_wait: float) -> Session:
 def cpu_stall(share: float) -> Session:
     # 300 steps of 20 ms (5.8 s steady), a stall every 30 steps (9 of them)
     return session(periodic(300, 0.02, 30, share * 5.8 / 9))
+
+
+def blocking_stall(share: float) -> Session:
+    """cpu_stall's steps, with stack samples: a sleep in the stalls, the model elsewhere."""
+    sess = cpu_stall(share)
+    log = sess.processes[0]
+    train = "/home/user/proj/train.py"
+    spans, end = [], log.t0
+    for t_us, d_us in zip(log.steps["t"], log.steps["dur"], strict=True):
+        t1 = log.t0 + t_us / 1e6
+        slow = d_us > 3 * 20_000 and t_us > 2_000_000
+        line = 12 if slow else 11
+        frames = (("<module>", train, 1), ("main", train, line))
+        if slow:
+            frames += (("upload", train, 30),)
+            sess.source[(train, 30)] = "time.sleep(delay)"
+        else:
+            frames += (("Module._call_impl", "/venv/site-packages/torch/nn/modules/module.py", 1),)
+        spans.append(StackSpan(end, t1, frames))
+        end = t1
+    sess.source[(train, 11)] = "loss = model(x)"
+    sess.source[(train, 12)] = "upload(metrics)"
+    sess.spans = spans
+    return sess
 
 
 def checkpoint_stall(share: float) -> Session:
@@ -178,7 +203,7 @@ CASES = [
     Case(
         "fake-batching",
         fake_batching,
-        checks_loader.FAKE_BATCH_MIN_FETCHES,
+        fake_batching_rule.MIN_FETCHES.value,
         1,
         NO_STEPS,
         "too few steps",
@@ -203,10 +228,18 @@ CASES = [
     Case(
         "cpu-stall",
         cpu_stall,
-        checks_stalls.CPU_STALL_SHARE * 1.3,
-        checks_stalls.CPU_STALL_SHARE * 0.7,
+        _stalls.SHARE.value * 1.3,
+        _stalls.SHARE.value * 0.7,
         NO_STEPS,
         "too few",
+    ),
+    Case(
+        "blocking-stall",
+        blocking_stall,
+        _stalls.SHARE.value * 1.3,
+        _stalls.SHARE.value * 0.7,
+        lambda: cpu_stall(0.1),
+        "no stack samples",
     ),
     Case("checkpoint-stall", checkpoint_stall, 0.04, 0.02, NO_STEPS, "too few steps"),
     Case("eval-stall", eval_stall, 0.06, 0.04, NO_STEPS, "too few steps"),
@@ -252,7 +285,7 @@ CASES = [
 
 
 def test_every_rule_in_the_table_has_a_case() -> None:
-    assert {r.id for r in RULES} == {c.rule for c in CASES}
+    assert {r.id for r in all_rules() if r.check is not None} == {c.rule for c in CASES}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.rule)
@@ -272,10 +305,10 @@ def test_skipped_with_a_reason_without_its_signal(case: Case) -> None:
     assert case.reason in reasons[case.rule]
 
 
-def test_thresholds_are_the_documented_constants() -> None:
-    assert checks_loader.INPUT_BOUND_WAIT_FRAC == 0.20
-    assert checks_loader.SAMPLER_FRAC == 0.10
-    assert checks_stalls.CHECKPOINT_SHARE == 0.03 and checks_stalls.EVAL_SHARE == 0.05
-    assert checks_host.LOGGING_SHARE == 0.05 and checks_host.LOOP_SHARE == 0.25
-    assert checks_host.GROWTH_MIN_BPS == 2**20 and checks_host.SWAP_IO_BPS == 2**20
-    assert checks_host.GPU_UTIL_LOW == 50.0 and checks_gpu.SYNC_SHARE == 0.10
+def test_thresholds_are_declared_with_their_rule() -> None:
+    by_id = {r.id: r for r in all_rules()}
+    assert str(by_id["input-bound"].thresholds[0]) == "20%"
+    assert str(by_id["sampler-overhead"].thresholds[0]) == "10%"
+    assert str(by_id["checkpoint-stall"].thresholds[0]) == "3%"
+    assert str(by_id["loop-overhead"].thresholds[0]) == "25%"
+    assert by_id["memory-growth"].thresholds[0].value == 2**20

@@ -1,10 +1,12 @@
 """Which code held the main thread: classify stack spans, and name the user's own line.
 
-Pure: spans and source lines come from the Session. Categories, checked innermost-first:
-``save`` (torch.serialization), ``data`` (torch.utils.data), ``optimizer`` (torch.optim),
-``backward`` (autograd), ``forward`` (nn.Module calls), ``logging`` (logging, tqdm, tensor
-formatting, or a user line that prints/logs/writes), ``idle`` (sleeping or waiting), and
-``other`` (the rest: host work in the user's loop).
+Pure: spans and source lines come from the Session. ``compile`` (Dynamo/Inductor compiling,
+anywhere in the stack) first; then, innermost-first: ``save`` (torch.serialization), ``data``
+(torch.utils.data), ``optimizer`` (torch.optim), ``backward`` (autograd), ``forward``
+(nn.Module calls), ``logging`` (logging, tqdm, tensor formatting, or a user line that
+prints/logs/writes), ``sync`` (on CUDA only: a user line that copies a device tensor to the
+host), ``idle`` (sleeping or blocked waiting: I/O, a lock, a socket), and ``other`` (the rest:
+host work in the user's loop).
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from trainprof.analysis.usercode import is_user_path
 from trainprof.store.stacks import Frame, StackSpan
 
-_LIB_MARKERS = ("site-packages", "dist-packages", "/lib/python3", "<frozen", "/trainprof/")
-_USER_MARKERS = ("/trainprof/examples/",)  # the bundled demo and zoo jobs are "user" code
 _PRINTING = re.compile(
     r"\b(print|log(ger|ging)?\.\w+|logging\.\w+|\w*\.write|tqdm|pbar\.\w+|set_postfix|writer\.add_\w+)\s*\("
 )
@@ -26,7 +27,21 @@ _PRINTING = re.compile(
 SYNC_LINE = re.compile(
     r"\.(item|cpu|tolist|numpy)\(\)|torch\.cuda\.synchronize\(|\.to\([\"']cpu[\"']"
 )
-_IDLE_FUNCS = {"sleep", "wait", "acquire", "select", "poll", "_wait_for_tstate_lock", "get"}
+# Python functions whose innermost frame means the thread waits in a C call (py-spy shows no
+# native frames): locks, queues, selectors, sockets, subprocesses.
+_IDLE_FUNCS = {
+    "sleep", "wait", "acquire", "select", "poll", "_wait_for_tstate_lock", "get", "readinto",
+    "recv", "recv_into", "recvfrom", "accept", "connect", "create_connection", "sendall",
+    "_recv_bytes", "_poll", "communicate", "waitpid", "_try_wait", "epoll", "join",
+}  # fmt: skip
+# Files that run only while torch.compile compiles (not when compiled code runs).
+_COMPILE_FILES = (
+    "torch/_dynamo/convert_frame.py", "torch/_dynamo/symbolic_convert.py",
+    "torch/_dynamo/output_graph.py", "torch/_inductor/compile_fx.py", "torch/_inductor/graph.py",
+    "torch/_inductor/scheduler.py", "torch/_inductor/codecache.py",
+    "torch/_inductor/async_compile.py", "torch/_inductor/select_algorithm.py",
+    "torch/_functorch/aot_autograd.py", "torch/_functorch/partitioners.py",
+)  # fmt: skip
 
 
 def short_name(qualname: str) -> str:
@@ -35,9 +50,7 @@ def short_name(qualname: str) -> str:
 
 
 def is_user_file(path: str) -> bool:
-    if any(m in path for m in _USER_MARKERS):
-        return True
-    return bool(path) and not any(m in path for m in _LIB_MARKERS)
+    return bool(path) and is_user_path(path)
 
 
 def user_frame(frames: tuple[Frame, ...]) -> Frame | None:
@@ -54,7 +67,15 @@ def where(frame: Frame | None) -> str | None:
     return f"{frame[1]}:{frame[2]} ({frame[0]})"
 
 
-def category(frames: tuple[Frame, ...], source: dict[tuple[str, int], str]) -> str:
+def is_compiling(frames: tuple[Frame, ...]) -> bool:
+    return any(any(c in f[1] for c in _COMPILE_FILES) for f in frames)
+
+
+def category(
+    frames: tuple[Frame, ...], source: dict[tuple[str, int], str], cuda: bool = False
+) -> str:
+    if is_compiling(frames):
+        return "compile"
     for name, path, _line in reversed(frames):
         p = path.replace("\\", "/")
         if "torch/serialization.py" in p:
@@ -75,6 +96,8 @@ def category(frames: tuple[Frame, ...], source: dict[tuple[str, int], str]) -> s
         text = source.get((uf[1], uf[2]), "")
         if _PRINTING.search(text):
             return "logging"
+        if cuda and SYNC_LINE.search(text):
+            return "sync"
         if uf is top and re.search(r"\bsleep\s*\(", text):
             return "idle"
     if top is not None and short_name(top[0]) in _IDLE_FUNCS and not is_user_file(top[1]):
@@ -105,7 +128,11 @@ class Profile:
 
 
 def profile(
-    spans: Iterable[StackSpan], source: dict[tuple[str, int], str], t0: float, t1: float
+    spans: Iterable[StackSpan],
+    source: dict[tuple[str, int], str],
+    t0: float,
+    t1: float,
+    cuda: bool = False,
 ) -> Profile:
     seconds: dict[str, float] = {}
     lines: dict[str, Counter[Frame]] = {}
@@ -113,7 +140,7 @@ def profile(
         lo, hi = max(s.t0, t0), min(s.t1, t1)
         if hi <= lo:
             continue
-        cat = category(s.frames, source)
+        cat = category(s.frames, source, cuda)
         seconds[cat] = seconds.get(cat, 0.0) + (hi - lo)
         uf = user_frame(s.frames)
         if uf is not None:
@@ -203,3 +230,99 @@ def caller_of(
                     counter[callers[-1]] += int(seconds * 1e6)
                 break
     return counter.most_common(1)[0][0] if counter else None
+
+
+def window_profile(
+    spans: Sequence[StackSpan],
+    source: dict[tuple[str, int], str],
+    windows: Iterable[tuple[float, float]],
+    cuda: bool = False,
+) -> Profile:
+    """Main-thread time by category inside several windows (the stalls, say)."""
+    seconds: dict[str, float] = {}
+    lines: dict[str, Counter[Frame]] = {}
+    for s, sec in overlaps(spans, windows):
+        cat = category(s.frames, source, cuda)
+        seconds[cat] = seconds.get(cat, 0.0) + sec
+        uf = user_frame(s.frames)
+        if uf is not None:
+            lines.setdefault(cat, Counter())[uf] += int(sec * 1e6)
+    return Profile(seconds, lines)
+
+
+_DRIVES_TORCH = ("forward", "backward", "optimizer", "data")
+
+
+def loop_functions(
+    spans: Iterable[StackSpan], source: dict[tuple[str, int], str]
+) -> frozenset[tuple[str, str]]:
+    """(function, file) of every user frame that is an ancestor of torch work in these spans:
+    the training loop and the functions it calls to step the model."""
+    out: set[tuple[str, str]] = set()
+    seen: set[tuple[Frame, ...]] = set()
+    for s in spans:
+        if s.frames in seen:
+            continue
+        seen.add(s.frames)
+        if category(s.frames, source) in _DRIVES_TORCH:
+            out.update((f[0], f[1]) for f in s.frames if is_user_file(f[1]))
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """Where the training loop calls the code that held the main thread, and its hot line."""
+
+    call: Frame  # the loop's frame: its line is the call
+    callee: str  # the function called there, as written (``validate``, ``Trainer.on_step_end``)
+    hot: Frame | None  # the innermost user line that took longest
+
+    @property
+    def where(self) -> str:
+        return f"{self.call[1]}:{self.call[2]} ({short_name(self.call[0])} → {self.callee}())"
+
+    @property
+    def hot_where(self) -> str | None:
+        if self.hot is None:
+            return None
+        return f"{self.hot[1]}:{self.hot[2]} ({enclosing(self.hot[0])})"
+
+    @property
+    def work(self) -> str:
+        """The function that does the work: the hot line's enclosing named function."""
+        return enclosing(self.hot[0]) if self.hot is not None else self.callee
+
+
+def enclosing(qualname: str) -> str:
+    """``search.<locals>.<genexpr>`` → ``search``: the function a reader can find."""
+    parts = [p for p in qualname.split(".") if p != "<locals>" and not p.startswith("<")]
+    return parts[-1] if parts else qualname
+
+
+def call_site(
+    spans: Sequence[StackSpan],
+    windows: Iterable[tuple[float, float]],
+    loop_funcs: frozenset[tuple[str, str]],
+) -> CallSite | None:
+    """The loop line (and callee) that held the main thread longest inside the windows: in each
+    stack, the innermost frame of a loop function, and the frame it calls."""
+    calls: Counter[tuple[Frame, str]] = Counter()
+    hot: Counter[Frame] = Counter()
+    for s, seconds in overlaps(spans, windows):
+        weight = int(seconds * 1e6)
+        uf = user_frame(s.frames)
+        if uf is not None:
+            hot[uf] += weight
+        for i in range(len(s.frames) - 1, -1, -1):
+            f = s.frames[i]
+            if (f[0], f[1]) in loop_funcs:
+                # A comprehension or lambda in the loop is the loop's own code: name what it calls.
+                named = [g[0] for g in s.frames[i + 1 :] if not short_name(g[0]).startswith("<")]
+                calls[(f, named[0] if named else "<inline>")] += weight
+                break
+    if not calls:
+        return None
+    (frame, callee), _n = calls.most_common(1)[0]
+    if callee == "<inline>" or frame == (hot.most_common(1)[0][0] if hot else None):
+        return CallSite(frame, enclosing(frame[0]), frame)
+    return CallSite(frame, callee, hot.most_common(1)[0][0] if hot else None)

@@ -14,8 +14,11 @@ SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
 class Finding:
     """A diagnosis: what is wrong, the numbers from this run that prove it, and what to change.
 
-    ``impact`` is the share of steady-state wall time the problem costs (0..1), or None when it
-    cannot be estimated honestly. ``where`` is ``file:line`` in the user's own code when known.
+    ``impact`` is the share of steady-state wall time the problem costs (0..1): the seconds it
+    claimed from the time ledger, or None when it claims none (memory, precision, crashes).
+    ``where`` is ``file:line`` in the user's own code when known; ``hotspot`` a second location,
+    the hot line inside the function ``where`` calls. ``wants`` is what a rule's check asks of
+    the ledger, (bucket, fraction); ``claimed`` what it got, (bucket, seconds).
     """
 
     id: str
@@ -25,6 +28,9 @@ class Finding:
     fix: tuple[str, ...] = ()
     impact: float | None = None
     where: str | None = None
+    hotspot: str | None = None
+    wants: tuple[tuple[str, float], ...] = ()
+    claimed: tuple[tuple[str, float], ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -34,6 +40,8 @@ class Finding:
             "impact": None if self.impact is None else round(self.impact, 4),
             "evidence": list(self.evidence),
             "where": self.where,
+            "hotspot": self.hotspot,
+            "claims": {b: round(s, 6) for b, s in self.claimed},
             "fix": list(self.fix),
         }
 

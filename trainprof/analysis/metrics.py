@@ -3,27 +3,38 @@
 Steady state: the first steps carry start-up (imports, the first optimizer construction that
 imports torch._dynamo, worker start, allocator warm-up), so the first ``warmup_steps`` are
 excluded — at least 1, 5 % of the steps, at most 20 — and the metrics say how many and how
-long. With fewer than ``MIN_STEADY`` steady steps there is no steady state to judge.
+long. With fewer than ``MIN_STEADY`` steady steps, or a steady window shorter than
+``MIN_STEADY_S``, there is no steady state to judge (a rule never judges 28 ms of a run).
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainprof.analysis import attribution
+from trainprof.analysis import attribution, ledger
+from trainprof.analysis.ledger import Ledger
 from trainprof.analysis.memory import Growth, growth
-from trainprof.analysis.stalls import Segment, Stall, eval_segments, find_stalls, save_segments
+from trainprof.analysis.stalls import (
+    Segment,
+    Stall,
+    eval_segments,
+    find_stalls,
+    refine,
+    save_segments,
+)
 from trainprof.analysis.stats import bins, finite, mean, median, percentile
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan
 
 MIN_STEADY = 5
+MIN_STEADY_S = 1.0
 SPARK_BINS = 48
 
 
@@ -36,7 +47,7 @@ class StepStats:
     p50_s: float
     p95_s: float
     max_s: float
-    data_wait_frac: float
+    data_wait_frac: float | None  # None: no DataLoader was iterated, so not measured
     sampler_frac: float
     wait_per_step_s: float
     fetches_per_step: float
@@ -52,6 +63,14 @@ class LoaderView:
     main_fetch_ms: float | None  # dataset __getitem__ + collate in the main process, per batch
     worker_fetch_ms: float | None  # the same, per batch, inside workers
     first_batch_waits_s: tuple[float, ...]  # one per epoch (iterator start)
+    main_collate_ms: float | None = None  # the collate_fn part of main_fetch_ms
+    worker_collate_ms: float | None = None  # the collate_fn part of worker_fetch_ms
+    main_pin_ms: float | None = None  # pin_memory per batch in the main thread
+
+    def code_at(self, which: str) -> str | None:
+        """``file:line (name)`` of the dataset's __getitem__ or the collate_fn, if Python."""
+        at = self.config.get(f"{which}_at")
+        return f"{at[0]}:{at[1]} ({at[2]})" if at else None
 
 
 @dataclass(frozen=True)
@@ -81,6 +100,9 @@ class Activity:
     precision: dict[str, Any] | None = None  # device, dtype, TF32 settings at the first step
     autocast: tuple[str, ...] = ()  # "device:dtype" of each autocast context the job entered
     ranks: tuple[RankView, ...] = ()  # torchrun ranks with steps
+    loop_funcs: frozenset[tuple[str, str]] = frozenset()  # user functions that drive torch
+    compile_s: float | None = None  # main-thread time compiling before the steady window
+    main_cpu_in_stalls: float | None = None  # main process CPU % in samples inside stalls
 
 
 @dataclass(frozen=True)
@@ -114,6 +136,7 @@ class Metrics:
     exit_code: int | None = None
     stopped_by: str | None = None
     activity: Activity = field(default_factory=lambda: Activity(None))
+    ledger: Ledger | None = None  # where the steady time went (None without a steady state)
 
 
 def warmup_steps(n: int) -> int:
@@ -128,11 +151,17 @@ def compute(session: Session) -> Metrics:
     n = len(cols["t"]) if cols else 0
     warm = warmup_steps(n)
     steady, durations = _steady(cols, warm) if n - warm >= MIN_STEADY else (None, ())
+    if steady is not None and steady.duration_s < MIN_STEADY_S:
+        steady, durations = None, ()
+    if steady is not None and not (primary and primary.loaders):
+        steady = dataclasses.replace(steady, data_wait_frac=None)
     t0 = primary.t0 if primary else 0.0
     launched = meta.get("t_launch")
     first_t = t0 + cols["t"][0] / 1e6 if n else None
     warm_end = t0 + cols["t"][warm - 1] / 1e6 if n and warm else None
     window = (warm_end, t0 + cols["t"][-1] / 1e6) if steady and warm_end else None
+    loaders = _loaders(session, primary)
+    activity = _activity(session, primary, warm, window)
     return Metrics(
         unit=unit,
         total_steps=n,
@@ -142,7 +171,7 @@ def compute(session: Session) -> Metrics:
         steady=steady,
         durations_s=durations,
         sparkline=tuple(bins(durations, SPARK_BINS)),
-        loaders=_loaders(session, primary),
+        loaders=loaders,
         usable_cpus=meta.get("usable_cpus"),
         cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
         peak_rss_bytes=_peak(session.samples.tree_rss),
@@ -151,28 +180,89 @@ def compute(session: Session) -> Metrics:
         torch_seen=any(p.torch_imported_us is not None for p in session.processes),
         exit_code=meta.get("exit_code"),
         stopped_by=meta.get("stopped_by"),
-        activity=_activity(session, primary, warm, window),
+        activity=activity,
+        ledger=_ledger(primary, cols, warm, activity, loaders) if window and primary else None,
     )
+
+
+def _ledger(
+    log: ProcessLog,
+    cols: dict[str, Any],
+    warm: int,
+    a: Activity,
+    loaders: tuple[LoaderView, ...],
+) -> Ledger:
+    main = loaders[0] if loaders else None
+    fetch = None
+    if main is not None and main.main_fetch_ms is not None:
+        collate = main.main_collate_ms or 0.0
+        fetch = ledger.MainFetch(
+            getitem_s=max(0.0, main.main_fetch_ms - collate) / 1e3,
+            collate_s=collate / 1e3,
+            pin_s=(main.main_pin_ms or 0.0) / 1e3,
+        )
+    return ledger.build(
+        ledger.StepCols(
+            log.t0, cols["t"], cols["dur"], cols["wait"], cols["sampler"], cols["fetches"], warm
+        ),
+        saves=[(g.t0, g.t1) for g, _b, _p in a.saves],
+        evals=[(g.t0, g.t1) for g in a.evals],
+        stalls=[ledger.StallSpan(st.index, st.excess_s, st.cause) for st in a.stalls],
+        epoch_first_steps=_epoch_first_steps(log)
+        if main and main.config.get("num_workers")
+        else (),
+        main_fetch=fetch,
+        step_profile=a.loop_profile.seconds if a.loop_profile is not None else None,
+    )
+
+
+def _epoch_first_steps(log: ProcessLog) -> list[int]:
+    """Each worker's first batch of an epoch carries that worker's start-up: the first
+    num_workers steps after every epoch start of the training loader."""
+    ts = log.steps["t"]
+    workers = max(1, int((log.loaders.get(0) or {}).get("num_workers") or 0))
+    out: list[int] = []
+    for key, t_iter, _w in log.epochs:
+        if key == training_loader_key(log):
+            i = bisect.bisect_right(ts, t_iter)
+            out.extend(range(i, min(i + workers, len(ts))))
+    return out
+
+
+def training_loader_key(log: ProcessLog) -> int:
+    """The loader that feeds training: the last one to start an epoch before the first step
+    (a sanity-check validation loader may start earlier, but it has finished by then)."""
+    ts = log.steps["t"]
+    first = ts[0] if len(ts) else None
+    key = 0
+    for k, t_iter, _w in log.epochs:
+        if first is not None and t_iter > first:
+            break
+        key = k
+    return key
 
 
 def _activity(
     session: Session, primary: ProcessLog | None, warm: int, window: tuple[float, float] | None
 ) -> Activity:
     samples = session.samples
+    infos = primary.infos if primary else []
+    precision = next((i["precision"] for i in infos if "precision" in i), None)
+    cuda = bool(precision and precision.get("device") == "cuda")
+    spans = tuple(session.spans)
     evals = eval_segments(primary) if primary else []
     saves = save_segments(primary) if primary else []
     stalls = find_stalls(primary, warm, evals, saves) if primary and primary.n_steps else []
-    spans = tuple(session.spans)
-    prof = attribution.profile(spans, session.source, *window) if spans and window else None
+    if primary is not None and stalls:
+        train_key = training_loader_key(primary)
+        others = sorted(primary.t0 + t / 1e6 for k, t, _w in primary.epochs if k != train_key)
+        stalls, stall_evals = refine(stalls, spans, session.source, others)
+        evals = sorted(evals + stall_evals, key=lambda g: g.t0)
+    prof = attribution.profile(spans, session.source, *window, cuda) if spans and window else None
     busy = [(st.t0, st.t1) for st in stalls] + [(g.t0, g.t1) for g in evals + saves]
+    loop_spans = _outside(spans, busy) if spans and window else []
     loop_prof = (
-        attribution.profile(
-            _outside(spans, busy),
-            session.source,
-            *window,
-        )
-        if spans and window
-        else None
+        attribution.profile(loop_spans, session.source, *window, cuda) if spans and window else None
     )
     roles = {p.pid: p.role for p in session.processes}
     growths = []
@@ -184,7 +274,6 @@ def _activity(
     swap_io = [a + b for a, b in zip(samples.swap_in_bps, samples.swap_out_bps, strict=True)]
     out = session.meta.get("output") or {}
     launched = session.meta.get("t_launch")
-    infos = primary.infos if primary else []
     sync_share, sync_frame = (
         attribution.line_share(spans, session.source, window, attribution.SYNC_LINE)
         if spans and window
@@ -193,7 +282,7 @@ def _activity(
     return Activity(
         sync_share=sync_share,
         sync_frame=sync_frame,
-        precision=next((i["precision"] for i in infos if "precision" in i), None),
+        precision=precision,
         autocast=tuple(f"{i['autocast']}:{i.get('dtype')}" for i in infos if "autocast" in i),
         ranks=_ranks(session),
         window=window,
@@ -218,7 +307,47 @@ def _activity(
         swap_io_bps_mean=mean(finite(swap_io)) if finite(swap_io) else None,
         output_lines=(out.get("stdout_lines", 0) + out.get("stderr_lines", 0)) if out else None,
         output_bytes=(out.get("stdout_bytes", 0) + out.get("stderr_bytes", 0)) if out else None,
+        loop_funcs=attribution.loop_functions(loop_spans, session.source),
+        compile_s=_compile_s(spans, window),
+        main_cpu_in_stalls=_cpu_in(session, primary, [(st.t0, st.t1) for st in stalls]),
     )
+
+
+def _compile_s(spans: tuple[StackSpan, ...], window: tuple[float, float] | None) -> float | None:
+    """Main-thread seconds in torch.compile's compiler before the steady window (warm-up)."""
+    if not spans:
+        return None
+    end = window[0] if window else spans[-1].t1
+    stop = bisect.bisect_left([s.t0 for s in spans], end)
+    verdicts: dict[int, bool] = {}  # stacks are interned: judge each distinct stack once
+    total = 0.0
+    for s in spans[:stop]:
+        key = id(s.frames)
+        if key not in verdicts:
+            verdicts[key] = attribution.is_compiling(s.frames)
+        if verdicts[key]:
+            total += min(s.t1, end) - s.t0
+    return total or None
+
+
+def _cpu_in(
+    session: Session, primary: ProcessLog | None, windows: list[tuple[float, float]]
+) -> float | None:
+    """The main process's CPU % in the host samples taken inside the windows (None if fewer
+    than two samples fall inside: stalls are often shorter than the sampling interval)."""
+    if primary is None or not windows:
+        return None
+    series = session.samples.procs.get(primary.pid)
+    if series is None:
+        return None
+    windows = sorted(windows)
+    starts = [a for a, _b in windows]
+    inside = []
+    for t, c in zip(series.t, series.cpu, strict=True):
+        i = bisect.bisect_right(starts, t) - 1
+        if i >= 0 and t <= windows[i][1] and not math.isnan(c):
+            inside.append(c)
+    return mean(inside) if len(inside) >= 2 else None
 
 
 def _step_columns(primary: ProcessLog | None) -> tuple[str, dict[str, Any]]:
@@ -287,6 +416,7 @@ def _loaders(session: Session, primary: ProcessLog | None) -> tuple[LoaderView, 
     workers = session.workers
     w_count = sum(w.fetch_count for w in workers)
     w_us = sum(w.fetch_us for w in workers)
+    w_collate = sum(w.collate_us for w in workers)
     views = []
     for key, cfg in sorted(primary.loaders.items()):
         uses_workers = (cfg.get("num_workers") or 0) > 0
@@ -297,7 +427,21 @@ def _loaders(session: Session, primary: ProcessLog | None) -> tuple[LoaderView, 
         )
         worker_ms = w_us / w_count / 1e3 if w_count and uses_workers else None
         firsts = tuple(w / 1e6 for k, _t, w in primary.epochs if k == key)
-        views.append(LoaderView(cfg, main_ms, worker_ms, firsts))
+        views.append(
+            LoaderView(
+                cfg,
+                main_ms,
+                worker_ms,
+                firsts,
+                main_collate_ms=primary.collate_us / primary.fetch_count / 1e3
+                if main_ms is not None
+                else None,
+                worker_collate_ms=w_collate / w_count / 1e3 if worker_ms is not None else None,
+                main_pin_ms=primary.pin_us / primary.fetch_count / 1e3
+                if main_ms is not None
+                else None,
+            )
+        )
     return tuple(views)
 
 

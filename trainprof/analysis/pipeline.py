@@ -1,23 +1,82 @@
-"""Session → Metrics → Findings, in one call (pure)."""
+"""Session → Metrics → Findings → claims on the time ledger → a ranked Verdict, in one call.
+Pure: the same session always gives the same verdict, whatever order the rules ran in."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from trainprof.analysis import metrics as metrics_mod
 from trainprof.analysis.crash import crash_findings
-from trainprof.analysis.findings import Verdict
+from trainprof.analysis.findings import Finding, Skipped, Verdict, rank
+from trainprof.analysis.ledger import Ledger, allocate
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules import evaluate
+from trainprof.analysis.rules import REGISTRY, all_rules
+from trainprof.analysis.rules.registry import Rule, missing_signal
 from trainprof.store.session import Session
+
+# A finding whose claim is fully taken by bigger ones (it explains nothing they do not) is
+# dropped when it gets less than this share of the steady time.
+EXPLAINED = 0.005
 
 
 def analyze(session: Session) -> tuple[Metrics, Verdict]:
     m = metrics_mod.compute(session)
-    verdict = evaluate(m)
+    found, skipped = evaluate(m)
     crashes = crash_findings(session, m)
-    if not crashes:
-        return m, verdict
     # A crash or hang explains the run before any throughput rule: its findings come first,
     # in the order the signature table chose (the most specific cause first).
     seen = {f.id for f in crashes}
-    rest = tuple(f for f in verdict.findings if f.id not in seen)
-    return m, Verdict(tuple(crashes) + rest, verdict.skipped)
+    rest = tuple(f for f in found if f.id not in seen)
+    return m, Verdict(tuple(crashes) + rest, skipped)
+
+
+def evaluate(
+    m: Metrics, rules: tuple[Rule, ...] | None = None
+) -> tuple[tuple[Finding, ...], tuple[Skipped, ...]]:
+    """Run every rule that has its signals (the others are skipped with the reason), let the
+    findings claim their seconds from the ledger, and rank them."""
+    findings: list[Finding] = []
+    skipped: list[Skipped] = []
+    for r in rules if rules is not None else all_rules():
+        if r.check is None:
+            continue
+        reason = missing_signal(r, m)
+        if reason is not None:
+            skipped.append(Skipped(r.id, reason))
+            continue
+        finding = r.check(m)
+        if finding is not None:
+            findings.append(finding)
+    findings = _only_if_unexplained(findings)
+    if m.ledger is not None:
+        findings = claim(m.ledger, findings)
+    return rank(findings), tuple(skipped)
+
+
+def claim(ledger: Ledger, findings: list[Finding]) -> list[Finding]:
+    """Each finding's impact is the seconds it claimed over the steady window; a second goes to
+    one finding only, so the impacts add up to at most 100 %."""
+    wants = {}
+    for f in findings:
+        declared = REGISTRY[f.id].claims if f.id in REGISTRY else ()
+        asked = f.wants or tuple((b, 1.0) for b in declared)
+        wants[f.id] = tuple((b, min(1.0, max(0.0, x))) for b, x in asked if b in declared)
+    got = allocate(ledger, wants)
+    out = []
+    for f in findings:
+        if not wants.get(f.id):
+            out.append(f)
+            continue
+        seconds = got.get(f.id, {})
+        impact = sum(seconds.values()) / ledger.window_s if ledger.window_s > 0 else 0.0
+        asked = sum(ledger.seconds.get(b, 0.0) * x for b, x in wants[f.id]) / ledger.window_s
+        if asked >= EXPLAINED and impact < EXPLAINED:
+            continue  # bigger claims took all its seconds: they explain it
+        out.append(replace(f, impact=impact, claimed=tuple(sorted(seconds.items()))))
+    return out
+
+
+def _only_if_unexplained(findings: list[Finding]) -> list[Finding]:
+    """gpu-underutilized is the rule of last resort: dropped when a specific cause was found."""
+    specific = [f for f in findings if f.id != "gpu-underutilized" and f.severity != "info"]
+    return [f for f in findings if f.id != "gpu-underutilized" or not specific]

@@ -3,17 +3,23 @@
 A step is a stall when it takes more than ``STALL_FACTOR`` × the median step and at least
 ``STALL_MIN_EXCESS_S`` more. Its cause is the first that fits: a ``torch.save`` overlapping it
 (checkpoint), an evaluation segment overlapping it (eval: a top-level ``eval()`` … ``train()``
-with no optimizer step in between), waiting for data for most of it (data), else CPU work in
-the main process (cpu). Stalls found among the warm-up steps are ignored.
+with no optimizer step in between), waiting for data for most of it (data), else work in the
+main process, which the stack samples of the stall refine (``refine``): torch.compile compiling
+(compile), forward passes with no backward, or another DataLoader's epoch (eval, with no mode
+switch: validation under ``no_grad`` alone), the thread blocked waiting (blocked: I/O, sleep, a
+lock, a socket), else CPU work (cpu). Stalls found among the warm-up steps are ignored.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
+from trainprof.analysis.attribution import window_profile
 from trainprof.analysis.stats import median
 from trainprof.store.events import ProcessLog
+from trainprof.store.stacks import StackSpan
 
 STALL_FACTOR = 3.0
 STALL_MIN_EXCESS_S = 0.02
@@ -25,13 +31,14 @@ class Stall:
     t0: float  # monotonic
     t1: float
     excess_s: float  # time beyond a median step
-    cause: str  # "checkpoint" | "eval" | "data" | "cpu"
+    cause: str  # "checkpoint" | "eval" | "data" | "compile" | "blocked" | "cpu"
 
 
 @dataclass(frozen=True)
 class Segment:
     t0: float
     t1: float
+    how: str = "mode"  # eval: "mode" (eval() … train()), "forward" (no backward), "loader"
 
     @property
     def duration(self) -> float:
@@ -103,3 +110,62 @@ def period(indices: list[int]) -> int | None:
     common, _n = Counter(gaps).most_common(1)[0]
     close = sum(1 for g in gaps if abs(g - common) <= 1)
     return common if close >= 0.7 * len(gaps) else None
+
+
+# A stall's stack samples must cover this share of it to be classified by them.
+MIN_COVERAGE = 0.3
+# compile / blocked: this share of the stall's sampled time.
+COMPILE_SHARE = 0.5
+BLOCKED_SHARE = 0.5
+# eval without a mode switch: forward passes hold this share, backward + optimizer almost none.
+FORWARD_SHARE = 0.4
+BACKWARD_MAX = 0.1  # of the forward time
+
+
+def refine(
+    stalls: list[Stall],
+    spans: Sequence[StackSpan],
+    source: dict[tuple[str, int], str],
+    other_loader_starts: Sequence[float],
+) -> tuple[list[Stall], list[Segment]]:
+    """Split "cpu" stalls by what the main thread did during them; return the stalls and the
+    evaluations found among them (as segments: the stall's excess, ending with the step)."""
+    out, evals = [], []
+    for st in stalls:
+        if st.cause != "cpu":
+            out.append(st)
+            continue
+        cause = _cause(st, spans, source, other_loader_starts)
+        if cause == "eval-forward" or cause == "eval-loader":
+            evals.append(Segment(st.t1 - st.excess_s, st.t1, cause.split("-")[1]))
+            cause = "eval"
+        out.append(replace(st, cause=cause))
+    return out, evals
+
+
+def _cause(
+    st: Stall,
+    spans: Sequence[StackSpan],
+    source: dict[tuple[str, int], str],
+    other_loader_starts: Sequence[float],
+) -> str:
+    import bisect
+
+    i = bisect.bisect_left(other_loader_starts, st.t0)
+    if i < len(other_loader_starts) and other_loader_starts[i] < st.t1:
+        return "eval-loader"
+    prof = window_profile(spans, source, [(st.t0, st.t1)])
+    total = prof.total
+    if total < MIN_COVERAGE * (st.t1 - st.t0):
+        return "cpu"
+    if prof.share("compile") >= COMPILE_SHARE:
+        return "compile"
+    fwd = prof.share("forward")
+    if (
+        fwd >= FORWARD_SHARE
+        and prof.share("backward") + prof.share("optimizer") < BACKWARD_MAX * fwd
+    ):
+        return "eval-forward"
+    if prof.share("idle") >= BLOCKED_SHARE:
+        return "blocked"
+    return "cpu"

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from trainprof.checks.registry import DoctorOptions, run_doctor
+from trainprof.doctor.registry import DoctorOptions, run_doctor
 from trainprof.errors import TrainprofError
 from trainprof.render.doctor_console import render_doctor
 

@@ -44,7 +44,9 @@ class _State:
         self.training: bool | None = None
         self.train_depth = 0
         self.fetch_count = 0
-        self.fetch_time = 0.0
+        self.fetch_time = 0.0  # dataset fetch: __getitem__ calls + collate, per batch
+        self.collate_time = 0.0  # the collate_fn part of fetch_time
+        self.pin_time = 0.0  # pin_memory in the main thread (num_workers=0)
         self.fetch_reported = 0
 
 
@@ -72,6 +74,11 @@ def install(torch: Any) -> None:
     if "fetch" not in off:
         for cls in (fetch_mod._MapDatasetFetcher, fetch_mod._IterableDatasetFetcher):
             cls.fetch = _timed_fetch(cls.fetch)  # type: ignore[method-assign]
+        base_fetcher = fetch_mod._BaseDatasetFetcher
+        base_fetcher.__init__ = _timed_collate(base_fetcher.__init__)  # type: ignore[method-assign]
+        import torch.utils.data._utils.pin_memory as pin_mod
+
+        pin_mod.pin_memory = _timed_pin(pin_mod.pin_memory)
     worker_mod._worker_loop = _worker_loop(worker_mod._worker_loop)
     if "save" not in off:
         torch.save = _timed_save(torch.save)
@@ -88,7 +95,11 @@ def flush_counters() -> None:
     if w is None or _state.fetch_count == _state.fetch_reported:
         return
     _state.fetch_reported = _state.fetch_count
-    w.add(f"{FETCH} {w.us(_clock())} {_state.fetch_count} {int(_state.fetch_time * 1e6)}\n")
+    s = _state
+    w.add(
+        f"{FETCH} {w.us(_clock())} {s.fetch_count} {int(s.fetch_time * 1e6)} "
+        f"{int(s.collate_time * 1e6)} {int(s.pin_time * 1e6)}\n"
+    )
 
 
 # ---------------------------------------------------------------- optimizer steps
@@ -215,10 +226,20 @@ def _loader_config(loader: Any) -> dict[str, Any]:
         "batch_sampler": _qualname(batch_sampler),
         "collate_fn": _qualname(collate),
         "dataset": _qualname(getattr(loader, "dataset", None)),
+        "getitem_at": _code_at(getattr(type(getattr(loader, "dataset", None)), "__getitem__", None)),
+        "collate_at": _code_at(collate),
         "len": length,
         "sharing_strategy": mp.get_sharing_strategy(),
         "start_method": mp.get_start_method(allow_none=True),
     }
+
+
+def _code_at(fn: Any) -> list[Any] | None:
+    """[file, first line, qualname] of a Python function (None for builtins and torch's own)."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None:
+        return None
+    return [code.co_filename, code.co_firstlineno, getattr(fn, "__qualname__", code.co_name)]
 
 
 def _qualname(obj: Any) -> str | None:
@@ -261,13 +282,56 @@ def _timed_fetch(orig: Any) -> Any:
     return fetch
 
 
+def _timed_collate(orig_init: Any) -> Any:
+    """Each fetcher (main process or worker) gets a timed copy of its collate_fn, so the
+    loader's cost splits into __getitem__ and collate (a tokenizing collate_fn is common)."""
+
+    @functools.wraps(orig_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        orig_init(self, *args, **kwargs)
+        collate = getattr(self, "collate_fn", None)
+        if collate is None:
+            return
+
+        def timed(data: Any) -> Any:
+            t0 = _clock()
+            try:
+                return collate(data)
+            finally:
+                _state.collate_time += _clock() - t0
+
+        self.collate_fn = timed
+
+    return __init__
+
+
+def _timed_pin(orig: Any) -> Any:
+    """pin_memory's top-level call; it recurses through the module global, so only the
+    outermost call adds time."""
+    depth = [0]
+
+    @functools.wraps(orig)
+    def pin_memory(data: Any, *args: Any, **kwargs: Any) -> Any:
+        if depth[0]:
+            return orig(data, *args, **kwargs)
+        depth[0] += 1
+        t0 = _clock()
+        try:
+            return orig(data, *args, **kwargs)
+        finally:
+            depth[0] -= 1
+            _state.pin_time += _clock() - t0
+
+    return pin_memory
+
+
 def _worker_loop(orig: Any) -> Any:
     @functools.wraps(orig)
     def loop(*args: Any, **kwargs: Any) -> Any:
         w = probe.writer()
         if w is not None:
             _state.fetch_count = _state.fetch_reported = 0
-            _state.fetch_time = 0.0
+            _state.fetch_time = _state.collate_time = _state.pin_time = 0.0
             worker_id = kwargs.get("worker_id", args[10] if len(args) > 10 else None)
             w.set_role("worker", worker_id=worker_id, parent_pid=os.getppid())
         try:

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainprof.analysis.findings import Verdict
+from trainprof.analysis.ledger import DATA, DESCRIPTION, STALLS, STEP
 from trainprof.analysis.metrics import Metrics
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -87,7 +88,9 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     unit = "optimizer steps" if m.unit == "step" else "batches (no optimizer step seen)"
     t.add_row("steps", f"{m.total_steps} {unit}")
     if m.time_to_first_step_s is not None:
-        t.add_row("start-up", f"{_dur(m.time_to_first_step_s)} to the first {m.unit}")
+        compiled = m.activity.compile_s
+        note = f" (torch.compile: {_dur(compiled)} of warm-up)" if compiled else ""
+        t.add_row("start-up", f"{_dur(m.time_to_first_step_s)} to the first {m.unit}{note}")
     if s is None:
         t.add_row(
             "steady state",
@@ -108,7 +111,10 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
         t.add_row("throughput", rate)
         t.add_row("step time", f"p50 {_dur(s.p50_s)} · p95 {_dur(s.p95_s)} · max {_dur(s.max_s)}")
         t.add_row(
-            "data wait", f"{s.data_wait_frac:.0%} of step time ({_dur(s.wait_per_step_s)} per step)"
+            "data wait",
+            Text("not measured: no torch DataLoader was iterated", style="dim")
+            if s.data_wait_frac is None
+            else f"{s.data_wait_frac:.0%} of step time ({_dur(s.wait_per_step_s)} per step)",
         )
         t.add_row("step times", Text(sparkline(m.sparkline), style="cyan"))
     t.add_row(
@@ -124,6 +130,38 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     t.add_row("GPU", gpu)
     if not m.torch_seen:
         t.add_row("", Text("torch was never imported: host metrics only", style="dim"))
+    return t
+
+
+LEDGER_GROUPS = (("data", DATA), ("stalls", STALLS), ("step", STEP), ("", ("unattributed",)))
+
+
+def ledger_table(m: Metrics, verdict: Verdict) -> Table | None:
+    """The time ledger: each bucket of the steady time (≥ 1 %), and the finding that claims it."""
+    led = m.ledger
+    if led is None:
+        return None
+    owner = {b: f.id for f in verdict.findings for b, _s in f.claimed}
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="dim", justify="right")
+    t.add_column(justify="right")
+    t.add_column()
+    t.add_column(style="yellow")
+    for group, buckets in LEDGER_GROUPS:
+        first = True
+        for b in buckets:
+            share = led.share(b)
+            if share < 0.01:
+                continue
+            t.add_row(group if first else "", f"{share:.0%}", DESCRIPTION[b], owner.get(b, ""))
+            first = False
+    note = "stack samples" if led.step_split == "stack samples" else "not split: no stack samples"
+    t.add_row(
+        "",
+        "",
+        Text(f"steady {_dur(led.window_s)}, host clock; step split by {note}", style="dim"),
+        "",
+    )
     return t
 
 
@@ -151,6 +189,8 @@ def findings_group(verdict: Verdict, verbose: bool = False, cwd: str | None = No
         grid.add_row(Text(f"{i}.", style="bold"), head)
         if f.where:
             grid.add_row("", Text(f"where: {rel(f.where)}", style="magenta"))
+        if f.hotspot:
+            grid.add_row("", Text(f"hot line: {rel(f.hotspot)}", style="magenta"))
         for e in f.evidence:
             grid.add_row("•", Text(rel(e)))
         for fx in f.fix:
@@ -167,6 +207,9 @@ def render(
     console.print(
         Panel(summary_table(meta, m), title="trainprof report", title_align="left", expand=False)
     )
+    ledger = ledger_table(m, verdict)
+    if ledger is not None:
+        console.print(Panel(ledger, title="where the time went", title_align="left", expand=False))
     console.print(
         Panel(
             findings_group(verdict, verbose, meta.get("cwd")),

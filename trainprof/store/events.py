@@ -48,8 +48,10 @@ class ProcessLog:
     epochs: list[tuple[int, int, int]] = field(default_factory=list)  # key, t_iter, first_wait
     saves: list[tuple[int, int, int, str]] = field(default_factory=list)  # t, dur, bytes, path
     modes: list[tuple[int, bool]] = field(default_factory=list)
-    fetch_count: int = 0
-    fetch_us: int = 0
+    fetch_count: int = 0  # dataset fetches (batches) so far, cumulative
+    fetch_us: int = 0  # their time: __getitem__ calls + collate
+    collate_us: int = 0  # the collate_fn part of fetch_us (0 in runs recorded before it was)
+    pin_us: int = 0  # pin_memory calls
     torch_imported_us: int | None = None
     infos: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: int = 0
@@ -94,8 +96,10 @@ class ProcessLog:
                 t, m = rest.split()
                 self.modes.append((int(t), m == "1"))
             elif kind == FETCH:
-                _t, c, us = rest.split()
+                _t, c, us, *parts = rest.split()
                 self.fetch_count, self.fetch_us = int(c), int(us)
+                if len(parts) == 2:
+                    self.collate_us, self.pin_us = int(parts[0]), int(parts[1])
             elif kind == TORCH:
                 self.torch_imported_us = int(rest)
             elif kind == INFO:

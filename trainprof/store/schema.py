@@ -29,7 +29,7 @@ LOADER = "L"  # L key {json config}
 EPOCH = "E"  # E key t_iter first_batch_wait                      (a loader started an epoch)
 SAVE = "C"  # C t dur bytes {json path}
 MODE = "M"  # M t training(0|1)                                  (top-level nn.Module.train)
-FETCH = "F"  # F t count total_us                                 (dataset fetch, cumulative)
+FETCH = "F"  # F t count total_us collate_us pin_us               (dataset fetch, cumulative)
 TORCH = "T"  # T t                                                (torch finished importing)
 INFO = "X"  # X {json}                                            (stop reason, exception, role)
 

@@ -1,0 +1,239 @@
+"""One time ledger: where the main process's steady wall time went, split once into disjoint
+buckets on the host clock. Pure.
+
+Every finding claims buckets from this ledger and a second is never claimed twice, so the
+impacts of all findings add up to at most 100 %, and the report shows the ledger itself as the
+breakdown the findings cite. The split, per steady step (a step runs from the previous
+optimizer step to its own):
+
+1. ``save`` and ``eval``: the parts of the step inside a ``torch.save`` call or an evaluation
+   (probe intervals, exact).
+2. Data: the step's wait in ``DataLoader.__next__`` beyond what an evaluation's own loader
+   waited. Of it: ``sampler`` (the main-process sampler), ``worker_start`` (an epoch's first
+   batches while workers start), the main process's own ``fetch`` (``__getitem__``),
+   ``collate`` and ``pin`` (with ``num_workers=0``: probe per-batch times × steady batches),
+   and the rest, ``data_wait`` (waiting on workers, or the loader's own Python machinery).
+3. Stalls: a stalled step's time beyond a median step, by cause (``stall_compute``,
+   ``stall_blocked``, ``compile``).
+4. The rest is the step itself, split by the main thread's stack samples outside stalls:
+   ``forward``, ``backward``, ``optimizer``, ``sync``, ``logging``, ``loop``, ``idle``; without
+   stack samples it stays one ``step`` bucket, said to be unsplit.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+DATA = ("sampler", "worker_start", "fetch", "collate", "pin", "data_wait")
+STALLS = ("save", "eval", "stall_compute", "stall_blocked", "compile")
+STEP = ("forward", "backward", "optimizer", "sync", "logging", "loop", "idle", "step")
+BUCKETS = DATA + STALLS + STEP + ("unattributed",)
+
+DESCRIPTION: dict[str, str] = {
+    "sampler": "the sampler, in the main process",
+    "worker_start": "first batches of an epoch while workers start",
+    "fetch": "dataset __getitem__, in the main process",
+    "collate": "collate_fn, in the main process",
+    "pin": "pin_memory, in the main process",
+    "data_wait": "waiting on DataLoader workers / the loader's own code",
+    "save": "torch.save",
+    "eval": "evaluation between steps",
+    "stall_compute": "stalls: CPU work in the loop",
+    "stall_blocked": "stalls: blocked waiting (I/O, sleep, lock, network)",
+    "compile": "torch.compile compiling",
+    "forward": "forward",
+    "backward": "backward",
+    "optimizer": "optimizer step",
+    "sync": "device→host syncs (.item(), .cpu())",
+    "logging": "printing and logging",
+    "loop": "other host work in the loop",
+    "idle": "main thread idle (sleeping or waiting)",
+    "step": "forward/backward/optimizer and loop code (not split: no stack samples)",
+    "unattributed": "step time the stack samples did not cover",
+}
+
+# Stack categories (attribution.category) → the step bucket they fill.
+_CATEGORY_BUCKET = {
+    "forward": "forward",
+    "backward": "backward",
+    "optimizer": "optimizer",
+    "sync": "sync",
+    "logging": "logging",
+    "other": "loop",
+    "idle": "idle",
+    "compile": "compile",
+}
+_STALL_BUCKET = {"cpu": "stall_compute", "blocked": "stall_blocked", "compile": "compile"}
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """Seconds per bucket over the steady window; the buckets never overlap."""
+
+    window_s: float
+    seconds: Mapping[str, float]
+    step_split: str  # how the step's own time was split: "stack samples" | "not split"
+
+    def get(self, *buckets: str) -> float:
+        return sum(self.seconds.get(b, 0.0) for b in buckets)
+
+    def share(self, *buckets: str) -> float:
+        return self.get(*buckets) / self.window_s if self.window_s > 0 else 0.0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "clock": "host",
+            "window_s": round(self.window_s, 6),
+            "step_split": self.step_split,
+            "buckets": {
+                b: {"seconds": round(s, 6), "share": round(self.share(b), 4)}
+                for b, s in self.seconds.items()
+                if s > 0
+            },
+        }
+
+
+@dataclass(frozen=True)
+class StepCols:
+    """The steady steps of the main process: end times (µs since t0), durations and waits."""
+
+    t0: float  # the process's monotonic origin
+    t: Sequence[int]
+    dur: Sequence[int]
+    wait: Sequence[int]
+    sampler: Sequence[int]
+    fetches: Sequence[int]
+    first: int  # index of the first steady step
+
+
+@dataclass(frozen=True)
+class StallSpan:
+    index: int
+    excess_s: float
+    cause: str  # "cpu" | "blocked" | "compile" | "data" | "eval" | "checkpoint"
+
+
+@dataclass(frozen=True)
+class MainFetch:
+    """Per-batch cost of loading in the main process (num_workers=0), from the probe."""
+
+    getitem_s: float
+    collate_s: float
+    pin_s: float
+
+
+def build(
+    cols: StepCols,
+    *,
+    saves: Iterable[tuple[float, float]],
+    evals: Iterable[tuple[float, float]],
+    stalls: Iterable[StallSpan],
+    epoch_first_steps: Iterable[int],
+    main_fetch: MainFetch | None,
+    step_profile: Mapping[str, float] | None,
+) -> Ledger:
+    n = len(cols.t)
+    lo = cols.first
+    window = sum(cols.dur[lo:]) / 1e6
+    save_at = _overlap_per_step(cols, saves)
+    eval_at = _overlap_per_step(cols, evals)
+    wait_total = sum(cols.wait[lo:]) / 1e6
+    sampler_total = sum(cols.sampler[lo:]) / 1e6
+    # The few steps that hold an eval or a save: their data wait is only what the eval's own
+    # loader did not wait, and no more than the step's time outside the eval and the save.
+    data = wait_total
+    for i in set(eval_at) | set(save_at):
+        w = cols.wait[i] / 1e6
+        room = max(0.0, cols.dur[i] / 1e6 - eval_at.get(i, 0.0) - save_at.get(i, 0.0))
+        data -= w - min(max(0.0, w - eval_at.get(i, 0.0)), room)
+    sampler = sampler_total
+    sampler = min(sampler, data)
+    seconds = dict.fromkeys(BUCKETS, 0.0)
+    seconds["save"] = sum(save_at.values())
+    seconds["eval"] = sum(eval_at.values())
+    seconds["sampler"] = sampler
+    start = 0.0
+    for i in sorted(set(epoch_first_steps)):
+        if lo <= i < n and i not in eval_at:
+            start += max(0.0, (cols.wait[i] - cols.sampler[i]) / 1e6)
+    start = min(start, data - sampler)
+    seconds["worker_start"] = start
+    loading = data - sampler - start
+    if main_fetch is not None and loading > 0:
+        batches = sum(cols.fetches[lo:])
+        parts = {
+            "fetch": main_fetch.getitem_s * batches,
+            "collate": main_fetch.collate_s * batches,
+            "pin": main_fetch.pin_s * batches,
+        }
+        scale = min(1.0, loading / sum(parts.values())) if sum(parts.values()) > 0 else 0.0
+        for k, v in parts.items():
+            seconds[k] = v * scale
+            loading -= v * scale
+    seconds["data_wait"] = max(0.0, loading)
+    for st in stalls:
+        bucket = _STALL_BUCKET.get(st.cause)
+        i = st.index
+        if bucket is None or not lo <= i < n:
+            continue
+        own = cols.dur[i] / 1e6 - save_at.get(i, 0.0) - eval_at.get(i, 0.0) - cols.wait[i] / 1e6
+        seconds[bucket] += max(0.0, min(st.excess_s, own))
+    rest = window - sum(seconds.values())
+    split = "not split"
+    if step_profile:
+        shares = {
+            _CATEGORY_BUCKET[c]: s
+            for c, s in step_profile.items()
+            if c in _CATEGORY_BUCKET and s > 0
+        }
+        total = sum(shares.values())
+        if total > 0 and rest > 0:
+            split = "stack samples"
+            for b, s in shares.items():
+                seconds[b] += rest * s / total
+            rest = 0.0
+    # No stack samples: the step stays one bucket. Samples that saw only data loading: the
+    # rest of the step is time nothing accounts for.
+    seconds["step" if step_profile is None else "unattributed"] = max(0.0, rest)
+    return Ledger(window, seconds, split)
+
+
+def _overlap_per_step(cols: StepCols, segments: Iterable[tuple[float, float]]) -> dict[int, float]:
+    """Seconds of each steady step spent inside the segments (steps are in time order; a step
+    ends at t[i] and starts at t[i] - dur[i])."""
+    out: dict[int, float] = {}
+    for a, b in segments:
+        lo_us, hi_us = int((a - cols.t0) * 1e6), int((b - cols.t0) * 1e6)
+        i = max(bisect.bisect_right(cols.t, lo_us), cols.first)
+        while i < len(cols.t) and cols.t[i] - cols.dur[i] < hi_us:
+            s0, s1 = cols.t[i] - cols.dur[i], cols.t[i]
+            inside = (min(s1, hi_us) - max(s0, lo_us)) / 1e6
+            if inside > 0:
+                out[i] = min(cols.dur[i] / 1e6, out.get(i, 0.0) + inside)
+            i += 1
+    return out
+
+
+Want = tuple[tuple[str, float], ...]  # (bucket, fraction of it) a finding claims
+
+
+def allocate(ledger: Ledger, wants: Mapping[str, Want]) -> dict[str, dict[str, float]]:
+    """Seconds each finding gets: the biggest claim is served first (ties by id, so the result
+    never depends on the order rules ran in), and a bucket's seconds go to one finding only."""
+    left = dict(ledger.seconds)
+
+    def wanted(key: str) -> float:
+        return sum(ledger.seconds.get(b, 0.0) * f for b, f in wants[key])
+
+    out: dict[str, dict[str, float]] = {}
+    for key in sorted(wants, key=lambda k: (-wanted(k), k)):
+        got: dict[str, float] = {}
+        for bucket, frac in wants[key]:
+            take = min(left.get(bucket, 0.0), ledger.seconds.get(bucket, 0.0) * frac)
+            if take > 0:
+                got[bucket] = take
+                left[bucket] -= take
+        out[key] = got
+    return out

@@ -1,0 +1,19 @@
+"""The rules table: every module in this package (but the registry and helpers) is one rule,
+registered when the package is imported. Adding a rule is adding a module here."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from trainprof.analysis.rules.registry import REGISTRY, Rule
+
+for _mod in pkgutil.iter_modules(__path__):
+    if not _mod.name.startswith("_") and _mod.name != "registry":
+        importlib.import_module(f"{__name__}.{_mod.name}")
+
+
+def all_rules() -> tuple[Rule, ...]:
+    """Every registered rule, in a stable order (family, then id)."""
+    order = ("input", "stalls", "host", "memory", "gpu", "distributed", "crash", "hang")
+    return tuple(sorted(REGISTRY.values(), key=lambda r: (order.index(r.family), r.id)))

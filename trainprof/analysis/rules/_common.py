@@ -1,0 +1,65 @@
+"""Helpers several rules share: units, the training loader, and where the loop calls the code
+a finding is about."""
+
+from __future__ import annotations
+
+from trainprof.analysis.attribution import CallSite, call_site, caller_of, where
+from trainprof.analysis.metrics import LoaderView, Metrics
+from trainprof.analysis.stalls import Segment, period
+
+STEP_BUCKETS = ("forward", "backward", "optimizer", "sync", "logging", "loop", "idle", "step")
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def primary_loader(m: Metrics) -> LoaderView | None:
+    """The loader that feeds training: the first one created (eval loaders come later)."""
+    return m.loaders[0] if m.loaders else None
+
+
+def suggested_workers(m: Metrics) -> int:
+    cpus = m.usable_cpus or 2
+    return max(1, min(8, cpus - 1))
+
+
+def loader_caller(m: Metrics) -> str | None:
+    """The user's line that pulls batches from the DataLoader (next(it), for batch in loader)."""
+    if m.activity.window is None or not m.activity.spans:
+        return None
+    return where(caller_of(m.activity.spans, m.activity.window, "torch/utils/data/"))
+
+
+def site(m: Metrics, windows: list[tuple[float, float]]) -> CallSite | None:
+    """Where the training loop calls the code that ran inside the windows, and its hot line."""
+    if not m.activity.spans or not windows:
+        return None
+    return call_site(m.activity.spans, windows, m.activity.loop_funcs)
+
+
+def window_s(m: Metrics) -> float | None:
+    w = m.activity.window
+    return (w[1] - w[0]) if w else None
+
+
+def loop_time(m: Metrics) -> float:
+    """The steady time outside stalls, saves and evaluations: the training loop itself."""
+    led = m.ledger
+    if led is None:
+        return 0.0
+    return led.window_s - led.get("save", "eval", "stall_compute", "stall_blocked", "compile")
+
+
+def interval(m: Metrics, segments: list[Segment]) -> str:
+    """'every N steps' from the stalled steps the segments fall in, else seconds between them."""
+    idx = sorted(
+        st.index for st in m.activity.stalls if any(s.t0 < st.t1 and s.t1 > st.t0 for s in segments)
+    )
+    p = period(idx) if idx else None
+    if p:
+        return f"every {p} steps"
+    if len(segments) >= 2:
+        gaps = [b.t0 - a.t1 for a, b in zip(segments, segments[1:], strict=False)]
+        return f"every {sum(gaps) / len(gaps):.1f} s"
+    return "once"

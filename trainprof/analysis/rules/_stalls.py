@@ -1,0 +1,74 @@
+"""What the two stall rules (CPU work, blocked waiting) share: which stalls count, their
+period, and where the loop calls the code that stalls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainprof.analysis.attribution import CallSite, dominant_user_frame, function_share
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules._common import site
+from trainprof.analysis.rules.registry import Threshold
+from trainprof.analysis.stalls import Stall, period
+
+MIN_COUNT = Threshold("min_count", 3, "count", "stalled steps at least")
+SHARE = Threshold("share", 0.05, "share", "their time beyond a median step, of the steady run")
+# Without a period, stalls count only when one user function holds the main thread for most
+# of the stall time and rarely otherwise (so a noisy machine's slow steps are not "stalls").
+OWN_SHARE = 0.5
+ELSEWHERE_MAX = 0.2
+
+
+@dataclass(frozen=True)
+class Stalls:
+    stalls: list[Stall]
+    cost_s: float
+    share: float
+    period: int | None
+    site: CallSite | None
+
+
+def judge(m: Metrics, cause: str, bucket: str) -> Stalls | None:
+    stalls = [s for s in m.activity.stalls if s.cause == cause]
+    led = m.ledger
+    if len(stalls) < MIN_COUNT.value or led is None:
+        return None
+    share = led.share(bucket)
+    if share < SHARE.value:
+        return None
+    p = period([s.index for s in stalls])
+    p = p if p is not None and p >= 2 else None
+    windows = [(s.t0, s.t1) for s in stalls]
+    if p is None and not _distinct_code(m, windows):
+        return None
+    return Stalls(stalls, led.get(bucket), share, p, site(m, windows))
+
+
+def _distinct_code(m: Metrics, stall_windows: list[tuple[float, float]]) -> bool:
+    frame = dominant_user_frame(m.activity.spans, stall_windows)
+    if frame is None or m.activity.window is None:
+        return False
+    func = (frame[0], frame[1])
+    inside = function_share(m.activity.spans, stall_windows, func)
+    w0, w1 = m.activity.window
+    gaps, last = [], w0
+    for a, b in sorted(stall_windows):
+        if a > last:
+            gaps.append((last, a))
+        last = max(last, b)
+    if w1 > last:
+        gaps.append((last, w1))
+    elsewhere = function_share(m.activity.spans, gaps, func)
+    return inside >= OWN_SHARE and elsewhere <= ELSEWHERE_MAX
+
+
+def where_lines(m: Metrics, found: Stalls) -> list[str]:
+    cs = found.site
+    if cs is not None:
+        line = f"the loop calls {cs.callee.rsplit('.', 1)[-1]}() at {cs.call[1]}:{cs.call[2]}"
+        if cs.hot is not None and cs.hot_where != cs.where:
+            line += f"; the hot line is {cs.hot_where}"
+        return [line]
+    if m.activity.stacks_error or not m.activity.spans:
+        return ["no stack samples to name the code (py-spy unavailable)"]
+    return []

@@ -1,0 +1,68 @@
+"""Blocking stall: every N steps the training loop blocks, waiting (I/O, sleep, a lock, the
+network), while the CPU and the GPU sit idle.
+
+A synchronous metrics upload, a remote file read or a lock shared with another thread stops
+training for as long as the other side takes. Computing nothing, it is not fixed by faster code.
+
+Anti-pattern::
+
+    if step % 10 == 0:
+        requests.post(METRICS_URL, json=metrics)  # waits for the server each time
+
+Best practice::
+
+    uploader = concurrent.futures.ThreadPoolExecutor(1)
+    if step % 100 == 0:
+        uploader.submit(requests.post, METRICS_URL, json=metrics)
+"""
+
+from __future__ import annotations
+
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules._common import ms
+from trainprof.analysis.rules._stalls import MIN_COUNT, SHARE, judge, where_lines
+from trainprof.analysis.rules.registry import rule
+
+
+@rule(
+    id="blocking-stall",
+    title="Blocking stall",
+    family="stalls",
+    needs=("steps", "stacks"),
+    claims=("stall_blocked",),
+    thresholds=(MIN_COUNT, SHARE),
+)
+def check(m: Metrics) -> Finding | None:
+    found = judge(m, "blocked", "stall_blocked")
+    if found is None:
+        return None
+    assert m.steady is not None
+    n, p = len(found.stalls), found.period
+    length = sum(s.excess_s for s in found.stalls) / n
+    cs = found.site
+    evidence = [
+        f"{n} steps took {ms(length + m.steady.p50_s)} on average instead of "
+        f"{ms(m.steady.p50_s)}" + (f", every {p} steps" if p else " (irregular)"),
+        f"the stalls cost {found.cost_s:.2f} s, {found.share:.0%} of the steady run; the main "
+        "thread was blocked waiting (its stack samples were idle: sleep, socket, lock or I/O)",
+        *where_lines(m, found),
+    ]
+    cpu = m.activity.main_cpu_in_stalls
+    if cpu is not None:
+        evidence.append(f"the main process used {cpu:.0f}% CPU meanwhile")
+    name = f"{cs.work}()" if cs else "the blocking call"
+    return Finding(
+        id="blocking-stall",
+        severity="warning",
+        title=f"Training stalls {'every ' + str(p) + ' steps' if p else 'repeatedly'}, "
+        "blocked waiting in the main process",
+        evidence=tuple(evidence),
+        fix=(
+            f"do {name} in a background thread (concurrent.futures.ThreadPoolExecutor) so the "
+            "loop does not wait for it",
+            "or do it less often, or with a timeout",
+        ),
+        where=cs.where if cs else None,
+        hotspot=cs.hot_where if cs and cs.hot_where != cs.where else None,
+    )

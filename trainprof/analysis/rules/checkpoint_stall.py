@@ -1,0 +1,69 @@
+"""Checkpoint stall: ``torch.save`` blocks training.
+
+Seed 002: saving the full model and optimizer state every few steps took longer than the
+steps themselves; training waits for each write.
+
+Anti-pattern::
+
+    if step % 20 == 0:
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, f"ckpt-{step}.pt")
+
+Best practice::
+
+    if time.monotonic() - last_save > 600:  # by time, not steps; keep the last few
+        torch.distributed.checkpoint.async_save(state, checkpoint_id=path)
+"""
+
+from __future__ import annotations
+
+from trainprof.analysis.attribution import dominant_user_frame, where
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules._common import interval, ms
+from trainprof.analysis.rules.registry import Threshold, rule
+
+SHARE = Threshold("share", 0.03, "share", "share of the steady run inside torch.save")
+
+
+@rule(
+    id="checkpoint-stall",
+    title="Checkpoint stall",
+    family="stalls",
+    needs=("steps",),
+    claims=("save",),
+    thresholds=(SHARE,),
+)
+def check(m: Metrics) -> Finding | None:
+    led = m.ledger
+    w = m.activity.window
+    if led is None or w is None:
+        return None
+    inside = [
+        (seg, b, path) for seg, b, path in m.activity.saves if seg.t1 > w[0] and seg.t0 < w[1]
+    ]
+    share = led.share("save")
+    if not inside or share < SHARE.value:
+        return None
+    cost = led.get("save")
+    sizes = [b for _s, b, _p in inside if b >= 0]
+    segs = [seg for seg, _b, _p in inside]
+    frame = dominant_user_frame(m.activity.spans, [(s.t0, s.t1) for s in segs])
+    size = f", {sizes[-1] / 2**20:.1f} MB each" if sizes else ""
+    return Finding(
+        id="checkpoint-stall",
+        severity="warning",
+        title=f"Checkpoint saves block training: {share:.0%} of the run in torch.save",
+        evidence=(
+            f"{len(inside)} torch.save calls, {ms(cost / len(inside))} each{size}, "
+            f"{interval(m, segs)}",
+            f"{cost:.2f} s in all, {share:.0%} of the steady run; training waits for each save",
+            f"last saved to {inside[-1][2]}",
+        ),
+        fix=(
+            "save less often (every N minutes, or only at the end of an epoch)",
+            "skip optimizer state when you will not resume; keep only the last N checkpoints",
+            "save asynchronously: torch.distributed.checkpoint.async_save, or copy the "
+            "state_dict to CPU and write it from a background thread",
+        ),
+        where=where(frame),
+    )

@@ -1,0 +1,71 @@
+"""CPU stall: every N steps the training loop stops for CPU-bound work of its own.
+
+Seed 000: a pure-Python ``optimal_sequence_search`` regenerated pseudo-labels every 30 steps and
+the GPU sat at 0 % while it ran. The time is host CPU work in the main process (not data, not a
+save, not an evaluation, not a blocking wait).
+
+Anti-pattern::
+
+    for step, batch in enumerate(loader):
+        ...
+        if step % 30 == 0:
+            labels = optimal_sequence_search(scores)  # pure Python, seconds
+
+Best practice::
+
+    pool = concurrent.futures.ProcessPoolExecutor(1)
+    if step % 30 == 0:
+        pending = pool.submit(optimal_sequence_search, scores.cpu().numpy())
+    if pending is not None and pending.done():
+        labels = pending.result()
+"""
+
+from __future__ import annotations
+
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules._common import ms
+from trainprof.analysis.rules._stalls import MIN_COUNT, SHARE, judge, where_lines
+from trainprof.analysis.rules.registry import rule
+
+
+@rule(
+    id="cpu-stall",
+    title="CPU stall",
+    family="stalls",
+    needs=("steps",),
+    claims=("stall_compute",),
+    thresholds=(MIN_COUNT, SHARE),
+)
+def check(m: Metrics) -> Finding | None:
+    found = judge(m, "cpu", "stall_compute")
+    if found is None:
+        return None
+    assert m.steady is not None
+    n, p = len(found.stalls), found.period
+    length = sum(s.excess_s for s in found.stalls) / n
+    cs = found.site
+    evidence = [
+        f"{n} steps took {ms(length + m.steady.p50_s)} on average instead of "
+        f"{ms(m.steady.p50_s)}" + (f", every {p} steps" if p else " (irregular)"),
+        f"the stalls cost {found.cost_s:.2f} s, {found.share:.0%} of the steady run; the main "
+        "thread was computing (not waiting for data, saving, evaluating or blocked)",
+        *where_lines(m, found),
+    ]
+    if m.activity.main_cpu_in_stalls is not None:
+        evidence.append(f"the main process used {m.activity.main_cpu_in_stalls:.0f}% CPU meanwhile")
+    name = f"{cs.work}()" if cs else "the CPU-bound work"
+    return Finding(
+        id="cpu-stall",
+        severity="warning",
+        title=f"Training stalls {'every ' + str(p) + ' steps' if p else 'repeatedly'} "
+        f"on CPU work in the main process",
+        evidence=tuple(evidence),
+        fix=(
+            f"move {name} off the training loop: run it in a background process "
+            "(concurrent.futures.ProcessPoolExecutor) and pick up the result later",
+            "or precompute it before training, or vectorise it (torch/numpy instead of Python loops)",
+        ),
+        where=cs.where if cs else None,
+        hotspot=cs.hot_where if cs and cs.hot_where != cs.where else None,
+    )

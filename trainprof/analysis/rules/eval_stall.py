@@ -1,0 +1,86 @@
+"""Eval stall: evaluation between training steps takes a large share of the run.
+
+Recognised by a top-level ``model.eval()`` … ``model.train()`` switch, or, without one, by a
+stall in which the main thread ran forward passes and no backward (validation under
+``torch.no_grad()`` alone) or iterated another DataLoader.
+
+Anti-pattern::
+
+    if step % 20 == 0:
+        with torch.no_grad():            # no model.eval(): dropout and batch norm stay in
+            val_loss = sum(loss_fn(model(x), y) for x, y in val_loader)  # training mode
+
+Best practice::
+
+    if step % 1000 == 0:
+        model.eval()
+        with torch.inference_mode():
+            val_loss = evaluate(model, val_subset_loader)
+        model.train()
+"""
+
+from __future__ import annotations
+
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules._common import interval, ms, site
+from trainprof.analysis.rules.registry import Threshold, rule
+
+SHARE = Threshold("share", 0.05, "share", "share of the steady run spent evaluating")
+
+
+@rule(
+    id="eval-stall",
+    title="Eval stall",
+    family="stalls",
+    needs=("steps",),
+    claims=("eval",),
+    thresholds=(SHARE,),
+)
+def check(m: Metrics) -> Finding | None:
+    led = m.ledger
+    w = m.activity.window
+    if led is None or w is None:
+        return None
+    inside = [e for e in m.activity.evals if e.t1 > w[0] and e.t0 < w[1]]
+    share = led.share("eval")
+    if not inside or share < SHARE.value:
+        return None
+    cost = led.get("eval")
+    switched = all(e.how == "mode" for e in inside)
+    how = (
+        "model.eval() … model.train()"
+        if switched
+        else "forward passes with no backward between steps; no model.eval() was seen"
+        if any(e.how == "forward" for e in inside)
+        else "another DataLoader iterated between steps; no model.eval() was seen"
+    )
+    cs = site(m, [(e.t0, e.t1) for e in inside])
+    evidence = [
+        f"{len(inside)} evaluations ({how}), {ms(cost / len(inside))} each, {interval(m, inside)}",
+        f"{cost:.2f} s in all, {share:.0%} of the steady run",
+    ]
+    if cs is not None:
+        evidence.append(
+            f"the loop calls {cs.callee.rsplit('.', 1)[-1]}() at {cs.call[1]}:{cs.call[2]}"
+        )
+    fix = [
+        "evaluate less often, or on a fixed subset of the validation set",
+        "use a larger eval batch size and torch.inference_mode() instead of torch.no_grad()",
+        "give the validation DataLoader workers (num_workers, persistent_workers=True)",
+    ]
+    if not switched:
+        fix.insert(
+            0,
+            "call model.eval() before validating and model.train() after: without it dropout "
+            "and batch norm run in training mode, so the validation numbers are wrong",
+        )
+    return Finding(
+        id="eval-stall",
+        severity="warning",
+        title=f"Evaluation between steps takes {share:.0%} of the run",
+        evidence=tuple(evidence),
+        fix=tuple(fix),
+        where=cs.where if cs else None,
+        hotspot=cs.hot_where if cs and cs.hot_where != cs.where else None,
+    )

@@ -1,0 +1,167 @@
+"""Input-bound: the training loop waits for its DataLoader.
+
+Data loading (``__getitem__``, the ``collate_fn``, pinning) runs in the training loop itself
+with ``num_workers=0``, or in workers too few or too slow to keep up. The finding names the
+part that costs (``__getitem__`` or the collate) and the user function behind it.
+
+Anti-pattern::
+
+    loader = DataLoader(ImageFolder(root, transform=heavy_augment), batch_size=64)
+    loader = DataLoader(texts, batch_size=64, collate_fn=tokenize_and_pad)  # in the loop
+
+Best practice::
+
+    loader = DataLoader(dataset, batch_size=64, num_workers=4, persistent_workers=True,
+                        pin_memory=True)
+    # and make the costly part cheaper: decode once and cache; pre-tokenize offline
+"""
+
+from __future__ import annotations
+
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import LoaderView, Metrics
+from trainprof.analysis.rules._common import loader_caller, ms, primary_loader, suggested_workers
+from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.analysis.usercode import is_user_path
+
+WAIT_FRAC = Threshold(
+    "wait_frac",
+    0.20,
+    "share",
+    "share of steady time waiting for data beyond the sampler (TensorFlow's profiler calls "
+    ">= 20 % highly input-bound)",
+)
+DATA = ("fetch", "collate", "pin", "data_wait")
+
+
+@rule(
+    id="input-bound",
+    title="Input-bound",
+    family="input",
+    needs=("steps", "loader"),
+    claims=DATA,
+    thresholds=(WAIT_FRAC,),
+)
+def check(m: Metrics) -> Finding | None:
+    s, led = m.steady, m.ledger
+    assert s is not None and led is not None
+    share = led.share(*DATA)
+    if share < WAIT_FRAC.value:
+        return None
+    loader = primary_loader(m)
+    cfg = loader.config if loader else {}
+    workers = cfg.get("num_workers") or 0
+    batches = max(1.0, s.count * s.fetches_per_step)
+    evidence = [
+        f"the loop waits for data {share:.0%} of the steady time "
+        f"({ms(led.get(*DATA) / s.count)} per step, {ms(led.get(*DATA) / batches)} per batch)",
+        f"num_workers={workers} on {m.usable_cpus or '?'} usable CPUs, "
+        f"pin_memory={cfg.get('pin_memory')}, persistent_workers={cfg.get('persistent_workers')}, "
+        f"prefetch_factor={cfg.get('prefetch_factor')}",
+    ]
+    part, part_line = _costly_part(loader)
+    if part_line:
+        evidence.append(part_line)
+    contention = _worker_line(m, loader, workers)
+    if contention:
+        evidence.append(contention[0])
+    fix: list[str] = []
+    if contention and contention[1]:
+        fix.append(contention[1])
+    elif workers == 0:
+        fix.append(
+            f"DataLoader(..., num_workers={suggested_workers(m)}, persistent_workers=True) "
+            "so batches are prepared in parallel with the training step"
+        )
+    else:
+        fix.append(
+            "more workers if CPUs are free (num_workers up to usable CPUs - 1), "
+            "persistent_workers=True, prefetch_factor=4"
+        )
+    fix.extend(_part_fix(part, loader))
+    if m.gpu_util_mean is not None:
+        fix.append("pin_memory=True and .to(device, non_blocking=True) for host→device copies")
+    return Finding(
+        id="input-bound",
+        severity="warning",
+        title=f"Input-bound: the training loop waits for data {share:.0%} of the time",
+        evidence=tuple(evidence),
+        fix=tuple(fix),
+        where=_where(part, loader) or loader_caller(m),
+    )
+
+
+def _costly_part(loader: LoaderView | None) -> tuple[str | None, str | None]:
+    """Which part of preparing a batch costs most (getitem | collate), and the line saying so."""
+    if loader is None:
+        return None, None
+    main = loader.main_fetch_ms is not None
+    total = loader.main_fetch_ms if main else loader.worker_fetch_ms
+    collate = loader.main_collate_ms if main else loader.worker_collate_ms
+    if total is None:
+        return None, None
+    collate = min(collate or 0.0, total)
+    getitem = total - collate
+    place = "in the main process" if main else "in each worker"
+    name = (loader.config.get("collate_fn") or "collate_fn").rsplit(".", 1)[-1]
+    line = f"{place}, a batch takes {total:.1f} ms: __getitem__ {getitem:.1f} ms, {name} {collate:.1f} ms"
+    if main and loader.main_pin_ms:
+        line += f", pin_memory {loader.main_pin_ms:.1f} ms"
+    return ("collate" if collate > getitem else "getitem"), line
+
+
+def _part_fix(part: str | None, loader: LoaderView | None) -> list[str]:
+    if part == "collate":
+        name = ((loader.config.get("collate_fn") if loader else None) or "collate_fn").rsplit(".")[
+            -1
+        ]
+        return [
+            f"the collate ({name}) is the cost: pre-tokenize or pre-process once (offline, or "
+            "cached in the dataset), use a batched fast tokenizer, and keep collate to padding "
+            "and stacking",
+            "with workers, collate runs in them in parallel; without, it runs in the loop",
+        ]
+    return [
+        "make __getitem__ cheaper: decode/resize once and cache (bounded), "
+        "move augmentation to the GPU, store data in a faster format"
+    ]
+
+
+def _where(part: str | None, loader: LoaderView | None) -> str | None:
+    if loader is None or part is None:
+        return None
+    at = loader.config.get(f"{part}_at")
+    if not at or not is_user_path(str(at[0])):
+        return None
+    return loader.code_at(part)
+
+
+def _worker_line(
+    m: Metrics, loader: LoaderView | None, workers: int
+) -> tuple[str, str | None] | None:
+    """What the workers could deliver against what the loop asks for. When they could keep up
+    but the loop still waits, the CPUs are the limit: say so instead of contradicting the wait."""
+    s = m.steady
+    if s is None or loader is None or loader.worker_fetch_ms is None or not workers:
+        return None
+    capacity = workers * 1e3 / loader.worker_fetch_ms
+    demand = s.steps_per_s * max(s.fetches_per_step, 1)
+    line = (
+        f"each worker needs {loader.worker_fetch_ms:.1f} ms per batch: {workers} workers "
+        f"deliver at most {capacity:.1f} batches/s; the loop asks for {demand:.1f}/s"
+    )
+    cpus = m.usable_cpus
+    if capacity < demand or cpus is None or cpus > workers + 1:
+        return line, None
+    cpu = f" (the job used {m.cpu_percent_mean:.0f}% CPU)" if m.cpu_percent_mean else ""
+    line = (
+        f"each worker needs {loader.worker_fetch_ms:.1f} ms per batch, so {workers} workers could "
+        f"deliver {capacity:.1f} batches/s, more than the {demand:.1f}/s the loop asks for; they "
+        f"fall behind because they and the main process share {cpus} usable CPUs{cpu}"
+    )
+    fix = (
+        f"the workers and the training step compete for {cpus} CPUs: run on more cores, or "
+        "leave the workers room (torch.set_num_threads(...) in the main process, fewer but "
+        "cheaper workers, less per-sample work)"
+    )
+    return line, fix

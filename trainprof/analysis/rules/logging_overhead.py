@@ -1,0 +1,63 @@
+"""Logging overhead: printing, logging or formatting tensors on every step.
+
+Seeds 002/004: per-layer norms and tensor reprs printed each step of a small model took more
+time than the step.
+
+Anti-pattern::
+
+    for step, (x, y) in enumerate(loader):
+        ...
+        print(f"step {step} loss {loss} grads {[p.grad.norm() for p in model.parameters()]}")
+
+Best practice::
+
+    if step % 100 == 0:
+        print(f"step {step} loss {loss.item():.4f}")
+"""
+
+from __future__ import annotations
+
+from trainprof.analysis.attribution import where
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules.registry import Threshold, rule
+
+SHARE = Threshold("share", 0.05, "share", "share of the steady run printing/logging")
+LINES_PER_STEP = Threshold("lines_per_step", 0.5, "count", "lines of output per step at least")
+
+
+@rule(
+    id="logging-overhead",
+    title="Logging overhead",
+    family="host",
+    needs=("steps", "stacks"),
+    claims=("logging",),
+    thresholds=(SHARE, LINES_PER_STEP),
+)
+def check(m: Metrics) -> Finding | None:
+    prof = m.activity.loop_profile or m.activity.profile
+    lines = m.activity.output_lines
+    led = m.ledger
+    if prof is None or led is None or not m.total_steps or lines is None:
+        return None
+    per_step = lines / m.total_steps
+    share = led.share("logging")
+    if share < SHARE.value or per_step < LINES_PER_STEP.value:
+        return None
+    out_bytes = (m.activity.output_bytes or 0) / m.total_steps
+    return Finding(
+        id="logging-overhead",
+        severity="warning",
+        title=f"Per-step logging takes {share:.0%} of the training loop",
+        evidence=(
+            f"{per_step:.1f} lines ({out_bytes:.0f} bytes) of output per step, {lines} lines in all",
+            f"the main thread spent {share:.0%} of the steady run printing, logging or "
+            "formatting tensors",
+        ),
+        fix=(
+            "log every N steps (if step % 100 == 0: ...), not every step",
+            "format numbers, not tensors: accumulate loss on the device and call .item() "
+            "only when you log",
+        ),
+        where=where(prof.top_line("logging")),
+    )

@@ -1,0 +1,73 @@
+"""Loop overhead: host work in the training loop outside forward, backward and the optimizer.
+
+Per-step metrics, gradient statistics per parameter, Python bookkeeping: on every step, in the
+main thread. Time in stalls, saves and evaluations is not counted here (their own rules claim
+it). On a GPU that is busy almost all the time, host work overlaps the GPU and costs nothing,
+so the rule stays quiet there.
+
+Anti-pattern::
+
+    for p in model.parameters():
+        stats[p] = (p.grad.norm().item(), p.grad.abs().max().item())
+
+Best practice::
+
+    if step % 100 == 0:
+        norms = torch._foreach_norm([p.grad for p in model.parameters()])
+"""
+
+from __future__ import annotations
+
+from trainprof.analysis.attribution import where
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules._common import loop_time
+from trainprof.analysis.rules.registry import Threshold, rule
+
+SHARE = Threshold(
+    "share", 0.25, "share", "share of the loop (outside stalls, saves, evals) in other host work"
+)
+GPU_BUSY = Threshold("gpu_busy", 90.0, "%", "GPU utilization at which host work costs nothing")
+NAMES = {"fetch": "__getitem__", "data_wait": "data wait", "stall_compute": "stalls"}
+
+
+@rule(
+    id="loop-overhead",
+    title="Loop overhead",
+    family="host",
+    needs=("steps", "stacks"),
+    claims=("loop",),
+    thresholds=(SHARE, GPU_BUSY),
+)
+def check(m: Metrics) -> Finding | None:
+    prof, led = m.activity.loop_profile, m.ledger
+    if prof is None or led is None:
+        return None
+    if m.gpu_util_mean is not None and m.gpu_util_mean >= GPU_BUSY.value:
+        return None
+    loop = loop_time(m)
+    share = led.get("loop") / loop if loop > 0 else 0.0
+    if share < SHARE.value:
+        return None
+    parts = ", ".join(
+        f"{NAMES.get(b, b)} {s / loop:.0%}"
+        for b, s in sorted(led.seconds.items(), key=lambda kv: -kv[1])
+        if s / loop >= 0.01
+        and b not in ("save", "eval", "stall_compute", "stall_blocked", "compile")
+    )
+    return Finding(
+        id="loop-overhead",
+        severity="warning",
+        title=f"Host work outside forward/backward/optimizer takes {share:.0%} of the loop",
+        evidence=(
+            f"the training loop's time (outside stalls, saves and evaluations): {parts}",
+            "'other host work' is code in the loop itself: per-step metrics, gradient norms, "
+            "Python bookkeeping",
+        ),
+        fix=(
+            "do per-step extras every N steps (metrics, grad norms, histograms)",
+            "use the fused built-ins: torch.nn.utils.clip_grad_norm_ / torch._foreach_norm "
+            "instead of a Python loop over parameters",
+        ),
+        where=where(prof.top_line("other")),
+    )

@@ -1,0 +1,90 @@
+"""Memory growth: host memory of the job or a worker rises steadily during training.
+
+Seed 003: an unbounded dict cache in the Dataset, filled in ``__getitem__``, grew in each of
+the DataLoader workers until the machine ran out of memory. Growth is judged per process (main
+and each worker, on USS for workers) over the steady window, on a good linear fit.
+
+Anti-pattern::
+
+    class Frames(Dataset):
+        cache = {}
+        def __getitem__(self, i):
+            if i not in self.cache:
+                self.cache[i] = decode(self.paths[i])  # every worker keeps its own copy
+            return self.cache[i]
+
+Best practice::
+
+    @functools.lru_cache(maxsize=1024)
+    def decoded(path): return decode(path)
+"""
+
+from __future__ import annotations
+
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules.registry import Threshold, rule
+
+MB = 2**20
+MIN_BPS = Threshold("min_rate", 1 * MB, "bytes/s", "growth rate, in any run")
+SLOW_BPS = Threshold("slow_rate", 5 * MB / 60, "bytes/s", "growth rate in runs of 5 min or more")
+SLOW_MIN_S = Threshold("slow_min_duration", 300, "s", "the run length for the slow rate")
+MIN_TOTAL = Threshold("min_total", 50 * MB, "bytes", "total growth at least")
+MIN_R2 = Threshold("min_r2", 0.8, "count", "goodness of the linear fit (R²)")
+EXHAUST_ERROR_S = Threshold(
+    "exhaust_error", 3600, "s", "an error when available memory runs out within this time"
+)
+
+
+@rule(
+    id="memory-growth",
+    title="Memory growth",
+    family="memory",
+    needs=("steps", "samples"),
+    thresholds=(MIN_BPS, SLOW_BPS, SLOW_MIN_S, MIN_TOTAL, MIN_R2, EXHAUST_ERROR_S),
+)
+def check(m: Metrics) -> Finding | None:
+    growing = []
+    for g in m.activity.growths:
+        total = g.end_bytes - g.start_bytes
+        fast = g.bytes_per_s >= MIN_BPS.value
+        slow = g.bytes_per_s >= SLOW_BPS.value and g.seconds >= SLOW_MIN_S.value
+        if g.r2 >= MIN_R2.value and total >= MIN_TOTAL.value and (fast or slow):
+            growing.append(g)
+    if not growing:
+        return None
+    growing.sort(key=lambda g: -g.bytes_per_s)
+    rate = sum(g.bytes_per_s for g in growing)
+    evidence = [
+        f"{g.role} process {g.pid}: {g.metric.upper()} {g.start_bytes / MB:.0f} → "
+        f"{g.end_bytes / MB:.0f} MB over {g.seconds:.0f} s ({g.bytes_per_s * 60 / MB:.0f} MB/min, "
+        f"steady: R²={g.r2:.2f})"
+        for g in growing[:6]
+    ]
+    avail = m.activity.mem_available_min
+    exhaust_s = avail / rate if avail is not None and rate > 0 else None
+    if avail is not None and rate > 0:
+        evidence.append(
+            f"at {rate * 60 / MB:.0f} MB/min the {avail / MB:.0f} MB still available "
+            f"run out in about {avail / rate / 60:.0f} min"
+        )
+    fix = [
+        "bound in-memory caches: functools.lru_cache(maxsize=...) or an LRU dict with a size limit",
+        "do not append tensors that still hold the graph (store loss.item(), not loss)",
+    ]
+    if any(g.role == "worker" for g in growing):
+        fix.insert(
+            0,
+            "each DataLoader worker keeps its own copy of a cache filled in __getitem__: cache "
+            "before training in the main process, in numpy arrays (not Python lists/dicts, whose "
+            "refcounts copy pages on fork), or use a shared memory store",
+        )
+    return Finding(
+        id="memory-growth",
+        severity="error"
+        if exhaust_s is not None and exhaust_s < EXHAUST_ERROR_S.value
+        else "warning",
+        title=f"Host memory grows steadily ({rate * 60 / MB:.0f} MB/min)",
+        evidence=tuple(evidence),
+        fix=tuple(fix),
+    )

@@ -1,0 +1,209 @@
+"""The rule registry: a rule is one module that declares its id, severity, the signals it
+needs, its thresholds, the ledger buckets it claims, and its check. Declarations are validated
+at import, so a typo in a signal or a bucket fails loudly instead of silently skipping a rule.
+
+``trainprof rules`` and the README's rules table are generated from this registry; a rule
+module's docstring holds its **Anti-pattern** and **Best practice** blocks.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from trainprof.analysis import ledger
+from trainprof.analysis.findings import Finding, Severity
+from trainprof.analysis.metrics import Metrics
+
+Family = Literal["input", "stalls", "host", "memory", "gpu", "distributed", "crash", "hang"]
+
+
+def _steps(m: Metrics) -> str | None:
+    if m.steady is not None:
+        return None
+    if m.total_steps - m.warmup_steps >= 5:
+        return f"the steady state is too short to judge (under 1 s of {m.unit}s)"
+    return f"too few {m.unit}s to judge a steady state ({m.total_steps} seen)"
+
+
+def _loader(m: Metrics) -> str | None:
+    return None if m.loaders else "no torch DataLoader was iterated"
+
+
+def _stacks(m: Metrics) -> str | None:
+    if m.activity.profile is not None:
+        return None
+    return f"no stack samples: {m.activity.stacks_error or 'py-spy did not run'}"
+
+
+def _samples(m: Metrics) -> str | None:
+    if m.peak_rss_bytes is None and m.activity.swap_total is None:
+        return "no host samples"
+    return None
+
+
+def _cuda(m: Metrics) -> str | None:
+    p = m.activity.precision
+    if p is not None and p.get("device") == "cuda":
+        return None
+    return "the model does not train on a CUDA device"
+
+
+def _ranks(m: Metrics) -> str | None:
+    return None if len(m.activity.ranks) >= 2 else "not a multi-rank (torchrun) job"
+
+
+def _gpu(m: Metrics) -> str | None:
+    if m.gpu_util_mean is not None:
+        return None
+    return f"GPU not measured: {m.gpu_unavailable or 'no GPU samples'}"
+
+
+def _stderr(_m: Metrics) -> str | None:
+    return None  # the job's output is always kept
+
+
+# Signal → why it is missing in this run (None: present).
+SIGNALS: dict[str, Callable[[Metrics], str | None]] = {
+    "steps": _steps,
+    "loader": _loader,
+    "stacks": _stacks,
+    "samples": _samples,
+    "cuda": _cuda,
+    "ranks": _ranks,
+    "gpu": _gpu,
+    "stderr": _stderr,
+}
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A named number a rule compares against, with what it means (shown in the rules table)."""
+
+    name: str
+    value: float
+    unit: str  # "share" (0..1, shown as %), "s", "bytes/s", "count", "ratio", "%"
+    doc: str
+
+    def __str__(self) -> str:
+        v = self.value
+        if self.unit == "share":
+            return f"{v:.0%}"
+        if self.unit == "bytes/s":
+            return f"{v * 60 / 2**20:.0f} MB/min" if v < 2**20 else f"{v / 2**20:.0f} MB/s"
+        if self.unit == "bytes":
+            return f"{v / 2**20:.0f} MB"
+        if self.unit == "s":
+            return f"{v * 1e3:.0f} ms" if v < 1 else f"{v:g} s"
+        if self.unit == "%":
+            return f"{v:g}%"
+        if self.unit == "ratio":
+            return f"{v:g}×"
+        return f"{v:g}"
+
+
+Check = Callable[[Metrics], Finding | None]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    family: Family
+    severity: Severity  # the usual severity; a check may raise it (memory that runs out)
+    needs: tuple[str, ...]
+    claims: tuple[str, ...]  # ledger buckets its findings may claim
+    thresholds: tuple[Threshold, ...]
+    check: Check | None  # None: found by another mechanism (crash signatures, the hang watch)
+    doc: str  # the rule module's docstring
+
+    @property
+    def summary(self) -> str:
+        return self.doc.strip().splitlines()[0] if self.doc.strip() else self.title
+
+    def block(self, heading: str) -> str:
+        """The code block under a docstring heading (``Anti-pattern``, ``Best practice``)."""
+        lines = self.doc.splitlines()
+        for i, line in enumerate(lines):
+            if line.strip().rstrip(":") == heading:
+                body = []
+                for nxt in lines[i + 1 :]:
+                    if nxt.strip() and not nxt.startswith("    "):
+                        break
+                    body.append(nxt[4:] if nxt.startswith("    ") else "")
+                return "\n".join(body).strip("\n")
+        return ""
+
+
+REGISTRY: dict[str, Rule] = {}
+
+
+class RuleError(Exception):
+    """A rule declaration that cannot be right (raised at import)."""
+
+
+def rule(
+    *,
+    id: str,
+    title: str,
+    family: Family,
+    severity: Severity = "warning",
+    needs: tuple[str, ...] = (),
+    claims: tuple[str, ...] = (),
+    thresholds: tuple[Threshold, ...] = (),
+) -> Callable[[Check], Check]:
+    """Register the decorated check as rule ``id`` (its module's docstring is its reference)."""
+
+    def register(check: Check) -> Check:
+        define(
+            id=id,
+            title=title,
+            family=family,
+            severity=severity,
+            needs=needs,
+            claims=claims,
+            thresholds=thresholds,
+            check=check,
+            doc=sys.modules[check.__module__].__doc__ or "",
+        )
+        return check
+
+    return register
+
+
+def define(
+    *,
+    id: str,
+    title: str,
+    family: Family,
+    severity: Severity,
+    needs: tuple[str, ...],
+    claims: tuple[str, ...],
+    thresholds: tuple[Threshold, ...],
+    check: Check | None,
+    doc: str,
+) -> Rule:
+    unknown = [n for n in needs if n not in SIGNALS]
+    if unknown:
+        raise RuleError(f"rule {id}: unknown signal(s) {unknown}; known: {sorted(SIGNALS)}")
+    bad = [c for c in claims if c not in ledger.BUCKETS]
+    if bad:
+        raise RuleError(f"rule {id}: unknown ledger bucket(s) {bad}; known: {ledger.BUCKETS}")
+    if id in REGISTRY:
+        raise RuleError(f"rule {id} is defined twice")
+    for heading in ("Anti-pattern", "Best practice"):
+        if heading not in doc:
+            raise RuleError(f"rule {id}: its docstring needs an '{heading}:' block")
+    r = Rule(id, title, family, severity, needs, claims, thresholds, check, doc)
+    REGISTRY[id] = r
+    return r
+
+
+def missing_signal(r: Rule, m: Metrics) -> str | None:
+    for need in r.needs:
+        reason = SIGNALS[need](m)
+        if reason is not None:
+            return reason
+    return None

@@ -1,0 +1,71 @@
+"""Sampler overhead: the sampler's ``__iter__`` does real work in the main process.
+
+The sampler runs in the main process even with ``num_workers > 0``, so workers cannot hide its
+cost (seed 004: a P×K sampler decoded samples to learn their modality, every batch).
+
+Anti-pattern::
+
+    class PKSampler(Sampler):
+        def __iter__(self):
+            for _ in range(len(self)):
+                yield [i for i in candidates if modality(load(i)) == m][:k]
+
+Best practice::
+
+    class PKSampler(Sampler):
+        def __init__(self, dataset):
+            self.by_modality = precompute_modalities(dataset)  # once
+        def __iter__(self):
+            ...  # index arithmetic only
+"""
+
+from __future__ import annotations
+
+from trainprof.analysis.attribution import dominant_user_frame, where
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules._common import ms, primary_loader
+from trainprof.analysis.rules.registry import Threshold, rule
+
+SHARE = Threshold("share", 0.10, "share", "share of steady time inside the main-process sampler")
+
+
+@rule(
+    id="sampler-overhead",
+    title="Sampler overhead",
+    family="input",
+    needs=("steps", "loader"),
+    claims=("sampler",),
+    thresholds=(SHARE,),
+)
+def check(m: Metrics) -> Finding | None:
+    s, led = m.steady, m.ledger
+    assert s is not None and led is not None
+    share = led.share("sampler")
+    if share < SHARE.value:
+        return None
+    loader = primary_loader(m)
+    cfg = loader.config if loader else {}
+    cls = cfg.get("batch_sampler") if cfg.get("batch_size") is None else cfg.get("sampler")
+    cls = cls or cfg.get("batch_sampler") or cfg.get("sampler")
+    per_batch = led.get("sampler") / max(1.0, s.count * s.fetches_per_step)
+    frame = None
+    if m.activity.window is not None:
+        frame = dominant_user_frame(m.activity.spans, [m.activity.window], through="_next_index")
+    return Finding(
+        id="sampler-overhead",
+        severity="warning",
+        title=f"The sampler takes {share:.0%} of step time in the main process",
+        evidence=(
+            f"{ms(per_batch)} per batch inside {cls}.__iter__ (DataLoader._next_index), "
+            f"{share:.0%} of steady step time",
+            "the sampler runs in the main process even with num_workers > 0, "
+            "so workers cannot hide its cost",
+        ),
+        fix=(
+            "precompute per-sample metadata (lengths, modality, labels) once in the sampler's "
+            "__init__ and cache it; index arrays instead of re-reading samples every batch",
+            "keep __iter__ to cheap index arithmetic (torch.randperm, list slicing)",
+        ),
+        where=where(frame),
+    )

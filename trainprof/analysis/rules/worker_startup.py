@@ -1,0 +1,74 @@
+"""Worker start-up: every epoch waits for freshly started DataLoader workers.
+
+With ``persistent_workers=False`` the workers are re-created, and the dataset re-sent to them,
+at the start of every epoch; short epochs pay it again and again.
+
+Anti-pattern::
+
+    loader = DataLoader(dataset, num_workers=4)  # workers restart each epoch
+    for epoch in range(100):
+        for batch in loader: ...
+
+Best practice::
+
+    loader = DataLoader(dataset, num_workers=4, persistent_workers=True)
+"""
+
+from __future__ import annotations
+
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules._common import ms, primary_loader
+from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.analysis.stats import median
+
+FACTOR = Threshold("factor", 5.0, "ratio", "an epoch's first batch waits this many steady batches")
+MIN_WAIT = Threshold("min_wait", 0.05, "s", "and at least this long")
+SHARE = Threshold("share", 0.05, "share", "all epochs' first waits, as a share of the run")
+
+
+@rule(
+    id="worker-startup",
+    title="Worker start-up",
+    family="input",
+    needs=("steps", "loader"),
+    claims=("worker_start",),
+    thresholds=(FACTOR, MIN_WAIT, SHARE),
+)
+def check(m: Metrics) -> Finding | None:
+    s = m.steady
+    loader = primary_loader(m)
+    assert s is not None
+    if loader is None or not (loader.config.get("num_workers") or 0):
+        return None
+    firsts = loader.first_batch_waits_s
+    if len(firsts) < 2 or loader.config.get("persistent_workers"):
+        return None
+    wait_frac = m.activity.train_wait_frac
+    if wait_frac is None:
+        wait_frac = s.data_wait_frac or 0.0
+    per_batch = wait_frac * s.duration_s / s.count / max(s.fetches_per_step, 1)
+    typical = median(firsts)
+    span = m.activity.run_span_s
+    cost = sum(firsts)
+    if typical < max(MIN_WAIT.value, FACTOR.value * per_batch):
+        return None
+    if not span or cost / span < SHARE.value:
+        return None
+    workers = loader.config.get("num_workers")
+    return Finding(
+        id="worker-startup",
+        severity="warning",
+        title=f"Every epoch waits {ms(typical)} for its first batch while {workers} workers restart",
+        evidence=(
+            f"{len(firsts)} epochs; first-batch wait per epoch: median {ms(typical)}, "
+            f"max {ms(max(firsts))} (a steady batch waits {ms(per_batch)})",
+            f"persistent_workers=False: workers are re-created and the dataset re-sent to them "
+            f"every epoch, {cost:.2f} s in all ({cost / span:.0%} of the run)",
+        ),
+        fix=(
+            "DataLoader(..., persistent_workers=True) keeps workers alive across epochs",
+            "make the dataset cheap to pickle (open files and load indexes lazily in "
+            "__getitem__ or worker_init_fn, not in __init__)",
+        ),
+    )
