@@ -148,21 +148,33 @@ class _StackStarter:
 
 
 class HangWatch:
-    """Notices when the job stops making progress, and keeps the stacks that show where."""
+    """Notices when the job stops making progress, and keeps the stacks that show where.
+
+    Armed only once the job has made an optimizer step (or, with no optimizer, a few batches):
+    before it, compiling, a first CUDA context, cudnn autotuning or a first-epoch cache fill
+    are progress, and only --timeout bounds them. A silence whose stacks show torch.compile
+    compiling (a recompile) is progress too: the watch looks again one silence later."""
 
     MIN_SILENCE_S = 10.0
     STEP_MULTIPLE = 20.0
+    ARM_AFTER_BATCHES = 3  # a job that never steps an optimizer: its first batches warm up
 
     def __init__(self, opts: RunOptions, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.after = opts.hang_after_s
         self.action = opts.on_hang or ("kill" if opts.timeout_s else "report")
         self.hang: dict[str, Any] | None = None
+        self.compiling_until: float | None = None
+        self.compiling_seen = 0
 
     def check(self, job: Job, live: LiveView, now: float) -> bool:
         """True when a hang was just detected and the job should be stopped."""
         stats = live.stats
         if self.hang is not None or stats.last_progress is None:
+            return False
+        if stats.steps == 0 and stats.batches < self.ARM_AFTER_BATCHES:
+            return False
+        if self.compiling_until is not None and now < self.compiling_until:
             return False
         limit = self.after
         if limit is None:
@@ -173,9 +185,16 @@ class HangWatch:
         silent = now - stats.last_progress
         if silent <= limit:
             return False
-        self.record(job, silent, stats.steps or stats.batches)
+        progress = stats.steps or stats.batches
+        info = dump_stacks(job.pid, self.run_dir)
+        if info.get("compiling"):
+            self.compiling_until = now + limit
+            self.compiling_seen += 1
+            return False
+        info.update(silent_s=round(silent, 2), steps_before=progress, unit=_unit(stats))
+        self.hang = info
         print(
-            f"\ntrainprof: no progress for {silent:.0f} s after {stats.steps or stats.batches} steps; "
+            f"\ntrainprof: no progress for {silent:.0f} s after {progress} {_unit(stats)}s; "
             f"stacks saved to {self.run_dir / HANG_STACKS}"
             + ("; stopping the job (--on-hang kill)" if self.action == "kill" else ""),
             file=sys.stderr,
@@ -184,8 +203,12 @@ class HangWatch:
 
     def record(self, job: Job, silent: float, steps_before: int) -> None:
         info = dump_stacks(job.pid, self.run_dir)
-        info.update(silent_s=round(silent, 2), steps_before=steps_before)
+        info.update(silent_s=round(silent, 2), steps_before=steps_before, unit="step")
         self.hang = info
+
+
+def _unit(stats: Any) -> str:
+    return "optimizer step" if stats.steps else "batch"
 
 
 def _supervise(

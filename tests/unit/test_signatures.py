@@ -847,10 +847,11 @@ def test_table_rows_are_unique_known_ids() -> None:
 
 
 def test_the_text_matching_modules_are_pure() -> None:
-    """What reads the text (and usercode.py) is standard library only; context.py and verdict.py,
+    """What reads the text (and usercode.py) is standard library only; context.py, verdict.py and
+    hang.py (the hang verdict, from the recorded stacks),
     which read a recorded Session, are the only modules of the package that import more."""
     package = Path(crash.__file__).parent
-    reads_a_session = {package / "context.py", package / "verdict.py"}
+    reads_a_session = {package / "context.py", package / "verdict.py", package / "hang.py"}
     modules = sorted(set(package.rglob("*.py")) - reads_a_session) + [
         package.parent / "usercode.py"
     ]

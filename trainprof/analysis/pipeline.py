@@ -69,8 +69,8 @@ def claim(ledger: Ledger, findings: list[Finding]) -> list[Finding]:
             continue
         seconds = got.get(f.id, {})
         impact = sum(seconds.values()) / ledger.window_s if ledger.window_s > 0 else 0.0
-        asked = sum(ledger.seconds.get(b, 0.0) * x for b, x in wants[f.id]) / ledger.window_s
-        if asked >= EXPLAINED and impact < EXPLAINED:
+        share_asked = sum(ledger.seconds.get(b, 0.0) * x for b, x in wants[f.id]) / ledger.window_s
+        if share_asked >= EXPLAINED and impact < EXPLAINED:
             continue  # bigger claims took all its seconds: they explain it
         out.append(replace(f, impact=impact, claimed=tuple(sorted(seconds.items()))))
     return out

@@ -9,7 +9,9 @@ from typing import Any
 
 import psutil
 
+from trainprof.analysis.attribution import is_compiling
 from trainprof.samplers.stacks import py_spy_path
+from trainprof.store.dumps import parse
 
 HANG_STACKS = "hang-stacks.txt"
 
@@ -31,20 +33,25 @@ def dump_stacks(root_pid: int, run_dir: Path) -> dict[str, Any]:
         out.append(f"=== pid {proc.pid} ({_name(proc)}) ===\n{text}\n")
         if main_stack is None and "Thread" in text:
             main_stack = _innermost(text)
+    text = "".join(out)
     path = run_dir / HANG_STACKS
-    path.write_text("".join(out), encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
+    dumps = parse(text)
+    main = next((d.main for d in dumps if d.main is not None), None)
     return {
         "stacks_file": HANG_STACKS,
         "processes": len(procs),
         "workers": max(0, python_procs - 1),
         "main_stack": main_stack,
+        # torch.compile compiling for longer than the silence limit: progress, not a hang.
+        "compiling": bool(main and is_compiling(tuple(reversed(main.frames)))),
     }
 
 
 def _dump(exe: str, pid: int) -> str:
     try:
         r = subprocess.run(
-            [exe, "dump", "--pid", str(pid), "--nonblocking"],
+            [exe, "dump", "--pid", str(pid), "--nonblocking", "--full-filenames"],
             capture_output=True,
             text=True,
             timeout=10,

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainprof.store.dumps import ProcessDump
+from trainprof.store.dumps import parse as parse_dumps
 from trainprof.store.events import ProcessLog, load_processes
 from trainprof.store.rundir import META, SAMPLES, STDERR_LOG, STDOUT_LOG, read_json
 from trainprof.store.stacks import StackSpan, load_spans
@@ -123,6 +125,7 @@ class Session:
     stderr_tail: str = ""
     spans: list[StackSpan] = field(default_factory=list)
     source: dict[tuple[str, int], str] = field(default_factory=dict)  # user lines in the spans
+    hang_dumps: list[ProcessDump] = field(default_factory=list)  # stacks when the job hung
 
     @property
     def primary(self) -> ProcessLog | None:
@@ -159,9 +162,12 @@ class Session:
         spans: list[StackSpan] = []
         for chunk in stacks.get("chunks") or []:
             spans.extend(load_spans(run_dir / chunk["file"], float(chunk["started_at"])))
+        hang_file = (meta.get("hang") or {}).get("stacks_file")
+        dumps = parse_dumps(_tail(run_dir / hang_file)) if hang_file else []
         return cls(
             run_dir=str(run_dir),
             meta=meta,
+            hang_dumps=dumps,
             spans=spans,
             source=_source_lines(spans),
             processes=load_processes(str(run_dir)),

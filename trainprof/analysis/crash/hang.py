@@ -1,0 +1,185 @@
+"""The hang verdict: which story the stacks of a silent job tell. Pure.
+
+From the py-spy dumps the runner kept when the job stopped making progress (the main process
+and every DataLoader worker): the workers alive but blocked in user code (a shard that never
+comes, a lock), a worker that died or cannot send (the main thread waits in the loader's queue
+with fewer live workers than it started), the main process itself blocked or busy in user code,
+or torch.compile still compiling when ``--timeout`` ran out. Every blocked process is quoted at
+its deepest user frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainprof.analysis.attribution import is_compiling, is_user_file, short_name
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.store.dumps import ProcessDump
+from trainprof.store.stacks import Frame
+
+_LOADER_WAIT = ("torch/utils/data/", "multiprocessing/", "/queue.py")
+
+
+@dataclass(frozen=True)
+class Blocked:
+    role: str  # "main" | "worker N"
+    pid: int
+    idle: bool
+    user: Frame | None  # deepest user frame
+    innermost: Frame | None
+
+    def quote(self) -> str:
+        state = "blocked" if self.idle else "running"
+        inner = f" in {short_name(self.innermost[0])}()" if self.innermost else ""
+        if self.user is None:
+            return f"{self.role} (pid {self.pid}) {state}{inner}, in no user code"
+        at = f"{self.user[1]}:{self.user[2]} ({short_name(self.user[0])})"
+        return f"{self.role} (pid {self.pid}) {state}{inner}, called from {at}"
+
+
+def _blocked(role: str, d: ProcessDump) -> Blocked | None:
+    t = d.main
+    if t is None or not t.frames:
+        return None
+    user = next((f for f in t.frames if is_user_file(f[1])), None)
+    return Blocked(role, d.pid, t.idle, user, t.frames[0])
+
+
+def _where(f: Frame | None) -> str | None:
+    return f"{f[1]}:{f[2]} ({f[0]})" if f else None
+
+
+def hang_finding(
+    hang: dict[str, Any], dumps: list[ProcessDump], roles: dict[int, str], metrics: Metrics
+) -> Finding:
+    """The hang, told from the stacks; ``roles`` maps pids to main/worker/rank."""
+    evidence = hang_evidence(hang, metrics)
+    workers_cfg = metrics.loaders[0].config.get("num_workers") if metrics.loaders else None
+    main_dump = next((d for d in dumps if roles.get(d.pid, "main") != "worker"), None)
+    main = _blocked("main process", main_dump) if main_dump else None
+    workers = [
+        b
+        for i, d in enumerate(x for x in dumps if roles.get(x.pid) == "worker")
+        if (b := _blocked(f"worker {i}", d)) is not None
+    ]
+    for b in ([main] if main else []) + workers:
+        evidence.append(b.quote())
+    if hang.get("stacks_file"):
+        evidence.append(f"full stacks: {hang['stacks_file']} in the run directory")
+    waits_on_loader = bool(
+        main
+        and main.innermost
+        and any(m in main.innermost[1] for m in _LOADER_WAIT)
+        and (main.user is None or _loader_line(main_dump))
+    )
+    silent = float(hang.get("silent_s") or 0)
+    head = hang_title(hang)
+    if main_dump and main_dump.main and is_compiling(tuple(reversed(main_dump.main.frames))):
+        return Finding(
+            id="hang",
+            severity="error",
+            title=f"No first step within {silent:.0f} s: torch.compile was still compiling",
+            evidence=tuple(evidence),
+            fix=(
+                "compiling is progress, not a hang: give the run a longer --timeout",
+                "cache compiled code across runs (TORCHINDUCTOR_CACHE_DIR on persistent disk), "
+                "or compile less (torch.compile(model, dynamic=False), fewer graph breaks)",
+            ),
+            where=_where(main.user) if main else None,
+        )
+    stuck_workers = [w for w in workers if w.user is not None]
+    if waits_on_loader and stuck_workers:
+        first = stuck_workers[0]
+        n = len(stuck_workers)
+        fn = short_name(first.user[0]) if first.user else "?"
+        return Finding(
+            id="hang",
+            severity="error",
+            title=f"{head}: {n} DataLoader worker{'s' if n > 1 else ''} alive but blocked in "
+            f"user code ({fn})",
+            evidence=tuple(evidence),
+            fix=(
+                f"the workers wait inside your code at {_where(first.user)}: whatever it waits "
+                "for (a download, a lock, a queue, another process) never came",
+                "give that wait a timeout and raise when it expires, so the error reaches the "
+                "training loop instead of a silent hang",
+                "DataLoader(..., timeout=120) makes the main process raise when a batch takes "
+                "longer than that",
+            ),
+            where=_where(first.user),
+        )
+    if waits_on_loader:
+        alive = len(workers)
+        lost = (
+            f" ({alive} of {workers_cfg} workers alive)"
+            if isinstance(workers_cfg, int) and alive < workers_cfg
+            else ""
+        )
+        return Finding(
+            id="hang",
+            severity="error",
+            title=f"{head}: the main process waits for a batch no worker delivers{lost}",
+            evidence=tuple(evidence),
+            fix=(
+                "a worker died or cannot send: read the worker errors above; check ulimit -n "
+                "and /dev/shm (trainprof doctor)",
+                "run with DataLoader(num_workers=0) once to see the error in the main process",
+                "DataLoader(..., timeout=120) turns the silent wait into an error",
+            ),
+            where=_where(main.user) if main else None,
+        )
+    if main is not None and main.user is not None:
+        state = "blocked" if main.idle else "busy"
+        return Finding(
+            id="hang",
+            severity="error",
+            title=f"{head}: the main process is {state} in {short_name(main.user[0])}()",
+            evidence=tuple(evidence),
+            fix=(
+                f"the main thread is at {_where(main.user)}"
+                + (f", waiting in {short_name(main.innermost[0])}()" if main.innermost else ""),
+                "a wait there (lock, socket, queue, collective) needs a timeout; a busy loop "
+                "there never ends",
+            ),
+            where=_where(main.user),
+        )
+    return Finding(
+        id="hang",
+        severity="error",
+        title=head,
+        evidence=tuple(evidence),
+        fix=(
+            "read the stacks in the run directory: the main thread's innermost frame is "
+            "where it waits",
+            "run with DataLoader(num_workers=0) once to see an error in the main process",
+        ),
+    )
+
+
+def _loader_line(dump: ProcessDump | None) -> bool:
+    """The main thread's stack passes through the DataLoader (it waits for a batch)."""
+    t = dump.main if dump else None
+    return bool(t and any("torch/utils/data/" in f[1] for f in t.frames))
+
+
+def hang_title(hang: dict[str, Any]) -> str:
+    silent = float(hang.get("silent_s") or 0)
+    if hang.get("steps_before"):
+        return f"The job hung: no progress for {silent:.0f} s"
+    return f"The job hung: no first step within {silent:.0f} s"
+
+
+def hang_evidence(hang: dict[str, Any], metrics: Metrics) -> list[str]:
+    lines = []
+    steps = hang.get("steps_before") or 0
+    unit = hang.get("unit") or "step"
+    silent = float(hang.get("silent_s") or 0)
+    if steps:
+        p50 = metrics.steady.p50_s if metrics.steady else None
+        typical = f" (steps took {p50 * 1e3:.0f} ms at the median)" if p50 else ""
+        lines.append(f"no progress for {silent:.1f} s after {steps} {unit}s{typical}")
+    else:
+        lines.append(f"no first optimizer step after {silent:.1f} s")
+    return lines
