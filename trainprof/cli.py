@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from trainprof.commands import demo, doctor, report, run
+from trainprof.commands import demo, doctor, report, rules, run
 from trainprof.errors import TrainprofError
 
 app = typer.Typer(
@@ -27,6 +27,10 @@ app.command("run", context_settings=PASSTHROUGH)(run.run)
 app.command("report")(report.report)
 app.command("demo")(demo.demo)
 app.command("doctor")(doctor.doctor)
+app.command(
+    "rules",
+    short_help="List the rules a report can fire, or show one in full.",
+)(rules.rules)
 
 
 def main() -> None:

@@ -9,8 +9,12 @@ from trainprof.analysis.attribution import CallSite, dominant_user_frame, functi
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import site
 from trainprof.analysis.rules.registry import Threshold
-from trainprof.analysis.stalls import Stall, period
+from trainprof.analysis.stalls import STALL_FACTOR, STALL_MIN_EXCESS_S, Stall, period
 
+SLOW = Threshold(
+    "stall_factor", STALL_FACTOR, "ratio", "a stalled step takes this many median steps"
+)
+EXCESS = Threshold("stall_excess", STALL_MIN_EXCESS_S, "s", "and at least this much longer")
 MIN_COUNT = Threshold("min_count", 3, "count", "stalled steps at least")
 SHARE = Threshold("share", 0.05, "share", "their time beyond a median step, of the steady run")
 # Without a period, stalls count only when one user function holds the main thread for most

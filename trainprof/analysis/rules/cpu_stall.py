@@ -25,7 +25,7 @@ from __future__ import annotations
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import ms
-from trainprof.analysis.rules._stalls import MIN_COUNT, SHARE, judge, where_lines
+from trainprof.analysis.rules._stalls import EXCESS, MIN_COUNT, SHARE, SLOW, judge, where_lines
 from trainprof.analysis.rules.registry import rule
 
 
@@ -35,7 +35,7 @@ from trainprof.analysis.rules.registry import rule
     family="stalls",
     needs=("steps",),
     claims=("stall_compute",),
-    thresholds=(MIN_COUNT, SHARE),
+    thresholds=(SLOW, EXCESS, MIN_COUNT, SHARE),
 )
 def check(m: Metrics) -> Finding | None:
     found = judge(m, "cpu", "stall_compute")

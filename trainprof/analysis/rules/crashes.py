@@ -74,8 +74,5 @@ for _id, (_title, _anti, _best) in _CRASHES.items():
         claims=(),
         thresholds=(),
         check=None,
-        doc=(
-            f"{_title}: matched on the job's output by the crash signature table.\n\n"
-            f"Anti-pattern::\n\n    {_anti}\n\nBest practice::\n\n    {_best}\n"
-        ),
+        doc=(f"{_title}.\n\nAnti-pattern::\n\n    {_anti}\n\nBest practice::\n\n    {_best}\n"),
     )

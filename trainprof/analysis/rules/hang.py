@@ -28,7 +28,7 @@ define(
     title="Hang",
     family="hang",
     severity="error",
-    needs=("stderr",),
+    needs=(),
     claims=(),
     thresholds=(SILENCE_S, STEP_MULTIPLE),
     check=None,

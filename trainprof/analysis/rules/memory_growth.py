@@ -30,7 +30,7 @@ MIN_BPS = Threshold("min_rate", 1 * MB, "bytes/s", "growth rate, in any run")
 SLOW_BPS = Threshold("slow_rate", 5 * MB / 60, "bytes/s", "growth rate in runs of 5 min or more")
 SLOW_MIN_S = Threshold("slow_min_duration", 300, "s", "the run length for the slow rate")
 MIN_TOTAL = Threshold("min_total", 50 * MB, "bytes", "total growth at least")
-MIN_R2 = Threshold("min_r2", 0.8, "count", "goodness of the linear fit (R²)")
+MIN_R2 = Threshold("min_r2", 0.8, "ratio", "goodness of the linear fit (R²)")
 EXHAUST_ERROR_S = Threshold(
     "exhaust_error", 3600, "s", "an error when available memory runs out within this time"
 )

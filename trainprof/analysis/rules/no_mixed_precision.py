@@ -20,7 +20,9 @@ from __future__ import annotations
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._gpu import AMPERE, TENSOR_CORES, capability
-from trainprof.analysis.rules.registry import rule
+from trainprof.analysis.rules.registry import Threshold, rule
+
+MIN_CAPABILITY = Threshold("min_capability", 7.0, "count", "GPU compute capability (Tensor Cores)")
 
 
 @rule(
@@ -28,6 +30,7 @@ from trainprof.analysis.rules.registry import rule
     title="No mixed precision",
     family="gpu",
     needs=("steps", "cuda"),
+    thresholds=(MIN_CAPABILITY,),
 )
 def check(m: Metrics) -> Finding | None:
     p = m.activity.precision or {}

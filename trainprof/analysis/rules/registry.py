@@ -84,7 +84,7 @@ class Threshold:
 
     name: str
     value: float
-    unit: str  # "share" (0..1, shown as %), "s", "bytes/s", "count", "ratio", "%"
+    unit: str  # "share" (0..1, shown as %), "%" (0..100), "s", "bytes", "bytes/s", "count", "ratio"
     doc: str
 
     def __str__(self) -> str:
@@ -121,7 +121,9 @@ class Rule:
 
     @property
     def summary(self) -> str:
-        return self.doc.strip().splitlines()[0] if self.doc.strip() else self.title
+        """The docstring's first paragraph, on one line."""
+        first = self.doc.strip().split("\n\n", 1)[0]
+        return " ".join(first.split()) or self.title
 
     def block(self, heading: str) -> str:
         """The code block under a docstring heading (``Anti-pattern``, ``Best practice``)."""
