@@ -68,7 +68,9 @@ def where(frame: Frame | None) -> str | None:
 
 
 def is_compiling(frames: tuple[Frame, ...]) -> bool:
-    return any(any(c in f[1] for c in _COMPILE_FILES) for f in frames)
+    """A compiler function runs (not an import of its module: the first optimizer step imports
+    torch._dynamo, which is start-up, not compiling)."""
+    return any(f[0] != "<module>" and any(c in f[1] for c in _COMPILE_FILES) for f in frames)
 
 
 def category(
