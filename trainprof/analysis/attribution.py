@@ -252,21 +252,23 @@ def window_profile(
     return Profile(seconds, lines)
 
 
-_DRIVES_TORCH = ("forward", "backward", "optimizer", "data")
+# What only the training loop (or its train-step helper) calls: the model's own forward is
+# an ancestor of forward passes, and evaluation calls it too.
+_DRIVES_TRAINING = ("backward", "optimizer")
 
 
 def loop_functions(
     spans: Iterable[StackSpan], source: dict[tuple[str, int], str]
 ) -> frozenset[tuple[str, str]]:
-    """(function, file) of every user frame that is an ancestor of torch work in these spans:
-    the training loop and the functions it calls to step the model."""
+    """(function, file) of every user frame that is an ancestor of a backward pass or an
+    optimizer step in these spans: the training loop and its train-step helpers."""
     out: set[tuple[str, str]] = set()
     seen: set[tuple[Frame, ...]] = set()
     for s in spans:
         if s.frames in seen:
             continue
         seen.add(s.frames)
-        if category(s.frames, source) in _DRIVES_TORCH:
+        if category(s.frames, source) in _DRIVES_TRAINING:
             out.update((f[0], f[1]) for f in s.frames if is_user_file(f[1]))
     return frozenset(out)
 
@@ -276,12 +278,30 @@ class CallSite:
     """Where the training loop calls the code that held the main thread, and its hot line."""
 
     call: Frame  # the loop's frame: its line is the call
-    callee: str  # the function called there, as written (``validate``, ``Trainer.on_step_end``)
+    callee: str | None  # the user function called there (``validate``); None: the line itself
     hot: Frame | None  # the innermost user line that took longest
 
     @property
     def where(self) -> str:
-        return f"{self.call[1]}:{self.call[2]} ({short_name(self.call[0])} → {self.callee}())"
+        at = f"{self.call[1]}:{self.call[2]}"
+        if self.callee is None:
+            return f"{at} ({short_name(self.call[0])})"
+        return f"{at} ({short_name(self.call[0])} → {short_name(self.callee)}())"
+
+    @property
+    def called(self) -> str:
+        """What the loop calls there, for a sentence: ``validate()`` or ``the code at line 88``."""
+        if self.callee is None:
+            return f"the code on line {self.call[2]}"
+        return f"{short_name(self.callee)}()"
+
+    @property
+    def sentence(self) -> str:
+        """Where the loop runs it, as evidence."""
+        at = f"{self.call[1]}:{self.call[2]}"
+        if self.callee is None:
+            return f"it runs in the training loop itself, at {at}"
+        return f"the loop calls {self.called} at {at}"
 
     @property
     def hot_where(self) -> str | None:
@@ -291,8 +311,10 @@ class CallSite:
 
     @property
     def work(self) -> str:
-        """The function that does the work: the hot line's enclosing named function."""
-        return enclosing(self.hot[0]) if self.hot is not None else self.callee
+        """The function that does the work, for a fix: the hot line's enclosing function."""
+        if self.hot is not None:
+            return f"{enclosing(self.hot[0])}()"
+        return self.called
 
 
 def enclosing(qualname: str) -> str:
@@ -319,12 +341,16 @@ def call_site(
             f = s.frames[i]
             if (f[0], f[1]) in loop_funcs:
                 # A comprehension or lambda in the loop is the loop's own code: name what it calls.
-                named = [g[0] for g in s.frames[i + 1 :] if not short_name(g[0]).startswith("<")]
-                calls[(f, named[0] if named else "<inline>")] += weight
+                # A library call made on the loop's line (model(x), requests.post) is the loop's
+                # own work at that line.
+                named = [g for g in s.frames[i + 1 :] if not short_name(g[0]).startswith("<")]
+                inline = not named or not is_user_file(named[0][1])
+                calls[(f, "<inline>" if inline else named[0][0])] += weight
                 break
     if not calls:
         return None
     (frame, callee), _n = calls.most_common(1)[0]
-    if callee == "<inline>" or frame == (hot.most_common(1)[0][0] if hot else None):
-        return CallSite(frame, enclosing(frame[0]), frame)
-    return CallSite(frame, callee, hot.most_common(1)[0][0] if hot else None)
+    top = hot.most_common(1)[0][0] if hot else None
+    if callee == "<inline>":
+        return CallSite(frame, None, top if top != frame else None)
+    return CallSite(frame, callee, top)

@@ -226,7 +226,9 @@ def _loader_config(loader: Any) -> dict[str, Any]:
         "batch_sampler": _qualname(batch_sampler),
         "collate_fn": _qualname(collate),
         "dataset": _qualname(getattr(loader, "dataset", None)),
-        "getitem_at": _code_at(getattr(type(getattr(loader, "dataset", None)), "__getitem__", None)),
+        "getitem_at": _code_at(
+            getattr(type(getattr(loader, "dataset", None)), "__getitem__", None)
+        ),
         "collate_at": _code_at(collate),
         "len": length,
         "sharing_strategy": mp.get_sharing_strategy(),
@@ -235,7 +237,10 @@ def _loader_config(loader: Any) -> dict[str, Any]:
 
 
 def _code_at(fn: Any) -> list[Any] | None:
-    """[file, first line, qualname] of a Python function (None for builtins and torch's own)."""
+    """[file, first line, qualname] of a Python function or callable object (None for
+    builtins): where a dataset's __getitem__ or a collate_fn is defined."""
+    if callable(fn) and not hasattr(fn, "__code__") and not hasattr(fn, "__func__"):
+        fn = type(fn).__call__  # a collator object: its __call__
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     if code is None:
         return None

@@ -69,7 +69,7 @@ def _distinct_code(m: Metrics, stall_windows: list[tuple[float, float]]) -> bool
 def where_lines(m: Metrics, found: Stalls) -> list[str]:
     cs = found.site
     if cs is not None:
-        line = f"the loop calls {cs.callee.rsplit('.', 1)[-1]}() at {cs.call[1]}:{cs.call[2]}"
+        line = cs.sentence
         if cs.hot is not None and cs.hot_where != cs.where:
             line += f"; the hot line is {cs.hot_where}"
         return [line]

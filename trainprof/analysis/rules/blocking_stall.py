@@ -51,7 +51,7 @@ def check(m: Metrics) -> Finding | None:
     cpu = m.activity.main_cpu_in_stalls
     if cpu is not None:
         evidence.append(f"the main process used {cpu:.0f}% CPU meanwhile")
-    name = f"{cs.work}()" if cs else "the blocking call"
+    name = cs.work if cs else "the blocking call"
     return Finding(
         id="blocking-stall",
         severity="warning",

@@ -54,7 +54,7 @@ def check(m: Metrics) -> Finding | None:
     ]
     if m.activity.main_cpu_in_stalls is not None:
         evidence.append(f"the main process used {m.activity.main_cpu_in_stalls:.0f}% CPU meanwhile")
-    name = f"{cs.work}()" if cs else "the CPU-bound work"
+    name = cs.work if cs else "the CPU-bound work"
     return Finding(
         id="cpu-stall",
         severity="warning",

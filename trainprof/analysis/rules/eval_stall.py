@@ -61,9 +61,7 @@ def check(m: Metrics) -> Finding | None:
         f"{cost:.2f} s in all, {share:.0%} of the steady run",
     ]
     if cs is not None:
-        evidence.append(
-            f"the loop calls {cs.callee.rsplit('.', 1)[-1]}() at {cs.call[1]}:{cs.call[2]}"
-        )
+        evidence.append(cs.sentence)
     fix = [
         "evaluate less often, or on a fixed subset of the validation set",
         "use a larger eval batch size and torch.inference_mode() instead of torch.no_grad()",
