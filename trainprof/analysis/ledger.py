@@ -26,6 +26,8 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from trainprof.analysis.stats import tail
+
 DATA = ("sampler", "worker_start", "fetch", "collate", "pin", "data_wait")
 STALLS = ("save", "eval", "stall_compute", "stall_blocked", "compile")
 STEP = ("forward", "backward", "optimizer", "sync", "logging", "loop", "idle", "step")
@@ -136,11 +138,11 @@ def build(
 ) -> Ledger:
     n = len(cols.t)
     lo = cols.first
-    window = sum(cols.dur[lo:]) / 1e6
+    window = sum(tail(cols.dur, lo)) / 1e6
     save_at = _overlap_per_step(cols, saves)
     eval_at = _overlap_per_step(cols, evals)
-    wait_total = sum(cols.wait[lo:]) / 1e6
-    sampler_total = sum(cols.sampler[lo:]) / 1e6
+    wait_total = sum(tail(cols.wait, lo)) / 1e6
+    sampler_total = sum(tail(cols.sampler, lo)) / 1e6
     # The few steps that hold an eval or a save: their data wait is only what the eval's own
     # loader did not wait, and no more than the step's time outside the eval and the save.
     data = wait_total
@@ -162,7 +164,7 @@ def build(
     seconds["worker_start"] = start
     loading = data - sampler - start
     if main_fetch is not None and loading > 0:
-        batches = sum(cols.fetches[lo:])
+        batches = sum(tail(cols.fetches, lo))
         parts = {
             "fetch": main_fetch.getitem_s * batches,
             "collate": main_fetch.collate_s * batches,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from trainprof.analysis.attribution import window_profile
-from trainprof.analysis.stats import median
+from trainprof.analysis.stats import int_percentiles
 from trainprof.store.events import ProcessLog
 from trainprof.store.stacks import StackSpan
 
@@ -78,7 +78,7 @@ def find_stalls(
     ts, durs, waits = log.steps["t"], log.steps["dur"], log.steps["wait"]
     if len(ts) - warmup < 5:
         return []
-    med = median([d / 1e6 for d in durs[warmup:]])
+    med = int_percentiles(durs, (50,), start=warmup, scale=1e6)[0]
     out = []
     for i in range(warmup, len(ts)):
         d = durs[i] / 1e6

@@ -1,7 +1,9 @@
 """Reading event files: a whole file into columns (analysis), or new lines as they land (live).
 
-Steps are kept as integer columns (``array('q')``), not objects, so a million-step run loads
-in seconds and in tens of MB.
+Steps are kept as integer columns, not objects, so a million-step run loads in about a second
+and in tens of MB: times and durations as ``array('q')`` (a step can last hours), counts
+(batch size, fetches, samples) as ``array('i')``, 4 bytes a step, widened to ``'q'`` should a
+value not fit.
 """
 
 from __future__ import annotations
@@ -31,10 +33,25 @@ from trainprof.store.schema import (
 
 STEP_FIELDS = ("t", "dur", "wait", "sampler", "batch_size", "fetches", "samples")
 BATCH_FIELDS = ("t", "wait", "sampler", "batch_size")
+COUNT_FIELDS = frozenset({"batch_size", "fetches", "samples"})  # 4 bytes a step: array('i')
+_Q_MIN, _Q_MAX = -(1 << 63), (1 << 63) - 1
+READ_HINT = 1 << 18  # bytes of lines parsed at a time (a few MB of transient objects)
 
 
 def _columns(names: tuple[str, ...]) -> dict[str, array[int]]:
-    return {n: array("q") for n in names}
+    return {n: array("i" if n in COUNT_FIELDS else "q") for n in names}
+
+
+def _extend(cols: dict[str, array[int]], name: str, values: list[int]) -> None:
+    """Append values to a column, widening an ``'i'`` column to ``'q'`` if one does not fit
+    (``fromlist`` leaves the array as it was when a value fails)."""
+    try:
+        cols[name].fromlist(values)
+    except OverflowError:
+        if cols[name].typecode == "q":
+            raise
+        cols[name] = array("q", cols[name])
+        cols[name].fromlist(values)
 
 
 @dataclass
@@ -76,13 +93,9 @@ class ProcessLog:
         kind, _, rest = line.partition(" ")
         try:
             if kind == STEP:
-                vals = rest.split()
-                for name, v in zip(STEP_FIELDS, vals, strict=True):
-                    self.steps[name].append(int(v))
+                self._add_row(self.steps, STEP_FIELDS, rest)
             elif kind == BATCH:
-                vals = rest.split()
-                for name, v in zip(BATCH_FIELDS, vals, strict=True):
-                    self.batches[name].append(int(v))
+                self._add_row(self.batches, BATCH_FIELDS, rest)
             elif kind == LOADER:
                 key, _, cfg = rest.partition(" ")
                 self.loaders[int(key)] = json.loads(cfg)
@@ -108,6 +121,83 @@ class ProcessLog:
                 self.bad_lines += 1
         except (ValueError, json.JSONDecodeError):
             self.bad_lines += 1  # a torn last line of a killed process, say
+
+    def add_lines(self, lines: list[str]) -> None:
+        """Add complete lines (each ending in a newline), in order: the same as ``add_line``
+        on each, but steps and batches are parsed a block at a time. (Steps and batches only
+        fill their own columns, so reading them apart from the other records keeps order.)"""
+        steps = [ln for ln in lines if ln[:2] == "S "]
+        if steps:
+            self._add_rows(self.steps, STEP_FIELDS, steps)
+        if len(steps) == len(lines):
+            return
+        others = [ln for ln in lines if ln[:2] != "S "] if steps else lines
+        batches = [ln for ln in others if ln[:2] == "B "]
+        if batches:
+            self._add_rows(self.batches, BATCH_FIELDS, batches)
+        if len(batches) < len(others):
+            for ln in others:
+                if ln[:2] != "B ":
+                    self.add_line(ln[:-1])
+
+    def _add_row(self, cols: dict[str, array[int]], names: tuple[str, ...], rest: str) -> None:
+        """One record's fields, all or none: a missing or bad field leaves the columns alone
+        (ValueError). Fields past the last are not read, but the line counts as bad."""
+        fields = rest.split()
+        vals = [int(v) for v in fields[: len(names)]]
+        if len(vals) < len(names) or not all(_Q_MIN <= v <= _Q_MAX for v in vals):
+            raise ValueError(rest)
+        for name, v in zip(names, vals, strict=True):
+            _extend(cols, name, [v])
+        if len(fields) > len(names):
+            raise ValueError(rest)
+
+    def _add_rows(
+        self, cols: dict[str, array[int]], names: tuple[str, ...], lines: list[str]
+    ) -> None:
+        """Records of one kind (whole lines, "S 1 2 …\\n"): a block at C speed when every
+        line is plain, else line by line."""
+        width = len(names)
+        flat = _plain_block(lines, width)
+        if flat is not None:
+            n0 = len(cols[names[0]])
+            try:
+                for k, name in enumerate(names):
+                    _extend(cols, name, flat[k::width])
+                return
+            except OverflowError:  # beyond 64 bits: undo, and judge the lines one by one
+                for name in names:
+                    del cols[name][n0:]
+        for ln in lines:
+            try:
+                self._add_row(cols, names, ln[2:])
+            except ValueError:
+                self.bad_lines += 1
+
+
+_DIGITS = b"0123456789-"
+
+
+def _plain_block(lines: list[str], width: int) -> list[int] | None:
+    """The fields of lines of one kind, "K a b …\\n", in a flat list, when every line holds
+    exactly ``width`` decimal integers, one space apart (what the writer writes); else None.
+
+    Checked at C speed: without its digits and minus signs the block must read "K" and
+    ``width`` spaces and a newline per line, and its fields, commas between, must parse as a
+    JSON list (which takes -?(0|[1-9][0-9]*), integers that int() reads the same way)."""
+    text = "".join(lines)
+    try:
+        raw = text.encode("ascii")
+    except UnicodeEncodeError:
+        return None
+    kind = lines[0][:2]
+    if raw.translate(None, _DIGITS) != (kind[0] + " " * width + "\n").encode() * len(lines):
+        return None
+    try:
+        flat = json.loads("[" + text[2:-1].replace("\n" + kind, ",").replace(" ", ",") + "]")
+    except ValueError:  # a field like "-", "1-2" or "007": let int() judge each line
+        return None
+    return flat if len(flat) == width * len(lines) else None
 
 
 def event_files(run_dir: str) -> list[str]:
@@ -141,9 +231,10 @@ def load_process(path: str) -> ProcessLog | None:
         if header is None:
             return None
         log = ProcessLog(header)
-        for line in f:
-            if line.endswith("\n"):
-                log.add_line(line[:-1])
+        while lines := f.readlines(READ_HINT):
+            if not lines[-1].endswith("\n"):
+                lines.pop()  # the end of the file, torn
+            log.add_lines(lines)
     return log
 
 
