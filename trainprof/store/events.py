@@ -1,9 +1,9 @@
 """Reading event files: a whole file into columns (analysis), or new lines as they land (live).
 
 Steps are kept as integer columns, not objects, so a million-step run loads in about a second
-and in tens of MB: times and durations as ``array('q')`` (a step can last hours), counts
-(batch size, fetches, samples) as ``array('i')``, 4 bytes a step, widened to ``'q'`` should a
-value not fit.
+and in tens of MB: the time column as ``array('q')`` (µs since start: a day is beyond 32 bits), the
+others (durations, waits, batch size, fetches, samples) as ``array('i')``, 4 bytes a step,
+widened to ``'q'`` should a value not fit (a step of more than 35 minutes).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from trainprof.store.schema import (
 
 STEP_FIELDS = ("t", "dur", "wait", "sampler", "batch_size", "fetches", "samples")
 BATCH_FIELDS = ("t", "wait", "sampler", "batch_size")
-COUNT_FIELDS = frozenset({"batch_size", "fetches", "samples"})  # 4 bytes a step: array('i')
+WIDE_FIELDS = frozenset({"t"})  # 8 bytes a step: array('q'); the rest start at 4 bytes
 _Q_MIN, _Q_MAX = -(1 << 63), (1 << 63) - 1
 READ_HINT = 1 << 18  # bytes of lines parsed at a time (a few MB of transient objects)
 
 
 def _columns(names: tuple[str, ...]) -> dict[str, array[int]]:
-    return {n: array("i" if n in COUNT_FIELDS else "q") for n in names}
+    return {n: array("q" if n in WIDE_FIELDS else "i") for n in names}
 
 
 def _extend(cols: dict[str, array[int]], name: str, values: list[int]) -> None:
