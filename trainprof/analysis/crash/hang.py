@@ -19,8 +19,6 @@ from trainprof.analysis.metrics import Metrics
 from trainprof.store.dumps import ProcessDump
 from trainprof.store.stacks import Frame
 
-_LOADER_WAIT = ("torch/utils/data/", "multiprocessing/", "/queue.py")
-
 
 @dataclass(frozen=True)
 class Blocked:
@@ -29,10 +27,13 @@ class Blocked:
     idle: bool
     user: Frame | None  # deepest user frame
     innermost: Frame | None
+    in_loader: bool = False  # waiting in DataLoader.__next__ for a batch
 
     def quote(self) -> str:
         state = "blocked" if self.idle else "running"
         inner = f" in {short_name(self.innermost[0])}()" if self.innermost else ""
+        if self.in_loader and self.role == "main process":
+            state, inner = "waiting", " for a batch from the DataLoader"
         if self.user is None:
             return f"{self.role} (pid {self.pid}) {state}{inner}, in no user code"
         at = f"{self.user[1]}:{self.user[2]} ({short_name(self.user[0])})"
@@ -44,7 +45,7 @@ def _blocked(role: str, d: ProcessDump) -> Blocked | None:
     if t is None or not t.frames:
         return None
     user = next((f for f in t.frames if is_user_file(f[1])), None)
-    return Blocked(role, d.pid, t.idle, user, t.frames[0])
+    return Blocked(role, d.pid, t.idle, user, t.frames[0], _loader_line(d))
 
 
 def _where(f: Frame | None) -> str | None:
@@ -57,23 +58,18 @@ def hang_finding(
     """The hang, told from the stacks; ``roles`` maps pids to main/worker/rank."""
     evidence = hang_evidence(hang, metrics)
     workers_cfg = metrics.loaders[0].config.get("num_workers") if metrics.loaders else None
-    main_dump = next((d for d in dumps if roles.get(d.pid, "main") != "worker"), None)
+    python = [d for d in dumps if d.main is not None]
+    worker_dumps = [d for d in python if roles.get(d.pid) == "worker" or _is_worker(d)]
+    main_dump = next((d for d in python if d not in worker_dumps), None)
     main = _blocked("main process", main_dump) if main_dump else None
     workers = [
-        b
-        for i, d in enumerate(x for x in dumps if roles.get(x.pid) == "worker")
-        if (b := _blocked(f"worker {i}", d)) is not None
+        b for i, d in enumerate(worker_dumps) if (b := _blocked(f"worker {i}", d)) is not None
     ]
     for b in ([main] if main else []) + workers:
         evidence.append(b.quote())
     if hang.get("stacks_file"):
         evidence.append(f"full stacks: {hang['stacks_file']} in the run directory")
-    waits_on_loader = bool(
-        main
-        and main.innermost
-        and any(m in main.innermost[1] for m in _LOADER_WAIT)
-        and (main.user is None or _loader_line(main_dump))
-    )
+    waits_on_loader = _loader_line(main_dump)
     silent = float(hang.get("silent_s") or 0)
     head = hang_title(hang)
     if main_dump and main_dump.main and is_compiling(tuple(reversed(main_dump.main.frames))):
@@ -156,6 +152,13 @@ def hang_finding(
             "run with DataLoader(num_workers=0) once to see an error in the main process",
         ),
     )
+
+
+def _is_worker(dump: ProcessDump) -> bool:
+    """A DataLoader worker runs torch's worker loop on its main thread (a worker that never
+    wrote an event file has no role on record)."""
+    t = dump.main
+    return bool(t and any("torch/utils/data/_utils/worker.py" in f[1] for f in t.frames))
 
 
 def _loader_line(dump: ProcessDump | None) -> bool:

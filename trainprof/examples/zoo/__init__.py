@@ -121,6 +121,61 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "collate_tokenize",
+        "input-bound",
+        "slow",
+        "text classification: pure-Python NFKC + greedy WordPiece + padding in the collate_fn, "
+        "num_workers=0; __getitem__ only returns a dict",
+        60.0,
+    ),
+    ZooCase(
+        "viterbi_stall",
+        "cpu-stall",
+        "slow",
+        "a Trainer callback's on_step_end Viterbi-decodes held-out sentences in pure Python "
+        "every 25 steps",
+        60.0,
+    ),
+    ZooCase(
+        "genexpr_stall",
+        "cpu-stall",
+        "slow",
+        "IterableDataset stream; every 20 steps pseudo_label_search labels samples by nearest "
+        "prototype with sum(a*b for ...) over Python lists",
+        60.0,
+    ),
+    ZooCase(
+        "blocking_upload",
+        "blocking-stall",
+        "slow",
+        "every 10 steps train_one_epoch POSTs metrics synchronously to a server that takes "
+        "250 ms to answer",
+        60.0,
+    ),
+    ZooCase(
+        "eval_no_grad",
+        "eval-stall",
+        "slow",
+        "char-level GRU LM; a full validation loader under torch.no_grad() every 20 steps, "
+        "with no model.eval()/train()",
+        60.0,
+    ),
+    ZooCase(
+        "manual_slicing",
+        None,
+        "healthy",
+        "no DataLoader: randperm each epoch, then x[i : i + bs] slices; a tabular ResNet",
+        60.0,
+    ),
+    ZooCase(
+        "compile_cold",
+        None,
+        "healthy",
+        "torch.compile on a small MLP with a cold Inductor cache: seconds of compiling before "
+        "the first step are warm-up, not a hang",
+        120.0,
+    ),
+    ZooCase(
         "crash_ragged",
         "ragged-batch",
         "crash",
@@ -155,6 +210,14 @@ _CASES: tuple[ZooCase, ...] = (
         "hang",
         "soft RLIMIT_NOFILE=128, file_descriptor sharing, one tensor per object: the loader hangs",
         30.0,
+    ),
+    ZooCase(
+        "hang_worker_blocked",
+        "hang",
+        "hang",
+        "after 20 steps both DataLoader workers wait forever in __getitem__ for a shard whose "
+        "download failed (Event.wait)",
+        40.0,
     ),
     ZooCase(
         "gpu_fp32",
