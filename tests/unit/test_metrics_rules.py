@@ -135,3 +135,26 @@ def test_primary_process_is_the_one_with_steps() -> None:
     rank0 = process(80, pid=11)
     s = session(launcher, rank0)
     assert s.primary is rank0
+
+
+def test_a_steady_state_of_28_ms_is_not_judged() -> None:
+    """11 steps of 2.5 ms: too short to say anything about input or stalls."""
+    m, verdict = analyze(session(process(12, step_s=0.0025, wait_s=0.002)))
+    assert m.steady is None and verdict.findings == ()
+    assert any("too short" in s.reason for s in verdict.skipped)
+
+
+def test_workers_that_could_keep_up_but_share_the_cpus_are_not_contradicted() -> None:
+    """2 workers at 50 ms a batch could deliver 40/s; the loop asks for 6.7/s and still waits:
+    on 2 CPUs the main process takes the cores, and the evidence says so."""
+    main = process(100, step_s=0.15, wait_s=0.06)
+    workers = []
+    for i in range(2):
+        w = process(0, loader=None, role="worker", pid=2000 + i)
+        w.add_line("F 1 100 5000000 1000000 0")
+        workers.append(w)
+    m, verdict = analyze(session(main, *workers, usable_cpus=2))
+    f = next(f for f in verdict.findings if f.id == "input-bound")
+    text = " ".join(f.evidence + f.fix)
+    assert "could deliver 40.0 batches/s" in text and "share 2 usable CPUs" in text
+    assert "deliver at most" not in text

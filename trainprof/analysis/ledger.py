@@ -39,7 +39,7 @@ DESCRIPTION: dict[str, str] = {
     "fetch": "dataset __getitem__, in the main process",
     "collate": "collate_fn, in the main process",
     "pin": "pin_memory, in the main process",
-    "data_wait": "waiting on DataLoader workers / the loader's own code",
+    "data_wait": "DataLoader: waiting on workers, or its own code",
     "save": "torch.save",
     "eval": "evaluation between steps",
     "stall_compute": "stalls: CPU work in the loop",

@@ -155,13 +155,12 @@ def ledger_table(m: Metrics, verdict: Verdict) -> Table | None:
                 continue
             t.add_row(group if first else "", f"{share:.0%}", DESCRIPTION[b], owner.get(b, ""))
             first = False
-    note = "stack samples" if led.step_split == "stack samples" else "not split: no stack samples"
-    t.add_row(
-        "",
-        "",
-        Text(f"steady {_dur(led.window_s)}, host clock; step split by {note}", style="dim"),
-        "",
+    split = (
+        "the step split by stack samples"
+        if led.step_split == "stack samples"
+        else "the step not split (no stack samples)"
     )
+    t.add_row("", "", Text(f"{_dur(led.window_s)} steady, host clock; {split}", style="dim"), "")
     return t
 
 

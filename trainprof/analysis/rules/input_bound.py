@@ -104,10 +104,14 @@ def _costly_part(loader: LoaderView | None) -> tuple[str | None, str | None]:
     getitem = total - collate
     place = "in the main process" if main else "in each worker"
     name = (loader.config.get("collate_fn") or "collate_fn").rsplit(".", 1)[-1]
-    line = f"{place}, a batch takes {total:.1f} ms: __getitem__ {getitem:.1f} ms, {name} {collate:.1f} ms"
+    line = f"{place}, a batch takes {_ms(total)}: __getitem__ {_ms(getitem)}, {name} {_ms(collate)}"
     if main and loader.main_pin_ms:
-        line += f", pin_memory {loader.main_pin_ms:.1f} ms"
+        line += f", pin_memory {_ms(loader.main_pin_ms)}"
     return ("collate" if collate > getitem else "getitem"), line
+
+
+def _ms(value_ms: float) -> str:
+    return f"{value_ms:.2f} ms" if value_ms < 1 else f"{value_ms:.1f} ms"
 
 
 def _part_fix(part: str | None, loader: LoaderView | None) -> list[str]:

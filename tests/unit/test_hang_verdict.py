@@ -1,0 +1,89 @@
+"""The hang verdict tells the stories apart from the stacks the runner kept: workers alive but
+blocked in user code, a worker lost, the main process blocked in its own code, or compiling."""
+
+from __future__ import annotations
+
+from synth import process, session
+
+from trainprof.analysis.crash.hang import hang_finding
+from trainprof.analysis.metrics import compute
+from trainprof.store.dumps import parse
+
+PY = "/usr/lib/python3.11"
+TORCH = "/venv/site-packages/torch"
+TRAIN = "/home/user/proj/train.py"
+
+MAIN_IN_LOADER = f"""=== pid 100 (python) ===
+Process 100: python train.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 100 (idle): "MainThread"
+    _PollLikeSelector.select ({PY}/selectors.py:415)
+    Queue.get ({PY}/multiprocessing/queues.py:113)
+    _MultiProcessingDataLoaderIter._get_data ({TORCH}/utils/data/dataloader.py:1464)
+    _BaseDataLoaderIter.__next__ ({TORCH}/utils/data/dataloader.py:725)
+    main ({TRAIN}:113)
+    <module> ({TRAIN}:124)
+"""
+
+
+def worker(pid: int, user_line: bool) -> str:
+    frames = f"    Condition.wait ({PY}/threading.py:327)\n"
+    if user_line:
+        frames += f"    Shards.__getitem__ ({TRAIN}:86)\n"
+    frames += (
+        f"    _MapDatasetFetcher.fetch ({TORCH}/utils/data/_utils/fetch.py:54)\n"
+        f"    _worker_loop ({TORCH}/utils/data/_utils/worker.py:374)\n"
+        f"    main ({TRAIN}:113)\n"
+    )
+    return f'=== pid {pid} (pt_data_worker) ===\nThread {pid} (idle): "MainThread"\n{frames}'
+
+
+HANG = {"silent_s": 10.2, "steps_before": 20, "unit": "optimizer step", "stacks_file": "h.txt"}
+
+
+def verdict(text: str, hang: dict[str, object] = HANG) -> tuple[str, str | None, list[str]]:
+    m = compute(session(process(40)))
+    f = hang_finding(hang, parse(text), {}, m)
+    return f.title, f.where, list(f.evidence) + list(f.fix)
+
+
+def test_workers_alive_and_blocked_in_user_code_are_quoted() -> None:
+    title, where, text = verdict(MAIN_IN_LOADER + worker(101, True) + worker(102, True))
+    assert "2 DataLoader workers alive but blocked in user code (__getitem__)" in title
+    assert where == f"{TRAIN}:86 (Shards.__getitem__)"
+    assert sum(f"{TRAIN}:86" in line for line in text if line.startswith("worker")) == 2
+    assert not any("ulimit" in line for line in text)
+
+
+def test_a_lost_worker_is_told_apart_from_blocked_ones() -> None:
+    title, _where, text = verdict(
+        MAIN_IN_LOADER + "=== pid 101 (python) ===\nError: No such process\n"
+    )
+    assert "waits for a batch no worker delivers (0 of 2 workers alive)" in title
+    assert any("ulimit -n" in line for line in text)
+
+
+def test_the_main_process_blocked_in_its_own_code() -> None:
+    dump = f"""=== pid 100 (python) ===
+Thread 100 (idle): "MainThread"
+    socket.recv_into ({PY}/socket.py:706)
+    upload ({TRAIN}:40)
+    main ({TRAIN}:90)
+"""
+    title, where, _text = verdict(dump)
+    assert title.endswith("the main process is blocked in upload()")
+    assert where == f"{TRAIN}:40 (upload)"
+
+
+def test_compiling_when_the_timeout_ran_out_is_not_called_a_deadlock() -> None:
+    dump = f"""=== pid 100 (python) ===
+Thread 100 (active): "MainThread"
+    codegen ({TORCH}/_inductor/scheduler.py:10)
+    compile_fx_inner ({TORCH}/_inductor/compile_fx.py:700)
+    backward ({TORCH}/_tensor.py:600)
+    main ({TRAIN}:70)
+"""
+    title, _where, text = verdict(dump, {"silent_s": 60.0, "steps_before": 0})
+    assert "torch.compile was still compiling" in title
+    assert any("--timeout" in line for line in text)
