@@ -148,7 +148,10 @@ def test_demo_names_fake_batching_and_input_bound(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "demo" / "report.json").read_text())
     ids = [f["id"] for f in report["findings"]]
-    assert ids[:2] == ["fake-batching", "input-bound"]
+    # Both, ranked by the seconds each claims: data loading, and the per-sample passes
+    # through the step that batching would save.
+    assert set(ids[:2]) == {"fake-batching", "input-bound"}
+    assert sum(f["impact"] for f in report["findings"][:2]) <= 1.0
     assert "Fake batching" in proc.stderr
 
 

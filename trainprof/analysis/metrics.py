@@ -3,8 +3,9 @@
 Steady state: the first steps carry start-up (imports, the first optimizer construction that
 imports torch._dynamo, worker start, allocator warm-up), so the first ``warmup_steps`` are
 excluded — at least 1, 5 % of the steps, at most 20 — and the metrics say how many and how
-long. With fewer than ``MIN_STEADY`` steady steps, or a steady window shorter than
-``MIN_STEADY_S``, there is no steady state to judge (a rule never judges 28 ms of a run).
+long. With fewer than ``MIN_STEADY`` steady steps there is no steady state; one shorter than
+``MIN_STEADY_S`` is described (throughput, step times) but no rule judges it (28 ms of a run
+say nothing about its input pipeline).
 """
 
 from __future__ import annotations
@@ -151,8 +152,6 @@ def compute(session: Session) -> Metrics:
     n = len(cols["t"]) if cols else 0
     warm = warmup_steps(n)
     steady, durations = _steady(cols, warm) if n - warm >= MIN_STEADY else (None, ())
-    if steady is not None and steady.duration_s < MIN_STEADY_S:
-        steady, durations = None, ()
     if steady is not None and not (primary and primary.loaders):
         steady = dataclasses.replace(steady, data_wait_frac=None)
     t0 = primary.t0 if primary else 0.0

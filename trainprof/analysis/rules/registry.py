@@ -15,17 +15,20 @@ from typing import Literal
 
 from trainprof.analysis import ledger
 from trainprof.analysis.findings import Finding, Severity
-from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.metrics import MIN_STEADY_S, Metrics
 
 Family = Literal["input", "stalls", "host", "memory", "gpu", "distributed", "crash", "hang"]
 
 
 def _steps(m: Metrics) -> str | None:
-    if m.steady is not None:
-        return None
-    if m.total_steps - m.warmup_steps >= 5:
-        return f"the steady state is too short to judge (under 1 s of {m.unit}s)"
-    return f"too few {m.unit}s to judge a steady state ({m.total_steps} seen)"
+    if m.steady is None:
+        return f"too few {m.unit}s to judge a steady state ({m.total_steps} seen)"
+    if m.steady.duration_s < MIN_STEADY_S:
+        return (
+            f"the steady state is too short to judge ({m.steady.count} {m.unit}s in "
+            f"{m.steady.duration_s * 1e3:.0f} ms; rules need {MIN_STEADY_S:g} s)"
+        )
+    return None
 
 
 def _loader(m: Metrics) -> str | None:
