@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from trainprof.analysis.attribution import CallSite, dominant_user_frame, function_share
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules._common import site
+from trainprof.analysis.rules._common import ms, site
 from trainprof.analysis.rules.registry import Threshold
 from trainprof.analysis.stalls import STALL_FACTOR, STALL_MIN_EXCESS_S, Stall, period
 
@@ -66,7 +66,28 @@ def _distinct_code(m: Metrics, stall_windows: list[tuple[float, float]]) -> bool
     return inside >= OWN_SHARE and elsewhere <= ELSEWHERE_MAX
 
 
-def where_lines(m: Metrics, found: Stalls) -> list[str]:
+def evidence(m: Metrics, found: Stalls, doing: str) -> list[str]:
+    """How often, how long, what it cost, what the main thread did, and where."""
+    assert m.steady is not None
+    n, p = len(found.stalls), found.period
+    length = sum(s.excess_s for s in found.stalls) / n
+    lines = [
+        f"{n} steps took {ms(length + m.steady.p50_s)} on average instead of "
+        f"{ms(m.steady.p50_s)}" + (f", every {p} steps" if p else " (irregular)"),
+        f"the stalls cost {found.cost_s:.2f} s, {found.share:.0%} of the steady run; the main "
+        f"thread was {doing}",
+        *_where_lines(m, found),
+    ]
+    if m.activity.main_cpu_in_stalls is not None:
+        lines.append(f"the main process used {m.activity.main_cpu_in_stalls:.0f}% CPU meanwhile")
+    return lines
+
+
+def every(found: Stalls) -> str:
+    return f"every {found.period} steps" if found.period else "repeatedly"
+
+
+def _where_lines(m: Metrics, found: Stalls) -> list[str]:
     cs = found.site
     if cs is not None:
         line = cs.sentence

@@ -20,8 +20,15 @@ from __future__ import annotations
 
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules._common import ms
-from trainprof.analysis.rules._stalls import EXCESS, MIN_COUNT, SHARE, SLOW, judge, where_lines
+from trainprof.analysis.rules._stalls import (
+    EXCESS,
+    MIN_COUNT,
+    SHARE,
+    SLOW,
+    every,
+    evidence,
+    judge,
+)
 from trainprof.analysis.rules.registry import rule
 
 
@@ -37,27 +44,14 @@ def check(m: Metrics) -> Finding | None:
     found = judge(m, "blocked", "stall_blocked")
     if found is None:
         return None
-    assert m.steady is not None
-    n, p = len(found.stalls), found.period
-    length = sum(s.excess_s for s in found.stalls) / n
     cs = found.site
-    evidence = [
-        f"{n} steps took {ms(length + m.steady.p50_s)} on average instead of "
-        f"{ms(m.steady.p50_s)}" + (f", every {p} steps" if p else " (irregular)"),
-        f"the stalls cost {found.cost_s:.2f} s, {found.share:.0%} of the steady run; the main "
-        "thread was blocked waiting (its stack samples were idle: sleep, socket, lock or I/O)",
-        *where_lines(m, found),
-    ]
-    cpu = m.activity.main_cpu_in_stalls
-    if cpu is not None:
-        evidence.append(f"the main process used {cpu:.0f}% CPU meanwhile")
+    doing = "blocked waiting (its stack samples were idle: sleep, socket, lock or I/O)"
     name = cs.work if cs else "the blocking call"
     return Finding(
         id="blocking-stall",
         severity="warning",
-        title=f"Training stalls {'every ' + str(p) + ' steps' if p else 'repeatedly'}, "
-        "blocked waiting in the main process",
-        evidence=tuple(evidence),
+        title=f"Training stalls {every(found)}, blocked waiting in the main process",
+        evidence=tuple(evidence(m, found, doing)),
         fix=(
             f"do {name} in a background thread (concurrent.futures.ThreadPoolExecutor) so the "
             "loop does not wait for it",

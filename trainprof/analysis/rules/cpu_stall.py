@@ -24,8 +24,15 @@ from __future__ import annotations
 
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules._common import ms
-from trainprof.analysis.rules._stalls import EXCESS, MIN_COUNT, SHARE, SLOW, judge, where_lines
+from trainprof.analysis.rules._stalls import (
+    EXCESS,
+    MIN_COUNT,
+    SHARE,
+    SLOW,
+    every,
+    evidence,
+    judge,
+)
 from trainprof.analysis.rules.registry import rule
 
 
@@ -41,26 +48,14 @@ def check(m: Metrics) -> Finding | None:
     found = judge(m, "cpu", "stall_compute")
     if found is None:
         return None
-    assert m.steady is not None
-    n, p = len(found.stalls), found.period
-    length = sum(s.excess_s for s in found.stalls) / n
     cs = found.site
-    evidence = [
-        f"{n} steps took {ms(length + m.steady.p50_s)} on average instead of "
-        f"{ms(m.steady.p50_s)}" + (f", every {p} steps" if p else " (irregular)"),
-        f"the stalls cost {found.cost_s:.2f} s, {found.share:.0%} of the steady run; the main "
-        "thread was computing (not waiting for data, saving, evaluating or blocked)",
-        *where_lines(m, found),
-    ]
-    if m.activity.main_cpu_in_stalls is not None:
-        evidence.append(f"the main process used {m.activity.main_cpu_in_stalls:.0f}% CPU meanwhile")
+    doing = "computing (not waiting for data, saving, evaluating or blocked)"
     name = cs.work if cs else "the CPU-bound work"
     return Finding(
         id="cpu-stall",
         severity="warning",
-        title=f"Training stalls {'every ' + str(p) + ' steps' if p else 'repeatedly'} "
-        f"on CPU work in the main process",
-        evidence=tuple(evidence),
+        title=f"Training stalls {every(found)} on CPU work in the main process",
+        evidence=tuple(evidence(m, found, doing)),
         fix=(
             f"move {name} off the training loop: run it in a background process "
             "(concurrent.futures.ProcessPoolExecutor) and pick up the result later",

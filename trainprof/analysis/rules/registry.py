@@ -160,19 +160,19 @@ def rule(
     thresholds: tuple[Threshold, ...] = (),
 ) -> Callable[[Check], Check]:
     """Register the decorated check as rule ``id`` (its module's docstring is its reference)."""
+    declared = dict(
+        id=id,
+        title=title,
+        family=family,
+        severity=severity,
+        needs=needs,
+        claims=claims,
+        thresholds=thresholds,
+    )
 
     def register(check: Check) -> Check:
-        define(
-            id=id,
-            title=title,
-            family=family,
-            severity=severity,
-            needs=needs,
-            claims=claims,
-            thresholds=thresholds,
-            check=check,
-            doc=sys.modules[check.__module__].__doc__ or "",
-        )
+        doc = sys.modules[check.__module__].__doc__ or ""
+        define(**declared, check=check, doc=doc)  # type: ignore[arg-type]
         return check
 
     return register
