@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 from synth import DEFAULT_LOADER, loop_spans, process, session
+from test_device import cuda_memory, gpu_session
 
 from trainprof.analysis.pipeline import analyze
 from trainprof.analysis.rules import _stalls, all_rules
@@ -272,6 +273,22 @@ CASES = [
     Case("pageable-memory", pageable_memory, 0, 1, lambda: session(process(100)), "CUDA"),
     Case(
         "host-sync", host_sync, 0.12, 0.08, lambda: session(cuda(process(100))), "no stack samples"
+    ),
+    Case(
+        "launch-bound",
+        lambda util: gpu_session(fwd_ms=9.0, gap_ms=0.5, util=util),
+        45,
+        55,
+        lambda: gpu_session(fwd_ms=9.0, gap_ms=0.5),
+        "GPU not measured",
+    ),
+    Case(
+        "cuda-memory-growth",
+        cuda_memory,
+        0.5,
+        0.3,
+        lambda: session(process(100)),
+        "CUDA",
     ),
     Case(
         "straggler-rank",

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainprof.analysis import attribution, ledger
-from trainprof.analysis.ledger import Ledger
+from trainprof.analysis.device import Bottleneck, DeviceView, bottleneck, device_view
+from trainprof.analysis.ledger import DATA, Ledger
 from trainprof.analysis.memory import Growth, growth
 from trainprof.analysis.stalls import (
     Segment,
@@ -138,6 +139,25 @@ class Metrics:
     stopped_by: str | None = None
     activity: Activity = field(default_factory=lambda: Activity(None))
     ledger: Ledger | None = None  # where the steady time went (None without a steady state)
+    device: DeviceView | None = None  # timed steps on the GPU's clock (CUDA jobs)
+    bottleneck: Bottleneck | None = None  # what bounds a GPU job's step (None on CPU)
+
+    @property
+    def on_cuda(self) -> bool:
+        p = self.activity.precision
+        return p is not None and p.get("device") == "cuda"
+
+    @property
+    def device_idle(self) -> float | None:
+        """The GPU's idle share of a step: from the device timeline, else from NVML (None on
+        CPU jobs, or when neither was measured)."""
+        if not self.on_cuda:
+            return None
+        if self.device is not None and self.device.idle_share is not None:
+            return self.device.idle_share
+        if self.gpu_util_mean is not None:
+            return max(0.0, 1.0 - self.gpu_util_mean / 100.0)
+        return None
 
 
 def warmup_steps(n: int) -> int:
@@ -161,6 +181,10 @@ def compute(session: Session) -> Metrics:
     window = (warm_end, t0 + cols["t"][-1] / 1e6) if steady and warm_end else None
     loaders = _loaders(session, primary)
     activity = _activity(session, primary, warm, window)
+    led = _ledger(primary, cols, warm, activity, loaders) if window and primary else None
+    device = device_view(primary.device, primary.t0, window) if primary and window else None
+    gpu_util = _window_mean(session, session.samples.gpu_util, window)
+    cuda = bool(activity.precision and activity.precision.get("device") == "cuda")
     return Metrics(
         unit=unit,
         total_steps=n,
@@ -174,14 +198,24 @@ def compute(session: Session) -> Metrics:
         usable_cpus=meta.get("usable_cpus"),
         cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
         peak_rss_bytes=_peak(session.samples.tree_rss),
-        gpu_util_mean=_window_mean(session, session.samples.gpu_util, window),
+        gpu_util_mean=gpu_util,
         gpu_unavailable=session.samples.gpu_unavailable,
         torch_seen=any(p.torch_imported_us is not None for p in session.processes),
         exit_code=meta.get("exit_code"),
         stopped_by=meta.get("stopped_by"),
         activity=activity,
-        ledger=_ledger(primary, cols, warm, activity, loaders) if window and primary else None,
+        ledger=led,
+        device=device,
+        bottleneck=_bottleneck(led, device, gpu_util) if cuda and led else None,
     )
+
+
+HOST_WORK = ("loop", "sync", "logging", "idle", "stall_compute", "stall_blocked", "compile")
+
+
+def _bottleneck(led: Ledger, device: DeviceView | None, util: float | None) -> Bottleneck | None:
+    idle = device.idle_share if device is not None else None
+    return bottleneck(idle, util, led.share(*DATA), led.share(*HOST_WORK))
 
 
 def _ledger(

@@ -11,6 +11,7 @@ from trainprof.analysis.findings import Finding, Skipped, Verdict, rank
 from trainprof.analysis.ledger import Ledger, allocate
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules import REGISTRY, all_rules
+from trainprof.analysis.rules._common import HOST_LOOP_RULES
 from trainprof.analysis.rules.registry import Rule, missing_signal
 from trainprof.store.session import Session
 
@@ -50,7 +51,29 @@ def evaluate(
     findings = _only_if_unexplained(findings)
     if m.ledger is not None:
         findings = claim(m.ledger, findings)
+        if m.device_idle is not None:
+            findings = on_the_device(findings, m.device_idle)
     return rank(findings), tuple(skipped)
+
+
+def on_the_device(findings: list[Finding], idle: float) -> list[Finding]:
+    """On a GPU job, host time while the GPU is busy costs nothing: the steady-loop host
+    findings together cost at most the GPU's idle share of a step, shared in proportion."""
+    host = [f for f in findings if f.id in HOST_LOOP_RULES and f.impact is not None]
+    total = sum(f.impact or 0.0 for f in host)
+    if total <= idle or total <= 0:
+        return findings
+    scale = idle / total
+    note = (
+        f"on the device clock the GPU sat idle {idle:.0%} of a step: host-side work costs "
+        "only that idle time, shared here in proportion"
+    )
+    return [
+        replace(f, impact=(f.impact or 0.0) * scale, evidence=(*f.evidence, note))
+        if f in host
+        else f
+        for f in findings
+    ]
 
 
 def claim(ledger: Ledger, findings: list[Finding]) -> list[Finding]:

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from trainprof import probe
+from trainprof.probe.device import Timeline, cuda_timeline
 from trainprof.store.schema import BATCH, EPOCH, FETCH, LOADER, MODE, SAVE, TORCH
 
 _clock = time.monotonic
@@ -48,6 +49,8 @@ class _State:
         self.collate_time = 0.0  # the collate_fn part of fetch_time
         self.pin_time = 0.0  # pin_memory in the main thread (num_workers=0)
         self.fetch_reported = 0
+        self.timeline: Timeline | None = None  # CUDA events at step boundaries (GPU jobs)
+        self.device_off = False  # the "device" probe part is switched off
 
 
 _state = _State()
@@ -69,6 +72,12 @@ def install(torch: Any) -> None:
 
     if "steps" not in off:
         optim_mod.register_optimizer_step_post_hook(_on_optimizer_step)
+    _state.device_off = "device" in off
+    if not _state.device_off:
+        optim_mod.register_optimizer_step_pre_hook(_before_optimizer_step)
+        import torch.autograd as autograd
+
+        autograd.backward = _marked_backward(autograd.backward)
     if "loader" not in off:
         _wrap_loader(dl)
     if "fetch" not in off:
@@ -121,10 +130,46 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     s.last_boundary = now
     s.wait = s.sampler = 0.0
     s.fetches = s.samples = 0
+    if s.timeline is not None:
+        _mark_step_end(s)
     if s.max_steps is not None and s.steps >= s.max_steps:
         probe.record_info({"stop": "steps", "steps": s.steps})
         w.flush()
         raise SystemExit(0)
+
+
+def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    tl = _state.timeline
+    if tl is not None and id(optimizer) == _state.primary_opt_id:
+        _mark(tl, "optimizer")
+
+
+def _marked_backward(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        tl = _state.timeline
+        if tl is not None:
+            _mark(tl, "backward")
+        return orig(*args, **kwargs)
+
+    return backward
+
+
+def _mark(tl: Timeline, name: str) -> None:
+    try:
+        tl.mark(name)
+    except Exception as exc:  # fail open: the timeline stops, the job goes on
+        _state.timeline = None
+        probe.record_info({"device_timeline_error": f"{type(exc).__name__}: {exc}"[:300]})
+
+
+def _mark_step_end(s: _State) -> None:
+    try:
+        if s.timeline is not None:
+            s.timeline.step_ended()
+    except Exception as exc:
+        s.timeline = None
+        probe.record_info({"device_timeline_error": f"{type(exc).__name__}: {exc}"[:300]})
 
 
 # ---------------------------------------------------------------- DataLoader
@@ -147,6 +192,8 @@ def _wrap_loader(dl: Any) -> None:
         n = _leading_dim(batch)
         if s.fetches == 1:
             s.batch_size = n
+            if s.timeline is not None:
+                _mark(s.timeline, "batch")
         if n > 0:
             s.samples += n
         started = getattr(self, "_tp_epoch_start", None)
@@ -369,6 +416,9 @@ def _record_precision(optimizer: Any) -> None:
         if param.device.type == "cuda":
             info["capability"] = list(torch.cuda.get_device_capability(param.device))
             info["gpu_name"] = torch.cuda.get_device_name(param.device)
+            w = probe.writer()
+            if w is not None and not _state.device_off:
+                _state.timeline = cuda_timeline(torch, w.add, w.us)
         probe.record_info({"precision": info})
     except Exception:
         pass

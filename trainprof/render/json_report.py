@@ -43,11 +43,13 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
             ),
             "data_wait_frac": _num(s.data_wait_frac) if s else None,  # None: not measured
             "compile_s": _num(metrics.activity.compile_s, 3),
+            "bottleneck": metrics.bottleneck.to_json() if metrics.bottleneck else None,
             "gpu_util_mean": _num(metrics.gpu_util_mean, 2),
             "cpu_percent_mean": _num(metrics.cpu_percent_mean, 2),
             "peak_rss_bytes": metrics.peak_rss_bytes,
         },
         "ledger": metrics.ledger.to_json() if metrics.ledger else None,
+        "device": metrics.device.to_json() if metrics.device else None,
         "findings": [f.to_json() for f in verdict.findings],
         "skipped": [s.to_json() for s in verdict.skipped],
     }

@@ -17,6 +17,7 @@ from typing import Any
 
 from trainprof.store.schema import (
     BATCH,
+    DEVICE,
     EPOCH,
     EVENT_FILE_PREFIX,
     EVENT_FILE_SUFFIX,
@@ -33,6 +34,10 @@ from trainprof.store.schema import (
 
 STEP_FIELDS = ("t", "dur", "wait", "sampler", "batch_size", "fetches", "samples")
 BATCH_FIELDS = ("t", "wait", "sampler", "batch_size")
+DEVICE_FIELDS = (
+    "t", "step", "dev_fwd", "dev_bwd", "dev_opt", "dev_gap",
+    "host_fwd", "host_bwd", "host_opt", "host_gap", "allocated", "reserved", "peak",
+)  # fmt: skip
 WIDE_FIELDS = frozenset({"t"})  # 8 bytes a step: array('q'); the rest start at 4 bytes
 _Q_MIN, _Q_MAX = -(1 << 63), (1 << 63) - 1
 READ_HINT = 1 << 18  # bytes of lines parsed at a time (a few MB of transient objects)
@@ -71,6 +76,8 @@ class ProcessLog:
     pin_us: int = 0  # pin_memory calls
     torch_imported_us: int | None = None
     infos: list[dict[str, Any]] = field(default_factory=list)
+    # Timed steps on the GPU's clock (one in probe.device.EVERY): DEVICE_FIELDS each.
+    device: list[tuple[int, ...]] = field(default_factory=list)
     bad_lines: int = 0
 
     @property
@@ -117,6 +124,11 @@ class ProcessLog:
                 self.torch_imported_us = int(rest)
             elif kind == INFO:
                 self.infos.append(json.loads(rest))
+            elif kind == DEVICE:
+                vals = tuple(int(v) for v in rest.split())
+                if len(vals) != len(DEVICE_FIELDS):
+                    raise ValueError("short device record")
+                self.device.append(vals)
             else:
                 self.bad_lines += 1
         except (ValueError, json.JSONDecodeError):

@@ -21,6 +21,7 @@ ENV_RUN_DIR = "TRAINPROF_RUN_DIR"
 ENV_MAX_STEPS = "TRAINPROF_MAX_STEPS"
 ENV_PKG_PARENT = "TRAINPROF_PKG_PARENT"
 ENV_DISABLE = "TRAINPROF_PROBE_DISABLE"  # comma list of probe parts to switch off (benchmarks)
+ENV_NO_REDACT = "TRAINPROF_NO_REDACT"  # "1": store argv as given (trainprof run --no-redact)
 
 # Record kinds.
 STEP = "S"  # S t dur wait sampler batch_size fetches samples   (one per optimizer step)
@@ -32,6 +33,8 @@ MODE = "M"  # M t training(0|1)                                  (top-level nn.M
 FETCH = "F"  # F t count total_us collate_us pin_us               (dataset fetch, cumulative)
 TORCH = "T"  # T t                                                (torch finished importing)
 INFO = "X"  # X {json}                                            (stop reason, exception, role)
+DEVICE = "G"  # G t step dev_fwd dev_bwd dev_opt dev_gap host_fwd host_bwd host_opt host_gap
+#               allocated reserved peak   (one timed step on the GPU's clock; µs, -1 unknown)
 
 
 def event_file_name(pid: int) -> str:

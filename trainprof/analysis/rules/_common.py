@@ -5,9 +5,27 @@ from __future__ import annotations
 
 from trainprof.analysis.attribution import CallSite, call_site, caller_of, where
 from trainprof.analysis.metrics import LoaderView, Metrics
+from trainprof.analysis.rules.registry import Threshold
 from trainprof.analysis.stalls import Segment, period
 
 STEP_BUCKETS = ("forward", "backward", "optimizer", "sync", "logging", "loop", "idle", "step")
+# Rules about the host's steady loop: on a GPU job they cost only the GPU's idle time.
+HOST_LOOP_RULES = frozenset(
+    {"input-bound", "sampler-overhead", "loop-overhead", "host-sync", "logging-overhead"}
+)
+GPU_BUSY = Threshold(
+    "gpu_idle",
+    0.10,
+    "share",
+    "on a GPU job, quiet when the GPU is idle less than this share of a step (device timeline, "
+    "else NVML): host time while it is busy costs nothing",
+)
+
+
+def host_time_is_free(m: Metrics) -> bool:
+    """The GPU is busy almost all the time: host work overlaps it and costs nothing."""
+    idle = m.device_idle
+    return idle is not None and idle < GPU_BUSY.value
 
 
 def ms(seconds: float) -> str:

@@ -21,8 +21,7 @@ from __future__ import annotations
 from trainprof.analysis.attribution import where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules._common import loop_time
-from trainprof.analysis.rules.loop_overhead import GPU_BUSY
+from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, loop_time
 from trainprof.analysis.rules.registry import Threshold, rule
 
 SHARE = Threshold("share", 0.10, "share", "share of the loop on lines that copy device→host")
@@ -40,7 +39,7 @@ def check(m: Metrics) -> Finding | None:
     led = m.ledger
     if led is None or m.activity.window is None:
         return None
-    if m.gpu_util_mean is not None and m.gpu_util_mean >= GPU_BUSY.value:
+    if host_time_is_free(m):
         return None
     loop = loop_time(m)
     share = led.get("sync") / loop if loop > 0 else 0.0

@@ -20,7 +20,14 @@ from __future__ import annotations
 
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import LoaderView, Metrics
-from trainprof.analysis.rules._common import loader_caller, ms, primary_loader, suggested_workers
+from trainprof.analysis.rules._common import (
+    GPU_BUSY,
+    host_time_is_free,
+    loader_caller,
+    ms,
+    primary_loader,
+    suggested_workers,
+)
 from trainprof.analysis.rules.registry import Threshold, rule
 from trainprof.analysis.usercode import is_user_path
 
@@ -40,11 +47,13 @@ DATA = ("fetch", "collate", "pin", "data_wait")
     family="input",
     needs=("steps", "loader"),
     claims=DATA,
-    thresholds=(WAIT_FRAC,),
+    thresholds=(WAIT_FRAC, GPU_BUSY),
 )
 def check(m: Metrics) -> Finding | None:
     s, led = m.steady, m.ledger
     assert s is not None and led is not None
+    if host_time_is_free(m):
+        return None
     share = led.share(*DATA)
     if share < WAIT_FRAC.value:
         return None

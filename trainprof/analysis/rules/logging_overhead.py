@@ -20,6 +20,7 @@ from __future__ import annotations
 from trainprof.analysis.attribution import where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free
 from trainprof.analysis.rules.registry import Threshold, rule
 
 SHARE = Threshold("share", 0.05, "share", "share of the steady run printing/logging")
@@ -32,13 +33,15 @@ LINES_PER_STEP = Threshold("lines_per_step", 0.5, "count", "lines of output per 
     family="host",
     needs=("steps", "stacks"),
     claims=("logging",),
-    thresholds=(SHARE, LINES_PER_STEP),
+    thresholds=(SHARE, LINES_PER_STEP, GPU_BUSY),
 )
 def check(m: Metrics) -> Finding | None:
     prof = m.activity.loop_profile or m.activity.profile
     lines = m.activity.output_lines
     led = m.ledger
     if prof is None or led is None or not m.total_steps or lines is None:
+        return None
+    if host_time_is_free(m):
         return None
     per_step = lines / m.total_steps
     share = led.share("logging")

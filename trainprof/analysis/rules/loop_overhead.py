@@ -21,13 +21,12 @@ from __future__ import annotations
 from trainprof.analysis.attribution import where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules._common import loop_time
+from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, loop_time
 from trainprof.analysis.rules.registry import Threshold, rule
 
 SHARE = Threshold(
     "share", 0.25, "share", "share of the loop (outside stalls, saves, evals) in other host work"
 )
-GPU_BUSY = Threshold("gpu_busy", 90.0, "%", "GPU utilization at which host work costs nothing")
 NAMES = {"fetch": "__getitem__", "data_wait": "data wait", "stall_compute": "stalls"}
 
 
@@ -43,7 +42,7 @@ def check(m: Metrics) -> Finding | None:
     prof, led = m.activity.loop_profile, m.ledger
     if prof is None or led is None:
         return None
-    if m.gpu_util_mean is not None and m.gpu_util_mean >= GPU_BUSY.value:
+    if host_time_is_free(m):
         return None
     loop = loop_time(m)
     share = led.get("loop") / loop if loop > 0 else 0.0

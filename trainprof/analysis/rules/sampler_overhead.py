@@ -24,7 +24,7 @@ from __future__ import annotations
 from trainprof.analysis.attribution import dominant_user_frame, where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules._common import ms, primary_loader
+from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, ms, primary_loader
 from trainprof.analysis.rules.registry import Threshold, rule
 
 SHARE = Threshold("share", 0.10, "share", "share of steady time inside the main-process sampler")
@@ -36,11 +36,13 @@ SHARE = Threshold("share", 0.10, "share", "share of steady time inside the main-
     family="input",
     needs=("steps", "loader"),
     claims=("sampler",),
-    thresholds=(SHARE,),
+    thresholds=(SHARE, GPU_BUSY),
 )
 def check(m: Metrics) -> Finding | None:
     s, led = m.steady, m.ledger
     assert s is not None and led is not None
+    if host_time_is_free(m):
+        return None
     share = led.share("sampler")
     if share < SHARE.value:
         return None

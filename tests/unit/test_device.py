@@ -1,0 +1,151 @@
+"""GPU truth on CPU: the device timeline's bookkeeping with stand-in CUDA events (the one thing
+this machine cannot have), and the verdict, the host-side costs and the GPU rules on synthetic
+sessions with timed steps."""
+
+from __future__ import annotations
+
+import json
+
+from synth import DEFAULT_LOADER, loop_spans, process, session
+
+from trainprof.analysis.pipeline import analyze
+from trainprof.probe import device
+from trainprof.store.events import ProcessLog
+from trainprof.store.session import Session
+
+CUDA = {"device": "cuda", "dtype": "bfloat16", "matmul_precision": "high", "capability": [9, 0]}
+
+
+class FakeEvent:
+    """A CUDA event on a fake GPU clock: recorded at a device time, done once the fake GPU has
+    passed it."""
+
+    gpu: dict[str, float] = {"now": 0.0, "done": 0.0}
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def record(self) -> None:
+        self.at = self.gpu["now"]
+
+    def query(self) -> bool:
+        return self.at is not None and self.at <= self.gpu["done"]
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        assert self.query() and end.query(), "read before the GPU passed the event"
+        return (end.at or 0.0) - (self.at or 0.0)  # ms
+
+
+def test_one_step_in_every_is_timed_and_read_only_once_the_gpu_passed_it() -> None:
+    lines: list[str] = []
+    made: list[FakeEvent] = []
+
+    def make() -> FakeEvent:
+        made.append(FakeEvent())
+        return made[-1]
+
+    tl = device.Timeline(make, lambda: (100, 200, 150), lines.append, lambda t: 0)
+    gpu = FakeEvent.gpu
+    gpu["now"] = gpu["done"] = 0.0
+    for _step in range(3 * device.EVERY + 2):
+        for name, ms in (("batch", 1.0), ("backward", 4.0), ("optimizer", 6.0)):
+            tl.mark(name)
+            gpu["now"] += ms
+        tl.step_ended()
+        gpu["now"] += 2.0  # the loop's own work before the next batch
+        gpu["done"] = gpu["now"] - 5.0  # the GPU runs a little behind the host
+    gpu["done"] = gpu["now"]
+    tl.read_done()
+    assert len(lines) == 3, lines  # steps 16, 32 and 48 of 50
+    fields = [int(v) for v in lines[0].split()[1:]]
+    # device µs: forward (batch→backward) 1 ms, backward 4, optimizer 6, gap (end→next batch) 2
+    assert fields[2:6] == [1000, 4000, 6000, 2000]
+    assert fields[10:] == [100, 200, 150]
+    assert len(made) <= 2 * 5, "events are reused"
+
+
+def test_a_timeline_error_never_reaches_the_job() -> None:
+    class Broken(FakeEvent):
+        def record(self) -> None:
+            raise RuntimeError("CUDA error: device-side assert")
+
+    from trainprof.probe import torch_hooks
+
+    torch_hooks._state.timeline = device.Timeline(Broken, None, lambda _l: None, lambda t: 0)
+    torch_hooks._state.timeline.current = {}
+    torch_hooks._mark(torch_hooks._state.timeline, "batch")
+    assert torch_hooks._state.timeline is None
+
+
+def gpu_session(
+    fwd_ms: float, gap_ms: float, util: float | None = None, wait_s: float = 0.0
+) -> Session:
+    log = process(200, step_s=0.02, wait_s=wait_s, loader=dict(DEFAULT_LOADER, pin_memory=True))
+    log.add_line("X " + json.dumps({"t": 1, "precision": CUDA}))
+    log.add_line("X " + json.dumps({"t": 1, "autocast": "cuda", "dtype": "torch.bfloat16"}))
+    for i in range(16, 200, 16):
+        t = log.steps["t"][i]
+        us = (int(fwd_ms * 1e3), 8000, 2000, int(gap_ms * 1e3))
+        log.add_line(f"G {t} {i} {' '.join(map(str, us))} 5000 8000 2000 {int(gap_ms * 1e3)} 1 2 3")
+    rows = None
+    if util is not None:
+        rows = [
+            {"t": 100.0 + i, "procs": [], "gpu": [{"index": 0, "util": util}]} for i in range(8)
+        ]
+    return session(log, sample_rows=rows)
+
+
+def test_gpu_bound_job_is_named_and_its_host_work_costs_nothing() -> None:
+    s = gpu_session(fwd_ms=9.0, gap_ms=0.5, util=97.0)
+    loop_spans(s, {"running_loss += loss.item()": 0.8, "model(x)": 0.2}, 102.5, 105.5)
+    m, verdict = analyze(s)
+    assert m.bottleneck is not None and m.bottleneck.verdict == "gpu-bound"
+    assert m.device is not None and m.device.idle_share is not None and m.device.idle_share < 0.05
+    assert not {"host-sync", "loop-overhead", "input-bound"} & {f.id for f in verdict.findings}
+
+
+def test_an_idle_gpu_waiting_on_data_is_input_bound_and_costs_the_idle_time() -> None:
+    m, verdict = analyze(gpu_session(fwd_ms=3.0, gap_ms=12.0, util=35.0, wait_s=0.012))
+    assert m.bottleneck is not None and m.bottleneck.verdict == "input-bound"
+    f = next(f for f in verdict.findings if f.id == "input-bound")
+    idle = m.device_idle
+    assert idle is not None and f.impact is not None and f.impact <= idle + 1e-9
+
+
+def test_launch_bound_when_nothing_else_explains_an_idle_gpu() -> None:
+    m, verdict = analyze(gpu_session(fwd_ms=9.0, gap_ms=0.5, util=20.0))
+    assert verdict.findings and verdict.findings[0].id == "launch-bound"
+    assert m.bottleneck is not None and m.bottleneck.verdict == "host-bound"
+
+
+def test_launch_bound_quiet_on_a_busy_gpu_and_skipped_without_nvml() -> None:
+    _m, busy = analyze(gpu_session(fwd_ms=9.0, gap_ms=0.5, util=60.0))
+    assert "launch-bound" not in {f.id for f in busy.findings}
+    _m, unmeasured = analyze(gpu_session(fwd_ms=9.0, gap_ms=0.5))
+    assert "launch-bound" in {s.id for s in unmeasured.skipped}
+
+
+def cuda_memory(mb_per_step: float) -> Session:
+    log = gpu_session(fwd_ms=9.0, gap_ms=0.5).processes[0]
+    log.device = [
+        (*row[:10], int((500 + mb_per_step * row[1]) * 2**20), 2**31, 2**31) for row in log.device
+    ]
+    return session(log)
+
+
+def test_cuda_memory_creep_is_found_and_a_flat_one_is_not() -> None:
+    assert "cuda-memory-growth" in {f.id for f in analyze(cuda_memory(1.0))[1].findings}
+    assert "cuda-memory-growth" not in {f.id for f in analyze(cuda_memory(0.1))[1].findings}
+
+
+def test_cpu_jobs_get_no_verdict_and_no_device_view() -> None:
+    m, _verdict = analyze(session(process(100)))
+    assert m.bottleneck is None and m.device is None and m.device_idle is None
+
+
+def test_device_records_parse_and_torn_ones_are_counted() -> None:
+    log = ProcessLog({"pid": 1, "t0": 0.0})
+    log.add_line("G 100 16 1000 2000 300 50 900 1500 200 400 10 20 30")
+    log.add_line("G 1 2 3")
+    assert log.device == [(100, 16, 1000, 2000, 300, 50, 900, 1500, 200, 400, 10, 20, 30)]
+    assert log.bad_lines == 1

@@ -1,0 +1,118 @@
+"""The device timeline: CUDA events at the step boundaries the probe already sees, so a step's
+forward, backward, optimizer and the device's idle gap before the next step are timed on the
+GPU's own clock. Imports nothing at start-up; torch is handed in once the job trains on CUDA.
+
+One step in ``EVERY`` is timed (and the first mark of the step after it, to close the gap).
+Events are recorded on the current stream and never waited for: a timed step's events are read
+(``query()``, then ``elapsed_time``) at a later step boundary, once the GPU has passed them, so
+the job never synchronizes because of trainprof. Allocator statistics are read at the same
+time (they are host-side counters: no sync either).
+
+Marks, in step order: ``batch`` (a DataLoader batch returned: forward starts, with its
+host→device copy), ``backward`` (``torch.autograd.backward`` called), ``optimizer`` (the step's
+pre-hook) and ``end`` (its post-hook). A loop without a DataLoader has no ``batch`` mark: its
+forward is then counted from the previous step's end (the gap stays unknown).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from trainprof.store.schema import DEVICE
+
+EVERY = 16  # time one step in this many (four event records each: ~20 µs a timed step)
+MAX_PENDING = 8  # timed steps whose events the GPU has not passed yet; beyond, stop timing
+MARKS = ("batch", "backward", "optimizer", "end")
+
+_clock = time.monotonic
+
+
+class Timeline:
+    """Events of the timed steps, and their lazy read-out into ``G`` records."""
+
+    def __init__(
+        self,
+        make_event: Callable[[], Any],
+        memory: Callable[[], tuple[int, int, int]] | None,
+        emit: Callable[[str], None],
+        us: Callable[[float], int],
+    ) -> None:
+        self.make_event = make_event
+        self.memory = memory
+        self.emit = emit
+        self.us = us
+        self.step = 0  # optimizer steps seen
+        self.current: dict[str, tuple[Any, float]] | None = None  # marks of the timed step
+        self.closing: tuple[int, dict[str, tuple[Any, float]]] | None = None  # waits for its gap
+        self.pending: list[tuple[int, dict[str, tuple[Any, float]]]] = []
+        self.pool: list[Any] = []
+
+    def _event(self) -> Any:
+        return self.pool.pop() if self.pool else self.make_event()
+
+    def mark(self, name: str) -> None:
+        """A step boundary: record an event if this step is timed (first mark of a name wins)."""
+        if self.closing is not None and name != "end":
+            # The first mark of the step after a timed one closes its gap.
+            step, marks = self.closing
+            self.closing = None
+            marks["next"] = self._record()
+            self.pending.append((step, marks))
+        cur = self.current
+        if cur is not None and name not in cur:
+            cur[name] = self._record()
+
+    def _record(self) -> tuple[Any, float]:
+        ev = self._event()
+        ev.record()
+        return ev, _clock()
+
+    def step_ended(self) -> None:
+        """The optimizer post-hook: close the timed step, decide on the next, read what is done."""
+        self.mark("end")
+        if self.current is not None:
+            self.closing = (self.step, self.current)
+            self.current = None
+        self.step += 1
+        if self.step % EVERY == 0 and len(self.pending) < MAX_PENDING:
+            self.current = {}
+        self.read_done()
+
+    def read_done(self) -> None:
+        while self.pending:
+            step, marks = self.pending[0]
+            last = marks["next"][0]
+            if not last.query():
+                return  # the GPU has not got there yet: read it at a later boundary
+            self.pending.pop(0)
+            self.emit(self._line(step, marks))
+            self.pool.extend(ev for ev, _t in marks.values())
+
+    def _line(self, step: int, marks: dict[str, tuple[Any, float]]) -> str:
+        """``G t step dev_fwd dev_bwd dev_opt dev_gap host_fwd host_bwd host_opt host_gap
+        allocated reserved peak`` — µs, -1 where a mark is missing; bytes."""
+        names = ("batch", "backward", "optimizer", "end", "next")
+        dev, host = [], []
+        for a, b in zip(names, names[1:], strict=False):
+            if a in marks and b in marks:
+                dev.append(int(marks[a][0].elapsed_time(marks[b][0]) * 1e3))
+                host.append(int((marks[b][1] - marks[a][1]) * 1e6))
+            else:
+                dev.append(-1)
+                host.append(-1)
+        alloc, reserved, peak = self.memory() if self.memory is not None else (-1, -1, -1)
+        fields = [self.us(marks["end"][1]), step, *dev, *host, alloc, reserved, peak]
+        return f"{DEVICE} " + " ".join(str(f) for f in fields) + "\n"
+
+
+def cuda_timeline(torch: Any, emit: Callable[[str], None], us: Callable[[float], int]) -> Timeline:
+    """A timeline on the current CUDA device (called once the first optimizer step shows the
+    model on CUDA)."""
+    cuda = torch.cuda
+
+    def memory() -> tuple[int, int, int]:
+        return cuda.memory_allocated(), cuda.memory_reserved(), cuda.max_memory_allocated()
+
+    return Timeline(lambda: cuda.Event(enable_timing=True), memory, emit, us)
