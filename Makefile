@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean venv
+.PHONY: demo test lint bench clean venv gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,6 +29,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# On a lent GPU machine: no venv (it has torch and the runtime packages); py-spy, pytest and
+# pytest-timeout come from wheels carried in .wheels/ when missing. See bench/gpu_check.py.
+gpu-check:
+	PYTHONPATH=. $(PY) -m bench.gpu_check $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) trainprof-runs .pytest_cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -19,9 +20,35 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 PASSTHROUGH = {"allow_interspersed_args": False, "ignore_unknown_options": True}
+
+
+def _version(value: bool) -> None:
+    if value:
+        from trainprof.version import __version__
+
+        typer.echo(f"trainprof {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            callback=_version,
+            is_eager=True,
+            help="Print trainprof's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """trainprof's global options (the help text is the app's)."""
+
 
 app.command("run", context_settings=PASSTHROUGH)(run.run)
 app.command("report")(report.report)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -60,6 +61,42 @@ def probe_env(
     if max_steps:
         env[ENV_MAX_STEPS] = str(max_steps)
     return env
+
+
+_PYTHON = re.compile(r"python[0-9.]*$")
+_BLOCKING_FLAGS = {  # in this order of precedence
+    "I": "python -I ignores PYTHONPATH, so the probe could not load",
+    "E": "python -E ignores PYTHONPATH, so the probe could not load",
+    "S": "python -S skips the site module that imports sitecustomize, so the probe could not load",
+}
+
+
+def probe_blocked_by(command: list[str]) -> str | None:
+    """Why the probe cannot load in this command's Python, when its own flags say so: -I and
+    -E ignore PYTHONPATH, where the bootstrap sitecustomize is; -S skips the site module that
+    imports it. None for anything else (not Python, or none of these flags)."""
+    if not command or not _PYTHON.match(Path(command[0]).name):
+        return None
+    found: set[str] = set()
+    args = iter(command[1:])
+    for arg in args:
+        if arg == "-" or not arg.startswith("-"):
+            break  # the script: what follows is its own arguments
+        if arg.startswith("--"):
+            if arg == "--check-hash-based-pycs":
+                next(args, None)
+            continue
+        ends = False
+        for i, ch in enumerate(arg[1:], 2):
+            if ch in "cmWX":  # an option's value: the rest of this word, or the next word
+                if i == len(arg):
+                    next(args, None)
+                ends = ch in "cm"  # -c CMD / -m MOD: the interpreter's own options end here
+                break
+            found.add(ch)
+        if ends:
+            break
+    return next((why for flag, why in _BLOCKING_FLAGS.items() if flag in found), None)
 
 
 @dataclass

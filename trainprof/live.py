@@ -8,13 +8,19 @@ the job's output.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainprof.output import TerminalLock, write_all
+from trainprof.render.text import no_color
 from trainprof.store.events import EventTail
 from trainprof.store.schema import BATCH, STEP
+from trainprof.units import fmt_bytes
 
 WINDOW = 256
 
@@ -71,7 +77,9 @@ class LiveStats:
 
 
 class LiveView:
-    """Tails the run directory once a second and redraws one status line on a terminal."""
+    """Tails the run directory and redraws one status line on a terminal at each call of
+    ``draw`` (four times a second from the runner); the steps it shows are those the probe has
+    flushed to its event file."""
 
     def __init__(self, run_dir: str, terminal: TerminalLock | None, fd: int) -> None:
         self.tail = EventTail(run_dir)
@@ -84,54 +92,94 @@ class LiveView:
         for header, line in self.tail.poll():
             self.stats.feed(header, line)
 
-    def draw(self, elapsed: float) -> None:
+    def draw(self, elapsed: float, message: str | None = None) -> None:
         term = self.terminal
         if term is None:
             return
         with term.lock:
             if not term.at_line_start:
                 return
-            text = self.status_text(elapsed)
             try:
                 width = os.get_terminal_size(self.fd).columns or 100  # 0: size never set
             except OSError:
                 width = 100
-            write_all(
-                self.fd, ("\r\x1b[K\x1b[2m" + text[: max(width - 1, 10)] + "\x1b[0m").encode()
-            )
+            text = self.status_text(elapsed, width - 1, message)
+            dim, reset = ("", "") if no_color() else ("\x1b[2m", "\x1b[0m")
+            write_all(self.fd, ("\r\x1b[K" + dim + text + reset).encode())
             term.status_shown = True
+
+    @contextlib.contextmanager
+    def busy(
+        self, message: str, started: float, after_s: float = 0.5, since: float | None = None
+    ) -> Iterator[None]:
+        """While the block runs, show ``message`` on the status line once ``after_s`` have
+        passed since ``since`` (default: the block's start), as ``analysing…`` after the job
+        ended; erased when the block ends. ``started`` is the time the clock counts from."""
+        delay = after_s if since is None else max(0.0, since + after_s - time.monotonic())
+        timer = threading.Timer(delay, lambda: self.draw(time.monotonic() - started, message))
+        timer.daemon = True
+        if self.terminal is not None:
+            timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            if timer.is_alive():
+                timer.join()
+            self.erase()
 
     def erase(self) -> None:
         if self.terminal is not None:
             with self.terminal.lock:
                 self.terminal.clear_status(self.fd)
 
-    def status_text(self, elapsed: float) -> str:
+    def status_fields(self, elapsed: float, message: str | None = None) -> list[tuple[int, str]]:
+        """(rank, text) of each field in display order; the lowest rank goes last when the
+        line is too narrow."""
         s = self.stats
-        parts = [
-            f"trainprof {_clock(elapsed)}",
-            f"steps {s.steps}" if s.steps else f"batches {s.batches}",
-        ]
+        if message is not None:
+            progress = message
+        elif s.steps:
+            progress = f"steps {s.steps}"
+        elif s.batches:
+            progress = f"batches {s.batches}"
+        else:
+            progress = "starting…"
+        parts = [(1, f"trainprof {_clock(elapsed)}"), (0, progress)]
+        if message is not None:
+            return parts
         it_s, samples_s, wait = s.rate()
         if it_s is not None:
-            parts.append(f"{it_s:.1f} it/s")
+            parts.append((2, f"{it_s:.1f} it/s"))
         if samples_s is not None:
-            parts.append(f"{samples_s:.0f} samples/s")
+            parts.append((4, f"{samples_s:.0f} samples/s"))
         if wait is not None:
-            parts.append(f"data wait {wait:.0%}")
+            parts.append((3, f"data wait {wait:.0%}"))
         sample = self.latest_sample
         if sample:
             procs = sample.get("procs") or []
             cpu = sum(p.get("cpu") or 0 for p in procs)
             rss = sum(p.get("rss") or 0 for p in procs)
-            parts.append(f"CPU {cpu:.0f}%")
-            parts.append(f"RSS {rss / 2**20:.0f} MB")
+            parts.append((5, f"CPU {cpu:.0f}%"))
+            parts.append((7, f"RSS {fmt_bytes(rss)}"))
             gpus = sample.get("gpu")
             if isinstance(gpus, list):  # a dict means "unavailable", with the reason
                 utils = [g["util"] for g in gpus if g.get("util") is not None]
                 if utils:
-                    parts.append(f"GPU {sum(utils) / len(utils):.0f}%")
-        return " · ".join(parts)
+                    parts.append((6, f"GPU {sum(utils) / len(utils):.0f}%"))
+        return parts
+
+    def status_text(
+        self, elapsed: float, width: int | None = None, message: str | None = None
+    ) -> str:
+        """The fields that fit in ``width``: whole fields are left out, least useful first, so
+        a number is never cut in half."""
+        parts = self.status_fields(elapsed, message)
+        while True:
+            text = " · ".join(p for _rank, p in parts)
+            if width is None or len(text) <= width or not parts:
+                return text
+            parts.remove(max(parts, key=lambda p: p[0]))
 
 
 def _clock(seconds: float) -> str:

@@ -3,14 +3,17 @@
 Each stream gets a thread that copies from the job's pipe (or pty) to trainprof's own stream
 as soon as bytes arrive. The copy on disk keeps the first ``HEAD_BYTES`` and the last
 ``TAIL_BYTES`` of each stream, so a job that prints gigabytes costs megabytes, and the end of
-the output (where the traceback is) is always kept.
+the output (where the traceback is) is always kept. Should the copy fail (a full disk), the
+copy stops and the job's output keeps flowing: ``log_error`` says when and why.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 from trainprof.store.rundir import open_private
 
@@ -43,7 +46,12 @@ class StreamPump:
         self.total_bytes = 0
         self.total_lines = 0
         self._tail = bytearray()
-        self._log = open_private(log_path)
+        self.log_error: tuple[float, str] | None = None  # (monotonic time, why) the copy stopped
+        self._log: Any = None  # the raw file open_private returns; None once the copy failed
+        try:
+            self._log = open_private(log_path)
+        except OSError as exc:
+            self._log_failed(exc)
         self._thread = threading.Thread(target=self._run, name="trainprof-pump", daemon=True)
 
     def start(self) -> None:
@@ -82,7 +90,7 @@ class StreamPump:
     def _keep(self, data: bytes) -> None:
         room = HEAD_BYTES - self.total_bytes
         if room > 0:
-            self._log.write(data[:room])
+            self._write_log(data[:room])
         if len(data) > room:
             self._tail += data[max(room, 0) :]
             if len(self._tail) > 2 * TAIL_BYTES:
@@ -90,15 +98,41 @@ class StreamPump:
         self.total_bytes += len(data)
         self.total_lines += data.count(b"\n")
 
+    def _write_log(self, data: bytes) -> None:
+        """Append to the copy on disk; the first error stops the copy for good."""
+        log = self._log
+        if log is None:
+            return
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[log.write(view) :]
+        except OSError as exc:
+            self._log_failed(exc)
+
+    def _log_failed(self, exc: OSError) -> None:
+        self.log_error = (time.monotonic(), exc.strerror or str(exc))
+        log, self._log = self._log, None
+        if log is not None:
+            try:
+                log.close()
+            except OSError:
+                pass
+
     def _finish(self) -> None:
         try:
             if self.total_bytes > HEAD_BYTES:
                 tail = bytes(self._tail[-TAIL_BYTES:])
                 omitted = self.total_bytes - HEAD_BYTES - len(tail)
                 if omitted > 0:
-                    self._log.write(f"\n[trainprof: {omitted} bytes omitted]\n".encode())
-                self._log.write(tail)
-            self._log.close()
+                    self._write_log(f"\n[trainprof: {omitted} bytes omitted]\n".encode())
+                self._write_log(tail)
+            if self._log is not None:
+                try:
+                    self._log.close()
+                except OSError as exc:
+                    self._log = None
+                    self.log_error = self.log_error or (time.monotonic(), exc.strerror or str(exc))
         finally:
             try:
                 os.close(self.source_fd)

@@ -2,27 +2,45 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 from rich.console import Console
 
 from trainprof.analysis.pipeline import analyze
-from trainprof.launcher import Job, exit_code_of, probe_env, resolve_command
+from trainprof.doctor.cpu import usable_cpu_count
+from trainprof.launcher import Job, exit_code_of, probe_blocked_by, probe_env, resolve_command
 from trainprof.live import LiveView
 from trainprof.output import TerminalLock
 from trainprof.render import console as console_render
 from trainprof.render.json_report import report_dict
+from trainprof.render.text import make_console
 from trainprof.samplers.hang import HANG_STACKS, dump_stacks
 from trainprof.samplers.loop import DEFAULT_INTERVAL_S, SamplerLoop
 from trainprof.samplers.stacks import StackRecorder
 from trainprof.store import rundir
+from trainprof.store.redact import redact
+from trainprof.store.schema import (
+    ENV_NO_REDACT,
+    EVENT_FILE_PREFIX,
+    PROBE_LOADED,
+    PROBE_STOPPED,
+    event_file_name,
+)
 from trainprof.store.session import Session
+from trainprof.units import plural
+from trainprof.version import __version__
+from trainprof.watchdog import Watchdog
 
 TIMEOUT_EXIT = 124  # as GNU timeout
 
@@ -40,21 +58,25 @@ class RunOptions:
     stacks: bool = True
     on_hang: str | None = None  # "report" | "kill"; None: kill with --timeout, else report
     hang_after_s: float | None = None  # None: max(10 s, 20 median steps)
+    no_redact: bool = False  # store and print the command as given, secrets included
 
 
 def usable_cpus() -> int | None:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count()
+    """Affinity and cgroup quota counted, exactly as `trainprof doctor` counts."""
+    return usable_cpu_count()
 
 
 def run(opts: RunOptions) -> int:
     command = resolve_command(opts.command)
+    shown = list(command) if opts.no_redact else redact(command)  # stored and printed
+    if opts.json_path is not None:
+        rundir.check_user_file(opts.json_path)  # before the job: never a run without its file
     explicit = opts.run_dir is not None
-    run_dir = rundir.create(opts.run_dir or rundir.default_run_dir(command), explicit)
+    run_dir = rundir.create(opts.run_dir or rundir.default_run_dir(shown), explicit)
     meta: dict[str, Any] = {
-        "command": command,
+        "trainprof_version": __version__,
+        "command": shown,
+        "redacted": not opts.no_redact,
         "cwd": os.getcwd(),
         "run_dir": str(run_dir),
         "usable_cpus": usable_cpus(),
@@ -62,14 +84,30 @@ def run(opts: RunOptions) -> int:
         "max_steps": opts.steps,
         "timeout_s": opts.timeout_s,
         "wall_start": time.time(),
+        # run.json is written at the start without exit_code: `trainprof report` on a run whose
+        # runner died (SIGKILL, the OOM killer) tells it from one still running by this.
+        "runner": {"pid": os.getpid(), "started": _process_started(os.getpid())},
     }
+    blocked = probe_blocked_by(command)
+    if blocked is not None:
+        meta["probe"] = {"loaded": False, "reason": blocked}
+        print(f"trainprof: {blocked}; the report will have host metrics only", file=sys.stderr)
+    recording = _Recording(run_dir)
+    guard = Watchdog()  # should trainprof die, the job and py-spy go with it
+    guard.start()
     interactive = sys.stderr.isatty() and not opts.quiet
     terminal = TerminalLock() if interactive else None
-    job = Job(command, probe_env(run_dir, opts.steps), run_dir, terminal)
+    env = probe_env(run_dir, opts.steps)
+    env.pop(ENV_NO_REDACT, None)  # the probe redacts exactly when run.json does
+    if opts.no_redact:
+        env[ENV_NO_REDACT] = "1"  # the probe's event-file headers keep argv as given too
+    job = Job(command, env, run_dir, terminal)
     job.start()
+    guard.watch(job.pid, signal.SIGTERM)
+    recording.started_at = job.started_at
     meta["t_launch"] = job.started_at
     meta["pid"] = job.pid
-    rundir.write_json(run_dir / rundir.META, meta)
+    recording.write(rundir.META, meta)
     sampler = SamplerLoop(
         job.pid,
         run_dir / rundir.SAMPLES,
@@ -78,9 +116,20 @@ def run(opts: RunOptions) -> int:
     )
     sampler.start()
     live = LiveView(str(run_dir), terminal, sys.stderr.fileno())
-    stacks = _StackStarter(run_dir, job, command) if opts.stacks else None
+
+    def stacks_started(rec: StackRecorder, previous: int | None) -> None:
+        """A py-spy chunk started: the watchdog stops it too; run.json lists it at once, so a
+        report of a run whose runner died still has the stacks."""
+        if previous is not None:
+            guard.forget(previous)
+        if rec.spy_pid is not None:
+            guard.watch(rec.spy_pid, signal.SIGINT)  # SIGINT: py-spy writes what it recorded
+        meta["stacks"] = {"chunks": list(rec.chunks), "pid": rec.pid, "error": rec.error}
+        recording.write(rundir.META, meta)
+
+    stacks = _StackStarter(run_dir, job, command, stacks_started) if opts.stacks else None
     watch = HangWatch(opts, run_dir)
-    stopped_by = _supervise(job, live, sampler, opts, stacks, watch)
+    stopped_by = _supervise(job, live, sampler, opts, stacks, watch, recording)
     if watch.hang is not None:
         meta["hang"] = watch.hang
     live.erase()
@@ -88,6 +137,7 @@ def run(opts: RunOptions) -> int:
     job.finish()
     if stacks is not None:
         meta["stacks"] = stacks.finish()
+    guard.done()
     assert job.proc is not None and job.proc.returncode is not None
     rc = job.proc.returncode
     meta.update(
@@ -103,12 +153,20 @@ def run(opts: RunOptions) -> int:
             "stderr_lines": job.pumps[1].total_lines,
         },
     )
-    rundir.write_json(run_dir / rundir.META, meta)
+    meta["probe"] = _probe_state(run_dir, blocked)
+    recording.check(job, sampler, live)
+    recording.save_meta(meta)
     session = Session.load(run_dir)
     meta["stopped_by"] = stopped_by or _stop_reason(session)
+    meta["exception"] = _job_exception(session)
     session.meta = meta
-    rundir.write_json(run_dir / rundir.META, meta)
-    report(session, opts.json_path, verbose=opts.verbose)
+    recording.save_meta(meta)
+    console = make_console(stderr=True)
+    report(session, opts.json_path, verbose=opts.verbose, console=console, live=live)
+    hint = console_render.rerender_hint(meta)
+    if hint is not None:
+        console.print(hint)
+    rundir.release_space(run_dir)
     if stopped_by in ("timeout", "hang"):
         return TIMEOUT_EXIT
     return exit_code_of(rc)
@@ -118,15 +176,25 @@ class _StackStarter:
     """Starts py-spy on the job's main Python process: at once for a script, or, for any other
     command (a shell wrapper, torchrun), once the process that trains records its first step."""
 
-    def __init__(self, run_dir: Path, job: Job, command: list[str]) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        job: Job,
+        command: list[str],
+        on_start: Callable[[StackRecorder, int | None], None] | None = None,
+    ) -> None:
         self.run_dir = run_dir
         self.recorder: StackRecorder | None = None
+        self.on_start = on_start  # (recorder, the previous chunk's py-spy pid) at each chunk
         if command[0] == sys.executable:
             self._start(job.pid)
 
     def poll(self, live: LiveView) -> None:
         if self.recorder is not None:
+            previous = self.recorder.spy_pid
             self.recorder.poll()
+            if self.recorder.spy_pid != previous and self.on_start is not None:
+                self.on_start(self.recorder, previous)
             return
         # The process that trains: the first to record a step or batch (rank 0 under torchrun;
         # never a launcher such as torchrun's agent, which imports torch but does not train).
@@ -137,7 +205,8 @@ class _StackStarter:
 
     def _start(self, pid: int) -> None:
         self.recorder = StackRecorder(pid, self.run_dir)
-        self.recorder.start()
+        if self.recorder.start() and self.on_start is not None:
+            self.on_start(self.recorder, None)
 
     def finish(self) -> dict[str, Any]:
         rec = self.recorder
@@ -166,6 +235,7 @@ class HangWatch:
         self.hang: dict[str, Any] | None = None
         self.compiling_until: float | None = None
         self.compiling_seen = 0
+        self.redact = not opts.no_redact
 
     def check(self, job: Job, live: LiveView, now: float) -> bool:
         """True when a hang was just detected and the job should be stopped."""
@@ -186,7 +256,7 @@ class HangWatch:
         if silent <= limit:
             return False
         progress = stats.steps or stats.batches
-        info = dump_stacks(job.pid, self.run_dir)
+        info = dump_stacks(job.pid, self.run_dir, self.redact)
         if info.get("compiling"):
             self.compiling_until = now + limit
             self.compiling_seen += 1
@@ -194,7 +264,7 @@ class HangWatch:
         info.update(silent_s=round(silent, 2), steps_before=progress, unit=_unit(stats))
         self.hang = info
         print(
-            f"\ntrainprof: no progress for {silent:.0f} s after {progress} {_unit(stats)}s; "
+            f"\ntrainprof: no progress for {silent:.0f} s after {plural(progress, _unit(stats))}; "
             f"stacks saved to {self.run_dir / HANG_STACKS}"
             + ("; stopping the job (--on-hang kill)" if self.action == "kill" else ""),
             file=sys.stderr,
@@ -202,7 +272,7 @@ class HangWatch:
         return self.action == "kill"
 
     def record(self, job: Job, silent: float, steps_before: int) -> None:
-        info = dump_stacks(job.pid, self.run_dir)
+        info = dump_stacks(job.pid, self.run_dir, self.redact)
         info.update(silent_s=round(silent, 2), steps_before=steps_before, unit="step")
         self.hang = info
 
@@ -218,6 +288,7 @@ def _supervise(
     opts: RunOptions,
     stacks: _StackStarter | None,
     watch: HangWatch,
+    recording: _Recording | None = None,
 ) -> str | None:
     """Wait for the job, forwarding signals, drawing the status line, enforcing --timeout."""
     stopped_by: list[str] = []
@@ -244,6 +315,8 @@ def _supervise(
                 if stacks is not None:
                     stacks.poll(live)
                 hung = watch.check(job, live, now)
+                if recording is not None:
+                    recording.check(job, sampler, live)
             except Exception as exc:  # never lose the job over a display or watch error
                 _warn_once(f"trainprof: live view disabled after an internal error: {exc!r}")
                 hung = False
@@ -286,22 +359,226 @@ def _stop_reason(session: Session) -> str | None:
     return None
 
 
-def report(session: Session, json_path: Path | None, verbose: bool = False) -> dict[str, Any]:
-    """Analyse a loaded run, store report.json in its directory, print the console report."""
-    metrics, verdict = analyze(session)
+def report(
+    session: Session,
+    json_path: Path | None,
+    verbose: bool = False,
+    console: Console | None = None,
+    live: LiveView | None = None,
+) -> dict[str, Any]:
+    """Analyse a loaded run, store report.json in its directory, print the console report
+    (to ``console``; stderr by default). With ``live``, the status line says ``analysing…``
+    once the job has ended more than half a second ago."""
+    _runner_died(session)
+    session.meta.setdefault("exception", _job_exception(session))
+    started = float(session.meta.get("t_launch") or time.monotonic())
+    ended = started + float(session.meta.get("wall_s") or 0.0)
+    busy = live.busy("analysing…", started, since=ended) if live else contextlib.nullcontext()
+    with busy:
+        metrics, verdict = analyze(session)
     data = report_dict(session.meta, metrics, verdict)
-    rundir.write_json(Path(session.run_dir) / rundir.REPORT, data)
+    report_path = Path(session.run_dir) / rundir.REPORT
+    error = write_run_json(report_path, data)
+    if error is not None:  # a full disk: the report is still printed (and --json written)
+        print(f"trainprof: could not write {report_path}: {error}", file=sys.stderr)
     if json_path is not None:
         try:
             write_user_json(json_path, data)
         except OSError as exc:  # the run directory still holds report.json: nothing is lost
             print(f"trainprof: could not write --json {json_path}: {exc.strerror}", file=sys.stderr)
-    console_render.render(Console(stderr=True), session.meta, metrics, verdict, verbose=verbose)
+    console = console or make_console(stderr=True)
+    console_render.render(console, session.meta, metrics, verdict, verbose=verbose)
     return data
 
 
 def write_user_json(path: Path, data: dict[str, Any]) -> None:
+    """``--json PATH``: created 0600; ``-`` is standard output."""
     import json
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    rundir.write_user_file(path, json.dumps(data, indent=1) + "\n")
+
+
+def write_run_json(path: Path, data: Any) -> str | None:
+    """Write a JSON file of the run directory; on a full disk, give back the space held for the
+    end of the run (``rundir.reserve_space``) and try again. The error, or None."""
+    try:
+        rundir.write_json(path, data)
+        return None
+    except OSError as exc:
+        error = exc
+    if error.errno in (errno.ENOSPC, errno.EDQUOT) and rundir.release_space(path.parent):
+        try:
+            rundir.write_json(path, data)
+            return None
+        except OSError as exc:
+            error = exc
+    return error.strerror or str(error)
+
+
+class _Recording:
+    """Whether the run directory still takes what trainprof writes. The first write that fails
+    (a full disk: the output copy, samples, run.json) stops recording; the job runs on exactly as
+    without trainprof and its output still flows. trainprof says so in one line, and the report
+    covers what was recorded, flagged in ``meta["recording"]``: ``{"stopped_at_s": seconds
+    since the job's launch, "reason": the error, "file": the file that failed first}``. The
+    probe inside the job stops on its own at its first failed write (``EventWriter.stopped``)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.started_at = time.monotonic()  # the job's launch, once it is known
+        self.stopped: dict[str, Any] | None = None
+        self._when: float | None = None
+        self._announced = False
+        rundir.reserve_space(run_dir)  # given back for run.json and report.json at a full disk
+
+    def failed(self, when: float, reason: str, name: str) -> None:
+        if self._when is None or when < self._when:
+            self._when = when
+            self.stopped = {
+                "stopped_at_s": round(max(0.0, when - self.started_at), 2),
+                "reason": reason,
+                "file": name,
+            }
+
+    def check(self, job: Job, sampler: SamplerLoop, live: LiveView | None) -> None:
+        """Collect what the writers ran into; say once that recording stopped."""
+        errors = [(p.log_error, p.log_path.name) for p in job.pumps]
+        errors.append((sampler.write_error, rundir.SAMPLES))
+        if self.stopped is None:
+            errors += self._probe_errors()
+        for error, name in errors:
+            if error is not None:
+                self.failed(error[0], error[1], name)
+        self.announce(live)
+
+    def _probe_errors(self) -> list[tuple[tuple[float, str] | None, str]]:
+        """Processes of the job whose probe stopped recording (``EventWriter._failed``)."""
+        out: list[tuple[tuple[float, str] | None, str]] = []
+        for path in self.run_dir.glob(f"{PROBE_STOPPED}*"):
+            pid, _, err = path.name[len(PROBE_STOPPED) :].partition("-")
+            try:
+                ago = time.time() - path.stat().st_mtime
+                reason = os.strerror(int(err)) if int(err) else "the probe's writer failed"
+                out.append(((time.monotonic() - max(ago, 0.0), reason), event_file_name(int(pid))))
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def announce(self, live: LiveView | None) -> None:
+        s = self.stopped
+        if s is None or self._announced:
+            return
+        self._announced = True
+        lead = ""
+        if live is not None:
+            live.erase()
+            if live.terminal is not None and not live.terminal.at_line_start:
+                lead = "\n"
+        print(
+            f"{lead}trainprof: recording stopped {s['stopped_at_s']:.1f} s into the run: "
+            f"{s['reason']} (writing {self.run_dir / s['file']}); the job goes on and its output "
+            "still flows; the report covers what was recorded until then",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def write(self, name: str, data: Any) -> bool:
+        """Write a JSON file of the run; the space held back is given back only once the job
+        has ended (``save_meta``), so it is still there for run.json and report.json."""
+        path = self.run_dir / name
+        try:
+            rundir.write_json(path, data)
+            return True
+        except OSError as exc:
+            self.failed(time.monotonic(), exc.strerror or str(exc), name)
+            return False
+
+    def save_meta(self, meta: dict[str, Any]) -> None:
+        """After the job: run.json, with the recording flag, using the space held back if need be."""
+        if self.stopped is not None:
+            meta["recording"] = self.stopped
+        error = write_run_json(self.run_dir / rundir.META, meta)
+        if error is not None:
+            self.failed(time.monotonic(), error, rundir.META)
+            meta["recording"] = self.stopped
+        self.announce(None)
+
+
+def _process_started(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _probe_state(run_dir: Path, blocked: str | None) -> dict[str, Any]:
+    """``meta["probe"]``: did a process of the job load the probe; if none did, why."""
+    if (run_dir / PROBE_LOADED).exists() or any(run_dir.glob(f"{EVENT_FILE_PREFIX}*")):
+        return {"loaded": True}
+    return {
+        "loaded": False,
+        "reason": blocked
+        or "no process of the job loaded the probe (no Python process ran, or one ran with "
+        "-I, -E or -S, or with PYTHONPATH replaced)",
+    }
+
+
+def _runner_died(session: Session) -> bool:
+    """A run.json that its runner wrote at the start and never finished, and that runner is
+    gone: the report says so (``stopped_by`` "runner-died", ``runner.died``) and covers what
+    was recorded until then."""
+    meta = session.meta
+    runner = meta.get("runner") if "exit_code" not in meta else None
+    if not isinstance(runner, dict) or not isinstance(runner.get("pid"), int):
+        return False
+    pid = runner["pid"]
+    started = _process_started(pid)
+    then = runner.get("started")
+    if started is not None and (then is None or abs(started - float(then)) < 1.0):
+        return False  # still running (the same process: a reused pid started later)
+    meta["runner"] = {**runner, "died": True}
+    meta["stopped_by"] = "runner-died"
+    if meta.get("wall_s") is None:
+        meta["wall_s"] = _recorded_until(session)
+    rundir.release_space(Path(session.run_dir))  # the space it held for its last writes
+    print(
+        f"trainprof: this run's trainprof process (pid {pid}) ended before the job did "
+        "(killed: SIGKILL, the OOM killer?); the report covers what was recorded until then",
+        file=sys.stderr,
+        flush=True,
+    )
+    return True
+
+
+def _recorded_until(session: Session) -> float | None:
+    """Seconds from the job's launch to the last thing recorded (a sample, a step, a batch)."""
+    launched = session.meta.get("t_launch")
+    if not isinstance(launched, (int, float)):
+        return None
+    last = [session.samples.t[-1]] if len(session.samples.t) else []
+    for p in session.processes:
+        t0 = float(p.header.get("t0", 0.0))
+        for col in (p.steps["t"], p.batches["t"]):
+            if len(col):
+                last.append(t0 + col[-1] / 1e6)
+    return max(last) - launched if last else None
+
+
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)): ?(.*)$")
+
+
+def _job_exception(session: Session) -> dict[str, Any] | None:
+    """The exception that ended the job's main process (``{"type", "message"}``), as its probe
+    recorded it, or else the last line of a traceback in its stderr when it failed."""
+    main = [p for p in session.processes if p.pid == session.meta.get("pid")]
+    for p in main or [p for p in session.processes if p.role != "worker"]:
+        for info in reversed(p.infos):
+            if "exception" in info:
+                return {"type": info["exception"], "message": info.get("message", "")}
+    if session.meta.get("exit_code") in (0, None):
+        return None
+    for line in reversed(session.stderr_tail.splitlines()[-20:]):
+        m = _EXCEPTION_LINE.match(line.strip())
+        if m:
+            return {"type": m.group(1), "message": m.group(2)}
+    return None

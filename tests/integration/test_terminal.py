@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
+import struct
 import subprocess
+import termios
+import time
 from pathlib import Path
 
 from conftest import trainprof_cmd, write_script
@@ -24,13 +28,35 @@ def test_run_on_a_terminal(tmp_path: Path) -> None:
         print("done", flush=True)
         """,
     )
+    returncode, text = run_on_pty(
+        trainprof_cmd("run", "--run-dir", str(tmp_path / "run"), str(script)), tmp_path
+    )
+    assert returncode == 0, text[-2000:]
+    assert "isatty True" in text
+    assert "done" in text
+    assert "trainprof 0:0" in text and "it/s" in text  # the live status line was drawn
+    assert "trainprof report" in text
+
+
+def run_on_pty(
+    cmd: list[str],
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    columns: int | None = None,
+    chunks: list[tuple[float, bytes]] | None = None,
+) -> tuple[int, str]:
+    """Run ``cmd`` with a pty as its stdin, stdout and stderr; (exit code, all it wrote).
+    ``columns`` sets the terminal's width; ``chunks`` collects (monotonic time, bytes) reads."""
     master, slave = os.openpty()
+    if columns is not None:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     proc = subprocess.Popen(
-        trainprof_cmd("run", "--run-dir", str(tmp_path / "run"), str(script)),
+        cmd,
         stdin=slave,
         stdout=slave,
         stderr=slave,
-        cwd=tmp_path,
+        cwd=cwd,
+        env=env,
         start_new_session=True,
     )
     os.close(slave)
@@ -45,11 +71,9 @@ def test_run_on_a_terminal(tmp_path: Path) -> None:
             break
         if not chunk:
             break
+        if chunks is not None:
+            chunks.append((time.monotonic(), chunk))
         out += chunk
+    os.close(master)
     proc.wait(timeout=60)
-    text = out.decode(errors="replace")
-    assert proc.returncode == 0, text[-2000:]
-    assert "isatty True" in text
-    assert "done" in text
-    assert "trainprof 0:0" in text and "it/s" in text  # the live status line was drawn
-    assert "trainprof report" in text
+    return proc.returncode, out.decode(errors="replace")

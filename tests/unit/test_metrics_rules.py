@@ -115,7 +115,16 @@ def test_report_contract_shape() -> None:
         {"command": ["python", "t.py"], "exit_code": 0, "wall_s": 3.0, "run_dir": "/x"}, m, verdict
     )
     assert data["schema"] == "trainprof.report/1"
-    assert set(data) == {"schema", "run", "summary", "ledger", "device", "findings", "skipped"}
+    assert set(data) == {
+        "schema",
+        "trainprof_version",
+        "run",
+        "summary",
+        "ledger",
+        "device",
+        "findings",
+        "skipped",
+    }
     assert {"command", "exit_code", "signal", "wall_s", "run_dir"} <= set(data["run"])
     assert {
         "steps",

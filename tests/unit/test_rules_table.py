@@ -55,7 +55,7 @@ def test_checkpoint_stall_from_saves() -> None:
         log.add_line(f"C {end_us - 1000} 290000 31457280 {json.dumps('/ckpt/latest.pt')}")
     _, verdict = analyze(session(log))
     assert verdict.findings[0].id == "checkpoint-stall"
-    assert "30.0 MB each" in verdict.findings[0].evidence[0]
+    assert "30.0 MiB each" in verdict.findings[0].evidence[0]
     assert "every 20 steps" in verdict.findings[0].evidence[0]
 
 

@@ -105,6 +105,8 @@ class Activity:
     loop_funcs: frozenset[tuple[str, str]] = frozenset()  # user functions that drive torch
     compile_s: float | None = None  # main-thread time compiling before the steady window
     main_cpu_in_stalls: float | None = None  # main process CPU % in samples inside stalls
+    # With several optimizers: {"counted": label, "steps": {label: n}} (labels "Adam#0").
+    optimizers: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -253,13 +255,19 @@ def _epoch_first_steps(log: ProcessLog) -> list[int]:
     """Each worker's first batch of an epoch carries that worker's start-up: the first
     num_workers steps after every epoch start of the training loader."""
     ts = log.steps["t"]
-    workers = max(1, int((log.loaders.get(0) or {}).get("num_workers") or 0))
+    workers = _num_workers(log)
     out: list[int] = []
     for key, t_iter, _w in log.epochs:
         if key == training_loader_key(log):
             i = bisect.bisect_right(ts, t_iter)
             out.extend(range(i, min(i + workers, len(ts))))
     return out
+
+
+def _num_workers(log: ProcessLog) -> int:
+    """The training loader's workers, at least 1 (a corrupt count reads as 1)."""
+    n = (log.loaders.get(0) or {}).get("num_workers")
+    return n if isinstance(n, int) and 1 <= n <= 1024 else 1
 
 
 def training_loader_key(log: ProcessLog) -> int:
@@ -280,7 +288,7 @@ def _activity(
 ) -> Activity:
     samples = session.samples
     infos = primary.infos if primary else []
-    precision = next((i["precision"] for i in infos if "precision" in i), None)
+    precision = next((i["precision"] for i in infos if isinstance(i.get("precision"), dict)), None)
     cuda = bool(precision and precision.get("device") == "cuda")
     spans = tuple(session.spans)
     evals = eval_segments(primary) if primary else []
@@ -342,6 +350,7 @@ def _activity(
         output_bytes=(out.get("stdout_bytes", 0) + out.get("stderr_bytes", 0)) if out else None,
         loop_funcs=attribution.loop_functions(loop_spans, session.source),
         compile_s=_compile_s(spans, window),
+        optimizers=next((i["optimizers"] for i in reversed(infos) if "optimizers" in i), None),
         main_cpu_in_stalls=_cpu_in(session, primary, [(st.t0, st.t1) for st in stalls]),
     )
 
@@ -499,7 +508,7 @@ def _train_wait(log: ProcessLog, warm: int, evals: list[Segment]) -> float | Non
     ts, durs, waits = log.steps["t"], log.steps["dur"], log.steps["wait"]
     # Each worker's first batch of an epoch carries that worker's start-up: worker-startup's
     # cost, not the steady input pipeline's. Skip the first num_workers steps of every epoch.
-    workers = max(1, int((log.loaders.get(0) or {}).get("num_workers") or 0))
+    workers = _num_workers(log)
     skip: set[int] = set()
     for _k, t_iter, _w in log.epochs:
         i = bisect.bisect_right(ts, t_iter)

@@ -7,15 +7,17 @@ It only observes: no setting is changed. Exit 0 when nothing fails, 1 when a che
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from trainprof.doctor.registry import DoctorOptions, run_doctor
 from trainprof.errors import TrainprofError
 from trainprof.render.doctor_console import render_doctor
+from trainprof.render.text import make_console
+from trainprof.store.rundir import check_user_file, write_user_file
 
 
 def _validate(
@@ -28,20 +30,30 @@ def _validate(
     """Bad input is the user's to fix: one line and exit 2, before any check runs."""
     if workers is not None and workers < 0:
         raise TrainprofError(f"--workers must be 0 or more, got {workers}")
-    if batch_mb is not None and batch_mb <= 0:
+    if batch_mb is not None and not (math.isfinite(batch_mb) and batch_mb > 0):
         raise TrainprofError(f"--batch-mb must be more than 0, got {batch_mb:g}")
     if data is not None and not data.exists():
         raise TrainprofError(f"--data {data}: no such file or directory")
     if ckpt_dir is not None and ckpt_dir.exists() and not ckpt_dir.is_dir():
         raise TrainprofError(f"--ckpt-dir {ckpt_dir}: exists and is not a directory")
-    if json_path is not None and not json_path.absolute().parent.is_dir():
-        raise TrainprofError(f"--json {json_path}: directory {json_path.parent} does not exist")
+    if json_path is not None and not to_stdout(json_path):
+        if not json_path.absolute().parent.is_dir():
+            raise TrainprofError(f"--json {json_path}: directory {json_path.parent} does not exist")
+        check_user_file(json_path)
+
+
+def to_stdout(json_path: Path | None) -> bool:
+    return json_path is not None and str(json_path) == "-"
 
 
 def doctor(
     json_path: Annotated[
         Path | None,
-        typer.Option("--json", metavar="PATH", help="Also write the verdict as JSON here."),
+        typer.Option(
+            "--json",
+            metavar="PATH",
+            help="Also write the verdict as JSON here (`-`: to stdout, the table to stderr).",
+        ),
     ] = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 1 on warnings too (for CI gates).")
@@ -52,7 +64,7 @@ def doctor(
     ] = None,
     batch_mb: Annotated[
         float | None,
-        typer.Option("--batch-mb", metavar="M", help="Size of one batch in MB (for /dev/shm)."),
+        typer.Option("--batch-mb", metavar="M", help="Size of one batch in MiB (for /dev/shm)."),
     ] = None,
     ckpt_dir: Annotated[
         Path | None,
@@ -69,10 +81,10 @@ def doctor(
     attach rights and disk. It only observes; exit 1 when a check fails."""
     _validate(json_path, workers, batch_mb, ckpt_dir, data)
     report = run_doctor(DoctorOptions(workers, batch_mb, ckpt_dir, data))
-    render_doctor(report, Console(), strict)
+    render_doctor(report, make_console(stderr=to_stdout(json_path)), strict)
     if json_path is not None:
         try:
-            json_path.write_text(json.dumps(report.to_json(strict), indent=2) + "\n")
+            write_user_file(json_path, json.dumps(report.to_json(strict), indent=2) + "\n")
         except OSError as exc:
             raise TrainprofError(f"--json {json_path}: {exc.strerror}") from exc
     code = report.exit_code(strict)

@@ -9,12 +9,12 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from trainprof.analysis.rules import all_rules
 from trainprof.analysis.rules.registry import Rule
 from trainprof.errors import TrainprofError
 from trainprof.render import rules_reference as ref
+from trainprof.render.text import make_console
 
 
 def _pick(rule_id: str | None) -> tuple[Rule, ...]:
@@ -63,7 +63,7 @@ def rules(
     elif as_json:
         typer.echo(json.dumps(ref.registry_json(picked), indent=2, ensure_ascii=False))
     elif rule_id is None:
-        console = Console()
+        console = make_console()
         console.print(ref.rules_table(picked, console.width))
         console.print()
         console.print(
@@ -73,4 +73,4 @@ def rules(
             highlight=False,
         )
     else:
-        Console().print(ref.rule_detail(picked[0]))
+        make_console().print(ref.rule_detail(picked[0]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,16 @@ import typer
 from trainprof.errors import TrainprofError
 from trainprof.runner import RunOptions
 from trainprof.runner import run as run_job
+
+MIN_INTERVAL_S = 0.05  # below it the sampler itself costs a CPU core
+MAX_INTERVAL_S = 3600.0
+
+
+def positive_seconds(value: float | None) -> float | None:
+    """A duration option: more than 0 and finite (typer's min= is inclusive)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"{value:g} is not a positive number of seconds")
+    return value
 
 
 def run(
@@ -22,14 +33,24 @@ def run(
         ),
     ],
     json_path: Annotated[
-        Path | None, typer.Option("--json", help="Also write the report as JSON to this path.")
+        Path | None,
+        typer.Option(
+            "--json",
+            help="Also write the report as JSON to this path (created 0600). `-`: to stdout, "
+            "which the job's own output shares: the report comes last, once the job has ended.",
+        ),
     ] = None,
     steps: Annotated[
         int | None,
-        typer.Option(help="Stop the job cleanly after N optimizer steps (profile the first N)."),
+        typer.Option(
+            min=1, help="Stop the job cleanly after N optimizer steps (profile the first N)."
+        ),
     ] = None,
     timeout: Annotated[
-        float | None, typer.Option(help="Stop the job after this many seconds (exit code 124).")
+        float | None,
+        typer.Option(
+            callback=positive_seconds, help="Stop the job after this many seconds (exit code 124)."
+        ),
     ] = None,
     run_dir: Annotated[
         Path | None,
@@ -40,7 +61,9 @@ def run(
     interval: Annotated[
         float | None,
         typer.Option(
-            help="Seconds between host/GPU samples (default 0.5 s, 2 s after ten minutes)."
+            min=MIN_INTERVAL_S,
+            max=MAX_INTERVAL_S,
+            help="Seconds between host/GPU samples (default 0.5 s, 2 s after ten minutes).",
         ),
     ] = None,
     quiet: Annotated[
@@ -62,9 +85,19 @@ def run(
     hang_after: Annotated[
         float | None,
         typer.Option(
-            help="Seconds without a step that count as a hang (default: max(10, 20 median steps))."
+            callback=positive_seconds,
+            help="Seconds without a step that count as a hang (default: max(10, 20 median steps)).",
         ),
     ] = None,
+    no_redact: Annotated[
+        bool,
+        typer.Option(
+            "--no-redact",
+            help="Store and print the command as given. By default the values of arguments "
+            "named like a secret (*key*, *token*, *secret*, *password*, *auth*, ...) are "
+            "stored and shown as ***; the job always gets its real arguments.",
+        ),
+    ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also show info findings and skipped rules.")
     ] = False,
@@ -82,16 +115,10 @@ def run(
 
       trainprof run -- torchrun --nproc-per-node 2 train.py
     """
-    if steps is not None and steps <= 0:
-        raise TrainprofError("--steps must be a positive number of optimizer steps")
-    if timeout is not None and timeout <= 0:
-        raise TrainprofError("--timeout must be a positive number of seconds")
     if json_path is not None and json_path.is_dir():
         raise TrainprofError(f"--json {json_path} is a directory; give a file path")
     if on_hang not in (None, "report", "kill"):
         raise TrainprofError("--on-hang must be `report` or `kill`")
-    if interval is not None and interval < 0.05:
-        raise TrainprofError("--interval must be at least 0.05 s")
     code = run_job(
         RunOptions(
             command=list(command),
@@ -105,6 +132,7 @@ def run(
             stacks=stacks,
             on_hang=on_hang,
             hang_after_s=hang_after,
+            no_redact=no_redact,
         )
     )
     raise typer.Exit(code)

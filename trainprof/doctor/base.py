@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trainprof.analysis.findings import Finding, Severity
+from trainprof.units import fmt_bytes as _fmt_bytes
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -57,12 +58,5 @@ def result(
 
 
 def fmt_bytes(n: float | None) -> str:
-    """Human size in binary units, the way `df -h` and `free -h` print it."""
-    if n is None:
-        return "unknown"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover - loop always returns
+    """Human size in binary units (trainprof.units, as the run report says them)."""
+    return _fmt_bytes(n, missing="unknown")

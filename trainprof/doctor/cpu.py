@@ -34,6 +34,16 @@ class ThreadInputs:
     workers: int | None = None
 
 
+# Without --workers, every doctor row that depends on num_workers (shm, open files) assumes the
+# count the cpu row recommends, so one output never assumes three different numbers.
+ASSUMED_WORKERS_NOTE = "num_workers = usable CPUs - 1, the cpu row's advice"
+
+
+def suggested_workers(usable: int) -> int:
+    """num_workers for ``usable`` CPUs: one core stays with the training loop."""
+    return max(usable - 1, 1)
+
+
 def usable_cpus(inp: CpuInputs) -> int:
     """min(cpu_count, affinity, ceil(quota)), at least 1."""
     candidates = [n for n in (inp.cpu_count, inp.affinity) if n]
@@ -48,7 +58,7 @@ def check_cpu(inp: CpuInputs) -> CheckResult:
     quota = "none" if inp.quota is None else f"{inp.quota:g} CPUs ({inp.quota_source})"
     evidence = [
         f"os.cpu_count() {inp.cpu_count}, affinity {inp.affinity}, cgroup quota {quota}",
-        f"usable CPUs {usable}: size num_workers to at most {max(usable - 1, 1)} "
+        f"usable CPUs {usable}: size num_workers to at most {suggested_workers(usable)} "
         "(one core stays with the training loop)",
     ]
     problems: list[str] = []
@@ -111,6 +121,15 @@ def check_threads(inp: ThreadInputs) -> CheckResult:
     return result(
         AREA, "ok", "thread-oversubscription", "thread pools fit the usable CPUs", evidence
     )
+
+
+def usable_cpu_count() -> int:
+    """This process's usable CPUs: affinity and cgroup quota counted. The one count both
+    `trainprof doctor` and the run report (run.json ``usable_cpus``) give."""
+    from trainprof.doctor.cgroup import gather_cgroup
+
+    limits = gather_cgroup()
+    return usable_cpus(gather_cpu(limits.cpu_quota, limits.cpu_source))
 
 
 def gather_cpu(

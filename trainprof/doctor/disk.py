@@ -92,7 +92,7 @@ def check_ckpt(inp: CkptInputs) -> CheckResult:
 
 
 def check_data_read(inp: DataReadInputs) -> CheckResult:
-    """Large files are judged by MB/s, small ones by files/s (random-access latency)."""
+    """Large files are judged by MiB/s, small ones by files/s (random-access latency)."""
     if inp.error or inp.files_read == 0:
         return result(
             AREA,
@@ -108,13 +108,13 @@ def check_data_read(inp: DataReadInputs) -> CheckResult:
     small = inp.median_file_bytes is not None and inp.median_file_bytes < SMALL_FILE
     evidence = [
         f"read {inp.files_read} files, {fmt_bytes(inp.bytes_read)} in {secs:.2f} s: "
-        f"{mb_s:.0f} MB/s, {files_s:.0f} files/s (median file {fmt_bytes(inp.median_file_bytes)})",
+        f"{mb_s:.0f} MiB/s, {files_s:.0f} files/s (median file {fmt_bytes(inp.median_file_bytes)})",
         "O_DIRECT: page cache bypassed"
         if inp.direct
         else "buffered reads: cached files read at memory speed, so this is an upper bound",
         f"threshold: {SLOW_FILES_S:.0f} files/s for small files"
         if small
-        else f"threshold: {SLOW_MB_S:.0f} MB/s for large files",
+        else f"threshold: {SLOW_MB_S:.0f} MiB/s for large files",
     ]
     slow = files_s < SLOW_FILES_S if small else mb_s < SLOW_MB_S
     if slow:
@@ -122,7 +122,7 @@ def check_data_read(inp: DataReadInputs) -> CheckResult:
             AREA,
             "warn",
             "data-read-slow",
-            f"dataset reads slowly: {files_s:.0f} files/s, {mb_s:.0f} MB/s",
+            f"dataset reads slowly: {files_s:.0f} files/s, {mb_s:.0f} MiB/s",
             evidence,
             (
                 "copy the dataset to a local SSD/NVMe (or /dev/shm if it fits) before training",
@@ -133,7 +133,7 @@ def check_data_read(inp: DataReadInputs) -> CheckResult:
         AREA,
         "ok",
         "data-read-slow",
-        f"dataset reads at {mb_s:.0f} MB/s, {files_s:.0f} files/s",
+        f"dataset reads at {mb_s:.0f} MiB/s, {files_s:.0f} files/s",
         evidence,
     )
 

@@ -11,6 +11,7 @@ import resource
 from dataclasses import dataclass
 
 from trainprof.doctor.base import CheckResult, result
+from trainprof.doctor.cpu import ASSUMED_WORKERS_NOTE
 
 AREA = "limits"
 BASE_FDS = 256  # interpreter, shared libraries, sockets, the job's own files
@@ -49,7 +50,7 @@ def check_nofile(inp: NofileInputs) -> CheckResult:
         f"+ {BASE_FDS} base = {need} fds in flight"
     )
     if inp.workers_assumed:
-        basis += " (workers assumed = usable CPUs; pass --workers N)"
+        basis += f" (assumed: {ASSUMED_WORKERS_NOTE}; pass --workers N)"
     strategy_note = (
         f"sharing strategy {strategy}"
         + ("" if inp.sharing_strategy else " (torch's Linux default; torch not importable)")

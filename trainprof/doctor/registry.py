@@ -20,6 +20,7 @@ from trainprof.doctor.base import AREAS, CheckResult, result
 from trainprof.doctor.cgroup import CgroupLimits, gather_cgroup
 from trainprof.doctor.envvars import visible_env
 from trainprof.doctor.nvml import gather_nvml
+from trainprof.version import __version__
 
 SCHEMA = "trainprof.doctor/1"
 Rows = list[CheckResult]
@@ -62,6 +63,7 @@ class DoctorReport:
     def to_json(self, strict: bool = False) -> dict[str, object]:
         return {
             "schema": SCHEMA,
+            "trainprof_version": __version__,
             "checks": [c.to_json() for c in self.checks],
             "summary": self.counts(),
             "exit_code": self.exit_code(strict),
@@ -122,10 +124,15 @@ def run_doctor(
             limits_cg = CgroupLimits(None, None, None, None, None, None)
         cpu_in = cpu.gather_cpu(limits_cg.cpu_quota, limits_cg.cpu_source, opts.workers)
         usable = cpu.usable_cpus(cpu_in)
+        # One worker count for every row that needs one: --workers, else the cpu row's advice.
+        assumed = opts.workers is None
+        workers = cpu.suggested_workers(usable) if opts.workers is None else opts.workers
         rows += _guard(
             "shm",
             "shm-small",
-            lambda: shm.check_shm(shm.gather_shm(workers=opts.workers, batch_mb=opts.batch_mb)),
+            lambda: shm.check_shm(
+                shm.gather_shm(workers=workers, batch_mb=opts.batch_mb, workers_assumed=assumed)
+            ),
         )
         rows += _guard("cpu", "cpu-quota", lambda: cpu.check_cpu(cpu_in))
         rows += _guard(
@@ -135,12 +142,11 @@ def run_doctor(
         rows += _guard("disk", "ckpt-disk-low", lambda: disk.check_ckpt(disk.gather_ckpt(ckpt)))
 
         facts = probe.result()
-        workers = opts.workers if opts.workers is not None else usable
         rows += _guard(
             "limits",
             "nofile-low",
             lambda: limits.check_nofile(
-                limits.gather_nofile(workers, opts.workers is None, facts.sharing_strategy)
+                limits.gather_nofile(workers, assumed, facts.sharing_strategy)
             ),
         )
         rows += _guard(

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 
 from trainprof.doctor.base import CheckResult, MiB, fmt_bytes, result
+from trainprof.doctor.cpu import ASSUMED_WORKERS_NOTE
 
 AREA = "shm"
 SHM_PATH = "/dev/shm"
@@ -28,6 +29,7 @@ class ShmInputs:
     free_bytes: int | None
     workers: int | None = None
     batch_mb: float | None = None
+    workers_assumed: bool = False  # workers is the doctor's assumption, not --workers
 
 
 def required_bytes(workers: int, batch_mb: float) -> int:
@@ -38,7 +40,13 @@ def required_bytes(workers: int, batch_mb: float) -> int:
 
 def check_shm(inp: ShmInputs) -> CheckResult:
     """Fail when free shm cannot hold the batches in flight; warn when under 2x that."""
-    assumed = inp.workers is None or inp.batch_mb is None
+    assumed: list[str] = []
+    if inp.workers is None:
+        assumed.append(f"{ASSUMED_WORKERS} workers")
+    elif inp.workers_assumed:
+        assumed.append(ASSUMED_WORKERS_NOTE)
+    if inp.batch_mb is None:
+        assumed.append(f"{ASSUMED_BATCH_MB:g} MiB batches")
     workers = ASSUMED_WORKERS if inp.workers is None else inp.workers
     batch_mb = ASSUMED_BATCH_MB if inp.batch_mb is None else inp.batch_mb
     fixes = (
@@ -66,10 +74,10 @@ def check_shm(inp: ShmInputs) -> CheckResult:
     need = required_bytes(workers, batch_mb)
     basis = (
         f"{workers} workers x prefetch {PREFETCH_FACTOR} + {HELD_BY_MAIN} held by the loop, "
-        f"x {batch_mb:g} MB batches"
+        f"x {batch_mb:g} MiB batches"
     )
     if assumed:
-        basis += " (assumed; pass --workers N --batch-mb M for your job)"
+        basis += f" (assumed: {'; '.join(assumed)}; pass --workers N --batch-mb M for your job)"
     evidence = (
         f"{inp.path}: {fmt_bytes(inp.total_bytes)} total, {fmt_bytes(inp.free_bytes)} free",
         f"needs >= {fmt_bytes(need)} free: {basis}",
@@ -97,13 +105,16 @@ def check_shm(inp: ShmInputs) -> CheckResult:
 
 
 def gather_shm(
-    path: str = SHM_PATH, workers: int | None = None, batch_mb: float | None = None
+    path: str = SHM_PATH,
+    workers: int | None = None,
+    batch_mb: float | None = None,
+    workers_assumed: bool = False,
 ) -> ShmInputs:
     """statvfs of the shm mount; absent on macOS and in some minimal sandboxes."""
     try:
         st = os.statvfs(path)
     except OSError:
-        return ShmInputs(path, False, None, None, workers, batch_mb)
+        return ShmInputs(path, False, None, None, workers, batch_mb, workers_assumed)
     return ShmInputs(
         path=path,
         exists=True,
@@ -111,4 +122,5 @@ def gather_shm(
         free_bytes=st.f_bavail * st.f_frsize,
         workers=workers,
         batch_mb=batch_mb,
+        workers_assumed=workers_assumed,
     )

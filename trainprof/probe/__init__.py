@@ -1,9 +1,10 @@
 """The probe: runs inside the user's job. Standard library only until torch is imported.
 
-``start()`` is called once per process by the bootstrap ``sitecustomize``. It opens nothing
-yet (the event file is created at the first record), registers a post-import hook for torch,
-a fork handler, an exit flush and an exception recorder. Everything is fail-open: an error in
-the probe switches the probe off, never the job.
+``start()`` is called once per process by the bootstrap ``sitecustomize``. It leaves the run's
+``probe-loaded`` mark but opens nothing yet (the event file is created at the first record),
+registers a post-import hook for torch, a fork handler, an exit flush and an exception
+recorder. Everything is fail-open: an error in the probe switches the probe off, never the
+job.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 import time
 
 from trainprof.probe.writer import EventWriter
-from trainprof.store.schema import ENV_DISABLE, ENV_MAX_STEPS, ENV_RUN_DIR, INFO
+from trainprof.store.schema import ENV_DISABLE, ENV_MAX_STEPS, ENV_RUN_DIR, INFO, PROBE_LOADED
 
 _writer: EventWriter | None = None
 
@@ -44,6 +45,7 @@ def start() -> None:
     run_dir = os.environ.get(ENV_RUN_DIR)
     if not run_dir or not os.path.isdir(run_dir) or "all" in disabled_parts():
         return
+    _mark_loaded(run_dir)
     w = EventWriter(run_dir)
     if os.environ.get("RANK") is not None:
         w.set_role("rank")
@@ -54,6 +56,16 @@ def start() -> None:
     from trainprof.probe.import_hook import call_after_import
 
     call_after_import("torch", _on_torch_imported)
+
+
+def _mark_loaded(run_dir: str) -> None:
+    """Tell the runner the probe loaded (one failed open a process once the file exists), so
+    a report can tell a job whose probe never loaded (python -I) from one without torch."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        os.close(os.open(os.path.join(run_dir, PROBE_LOADED), flags, 0o600))
+    except OSError:
+        pass
 
 
 def _on_torch_imported(torch_module: object) -> None:

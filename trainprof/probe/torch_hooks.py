@@ -50,6 +50,10 @@ class _State:
         self.pin_time = 0.0  # pin_memory in the main thread (num_workers=0)
         self.fetch_reported = 0
         self.timeline: Timeline | None = None  # CUDA events at step boundaries (GPU jobs)
+        # Every optimizer that stepped: id → [label, steps]; the counted one is primary_opt_id.
+        self.optimizers: dict[int, list[Any]] = {}
+        self.other_stepped_twice: int | None = None  # a non-primary stepped, primary did not since
+        self.optimizers_reported = 0
         self.device_off = False  # the "device" probe part is switched off
 
 
@@ -99,9 +103,13 @@ def install(torch: Any) -> None:
 
 
 def flush_counters() -> None:
-    """Write the cumulative dataset-fetch counter if it moved (called at flush points)."""
+    """Write the cumulative counters that moved (called at flush points): dataset fetches, and
+    the optimizers that stepped (which one is counted, and how often each stepped)."""
     w = probe.writer()
-    if w is None or _state.fetch_count == _state.fetch_reported:
+    if w is None:
+        return
+    _report_optimizers()
+    if _state.fetch_count == _state.fetch_reported:
         return
     _state.fetch_reported = _state.fetch_count
     s = _state
@@ -111,16 +119,44 @@ def flush_counters() -> None:
     )
 
 
+def _report_optimizers() -> None:
+    s = _state
+    total = sum(n for _label, n in s.optimizers.values())
+    if len(s.optimizers) < 2 or total == s.optimizers_reported:
+        return
+    s.optimizers_reported = total
+    counted = s.optimizers.get(s.primary_opt_id or -1)
+    probe.record_info(
+        {
+            "optimizers": {
+                "counted": counted[0] if counted else None,
+                "steps": {label: n for label, n in s.optimizers.values()},
+            }
+        }
+    )
+
+
 # ---------------------------------------------------------------- optimizer steps
 
 
 def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     s = _state
+    key = id(optimizer)
+    seen = s.optimizers.get(key)
+    if seen is None:
+        seen = s.optimizers[key] = [f"{type(optimizer).__name__}#{len(s.optimizers)}", 0]
+    seen[1] += 1
     if s.primary_opt_id is None:
-        s.primary_opt_id = id(optimizer)
+        s.primary_opt_id = key
         _record_precision(optimizer)
-    elif id(optimizer) != s.primary_opt_id:
-        return
+    elif key != s.primary_opt_id:
+        # A GAN's two optimizers alternate: keep counting the first. One that steps twice while
+        # the counted one does not has replaced it (a new optimizer per phase): follow it.
+        if s.other_stepped_twice != key:
+            s.other_stepped_twice = key
+            return
+        s.primary_opt_id = key
+    s.other_stepped_twice = None
     now = _clock()
     w = probe.writer()
     if w is None:

@@ -1,15 +1,24 @@
 """Buffered, fork-aware writer of one process's event file.
 
 Records are appended to a deque (thread-safe append, no lock on the hot path) and written in
-one ``os.write`` when 256 are queued, once a second from a daemon thread (so a hung job's last
-records still reach the disk), at exit, and before a DataLoader worker leaves. The file and
-its header are created lazily at the first flush, so a forked child that never records
-anything leaves no file, and a child's header carries the role it learned after the fork.
+one ``os.write`` when 256 are queued, every half second from a daemon thread (so a hung job's
+last records still reach the disk, and a job killed by SIGKILL loses at most its last half
+second), at exit, and before a DataLoader worker leaves. Should the timer fall behind by more
+than a second (a dead or starved thread), the next record is flushed where it is queued. The
+file and its header are created lazily at the first flush, so a forked child that never
+records anything leaves no file, and a child's header carries the role it learned after the
+fork.
+
+A flush never raises into the job. A file that cannot be opened for now (EMFILE, the job's
+own descriptors exhausted) keeps its records for the next flush; any other write error (a full
+disk) stops recording in this process for good: later records are dropped as they come, and an
+empty ``probe-stopped-<pid>-<errno>`` file tells the runner.
 """
 
 from __future__ import annotations
 
 import collections
+import errno
 import json
 import os
 import sys
@@ -17,10 +26,21 @@ import threading
 import time
 from collections.abc import Callable
 
-from trainprof.store.schema import MAGIC, SCHEMA_VERSION, STEP, event_file_name
+from trainprof.store.redact import redact
+from trainprof.store.schema import (
+    ENV_NO_REDACT,
+    MAGIC,
+    PROBE_STOPPED,
+    SCHEMA_VERSION,
+    STEP,
+    event_file_name,
+)
 
 FLUSH_EVERY_RECORDS = 256
-FLUSH_EVERY_S = 1.0
+FLUSH_EVERY_S = 0.5  # the timer's period
+MAX_AGE_S = 1.0  # a timer later than this: the next record is flushed where it is queued
+MAX_PENDING_BYTES = 1 << 20  # kept for a file that cannot be opened yet (EMFILE)
+TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.EINTR})
 
 
 class EventWriter:
@@ -41,6 +61,9 @@ class EventWriter:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._due = float("inf")  # flush where a record is queued from then on (timer late)
+        self._pending = b""  # formatted records whose file could not be opened yet
+        self.stopped: tuple[float, str] | None = None  # (monotonic time, why) recording stopped
         self.on_tick: Callable[[], None] | None = None  # runs before each timed flush
 
     def us(self, t: float) -> int:
@@ -49,18 +72,29 @@ class EventWriter:
 
     def add(self, line: str) -> None:
         self._queue.append(line)
-        self._queued(len(self._queue))
+        self._queued(len(self._queue), time.monotonic())
 
     def add_step(self, rec: tuple[float, float, float, float, int, int, int]) -> None:
         """(end, previous end, wait s, sampler s, batch size, fetches, samples) of one step."""
         self._steps.append(rec)
-        self._queued(len(self._steps))
+        self._queued(len(self._steps), rec[0])
 
-    def _queued(self, waiting: int) -> None:
-        """After a record was queued: flush a full queue, or make sure the timer runs."""
+    def _queued(self, waiting: int, now: float) -> None:
+        """After a record was queued: flush a full queue or one the timer left waiting too long,
+        or make sure the timer runs."""
         if waiting >= FLUSH_EVERY_RECORDS:
             self.flush()
+        elif now >= self._due:
+            self._late()
         elif self._thread is None:
+            self._start_thread()
+
+    def _late(self) -> None:
+        """The timer missed its flush by more than MAX_AGE_S - FLUSH_EVERY_S (it died, or the
+        job holds the GIL): flush here, and start a timer again if the old one is gone."""
+        self.flush()
+        t = self._thread
+        if not self._closed and (t is None or not t.is_alive()):
             self._start_thread()
 
     def set_role(self, role: str, **info: object) -> None:
@@ -69,37 +103,76 @@ class EventWriter:
 
     def after_fork_in_child(self) -> None:
         """A forked child starts its own file; the parent's queued records are not its own."""
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        if self.stopped is not None:
+            return  # recording stopped (a full disk): the child drops its records too
+        self._due = float("inf")
+        self._pending = b""
         self._queue = collections.deque()
         self._steps = collections.deque()
         self._fd = None
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
         self._thread = None
         self.role = "fork"
         self.role_info = {}
 
     def flush(self) -> None:
+        """Write what is queued. Never raises (see the module's docstring)."""
         if self._closed:
             return
         with self._lock:
-            q, sq = self._queue, self._steps
-            n, ns = len(q), len(sq)
-            if n == 0 and ns == 0:
-                return
-            parts = [q.popleft() for _ in range(n)]
-            if ns:
-                t0 = self.t0
-                parts += [
-                    f"{STEP} {int((t - t0) * 1e6)} {int((t - prev) * 1e6)} {int(wait * 1e6)} "
-                    f"{int(sampler * 1e6)} {bs} {fetches} {samples}\n"
-                    for t, prev, wait, sampler, bs, fetches, samples in [
-                        sq.popleft() for _ in range(ns)
-                    ]
+            self._due = time.monotonic() + MAX_AGE_S
+            try:
+                self._write_queued()
+            except Exception as exc:
+                self._failed(exc)
+
+    def _write_queued(self) -> None:
+        q, sq = self._queue, self._steps
+        n, ns = len(q), len(sq)
+        if n == 0 and ns == 0 and not self._pending:
+            return
+        parts = [q.popleft() for _ in range(n)]
+        if ns:
+            t0 = self.t0
+            parts += [
+                f"{STEP} {int((t - t0) * 1e6)} {int((t - prev) * 1e6)} {int(wait * 1e6)} "
+                f"{int(sampler * 1e6)} {bs} {fetches} {samples}\n"
+                for t, prev, wait, sampler, bs, fetches, samples in [
+                    sq.popleft() for _ in range(ns)
                 ]
-            data = "".join(parts)
-            if self._fd is None:
+            ]
+        data = self._pending + "".join(parts).encode("utf-8", "replace")
+        self._pending = b""
+        if self._fd is None:
+            try:
                 self._fd = self._open()
-            os.write(self._fd, data.encode("utf-8", "replace"))
+            except OSError as exc:
+                if exc.errno in TRANSIENT_ERRNOS and len(data) <= MAX_PENDING_BYTES:
+                    self._pending = data  # e.g. EMFILE: try again at the next flush
+                    return
+                raise
+        _write_all(self._fd, data)
+
+    def _failed(self, exc: Exception) -> None:
+        """Stop recording in this process: drop what is queued and every later record."""
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else repr(exc)
+        self.stopped = (time.monotonic(), reason)
+        self._closed = True
+        self._due = float("inf")
+        self._pending = b""
+        self._queue = collections.deque(maxlen=0)
+        self._steps = collections.deque(maxlen=0)
+        fd, self._fd = self._fd, None
+        try:
+            if fd is not None:
+                os.close(fd)
+            # An empty file (no data block) tells the runner; its mtime says when.
+            name = f"{PROBE_STOPPED}{self._pid}-{getattr(exc, 'errno', None) or 0}"
+            flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+            os.close(os.open(os.path.join(self.run_dir, name), flags, 0o600))
+        except OSError:
+            pass
 
     def close(self) -> None:
         try:
@@ -110,7 +183,6 @@ class EventWriter:
     def _open(self) -> int:
         path = os.path.join(self.run_dir, event_file_name(self._pid))
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(path, flags, 0o600)
         header = {
             "magic": "trainprof-events",
             "version": SCHEMA_VERSION,
@@ -118,7 +190,7 @@ class EventWriter:
             "ppid": os.getppid(),
             "role": self.role,
             **self.role_info,
-            "argv": list(getattr(sys, "argv", [])),
+            "argv": _argv(),
             "executable": sys.executable,
             "t0": self.t0,
             "wall0": self.wall0,
@@ -126,13 +198,23 @@ class EventWriter:
             "local_rank": _int_env("LOCAL_RANK"),
             "world_size": _int_env("WORLD_SIZE"),
         }
-        os.write(fd, (MAGIC + json.dumps(header) + "\n").encode())
+        line = (MAGIC + json.dumps(header) + "\n").encode()
+        fd = os.open(path, flags, 0o600)
+        try:
+            _write_all(fd, line)
+        except BaseException:
+            os.close(fd)
+            raise
         return fd
 
     def _start_thread(self) -> None:
         t = threading.Thread(target=self._flush_loop, name="trainprof-flush", daemon=True)
         self._thread = t
-        t.start()
+        self._due = time.monotonic() + MAX_AGE_S
+        try:
+            t.start()
+        except Exception:  # no thread to be had: records are flushed where they are queued
+            pass
 
     def _flush_loop(self) -> None:
         me = threading.current_thread()
@@ -141,9 +223,21 @@ class EventWriter:
             try:
                 if self.on_tick is not None:
                     self.on_tick()
-                self.flush()
             except Exception:
-                return
+                pass
+            self.flush()
+
+
+def _argv() -> list[str]:
+    """This process's argv, secret values masked unless the run said --no-redact."""
+    argv = [str(a) for a in getattr(sys, "argv", [])]
+    return argv if os.environ.get(ENV_NO_REDACT) == "1" else redact(argv)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _int_env(name: str) -> int | None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
-import shlex
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -16,6 +18,8 @@ from rich.text import Text
 from trainprof.analysis.findings import Verdict
 from trainprof.analysis.ledger import DATA, DESCRIPTION, STALLS, STEP
 from trainprof.analysis.metrics import Metrics
+from trainprof.render.text import clean, literal, shell_join, shell_quote
+from trainprof.units import fmt_bytes, plural, plural_of
 
 SPARK = "▁▂▃▄▅▆▇█"
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -41,16 +45,6 @@ def _dur(seconds: float | None) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "—"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n = n / 1024  # type: ignore[assignment]
-    return f"{n} B"
-
-
 def outcome(meta: dict[str, Any]) -> tuple[str, str]:
     code = meta.get("exit_code")
     stopped = meta.get("stopped_by")
@@ -65,6 +59,12 @@ def outcome(meta: dict[str, Any]) -> tuple[str, str]:
             f"interrupted ({', '.join(meta.get('forwarded', [])) or 'signal'}) — partial report",
             "yellow",
         )
+    if stopped == "runner-died":
+        return (
+            "trainprof was killed before the job ended (the job was stopped with it) — "
+            "partial report",
+            "red",
+        )
     if meta.get("signal"):
         return f"killed by {meta['signal']} (exit {code})", "red"
     if code == 0:
@@ -76,17 +76,43 @@ def outcome(meta: dict[str, Any]) -> tuple[str, str]:
 
 def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     t = Table.grid(padding=(0, 2))
-    t.add_column(style="dim", justify="right")
-    t.add_column()
+    t.add_column(style="dim", justify="right", no_wrap=True)
+    t.add_column(overflow="fold")
     what, style = outcome(meta)
-    command = list(meta.get("command", []))
+    command = [str(a) for a in meta.get("command", [])]
     if command:  # the interpreter's full path is noise: "python train.py" reads as typed
         command[0] = Path(command[0]).name
-    t.add_row("command", shlex.join(command))
+    t.add_row("command", literal(shell_join(command)))
     t.add_row("outcome", Text(f"{what} in {_dur(meta.get('wall_s'))}", style=style))
+    rec = meta.get("recording")
+    if rec:
+        t.add_row(
+            "recorded",
+            Text(
+                f"only the first {float(rec.get('stopped_at_s') or 0):.1f} s: "
+                f"{clean(str(rec.get('reason')))} — partial report",
+                style="yellow",
+            ),
+        )
+    exc = meta.get("exception")
+    if exc and m.total_steps == 0 and meta.get("exit_code") not in (0, None):
+        t.add_row(
+            "failed",
+            Text(
+                f"before training: {clean(str(exc.get('type')))}: {clean(str(exc.get('message')))}",
+                style="red",
+            ),
+        )
     s = m.steady
-    unit = "optimizer steps" if m.unit == "step" else "batches (no optimizer step seen)"
-    t.add_row("steps", f"{m.total_steps} {unit}")
+    t.add_row(
+        "steps",
+        plural(m.total_steps, "optimizer step")
+        if m.unit == "step"
+        else plural(m.total_steps, "batch") + " (no optimizer step seen)",
+    )
+    opts = m.activity.optimizers
+    if opts and len(opts.get("steps") or {}) > 1:
+        t.add_row("", literal(_optimizers_note(opts)))
     if m.time_to_first_step_s is not None:
         compiled = m.activity.compile_s
         note = f" (torch.compile: {_dur(compiled)} of warm-up)" if compiled else ""
@@ -94,12 +120,14 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     if s is None:
         t.add_row(
             "steady state",
-            Text(f"not enough {m.unit}s to judge (need {m.warmup_steps + 5})", style="dim"),
+            Text(
+                f"not enough {plural_of(m.unit)} to judge (need {m.warmup_steps + 5})", style="dim"
+            ),
         )
     else:
         t.add_row(
             "steady state",
-            f"{s.count} {m.unit}s over {_dur(s.duration_s)} "
+            f"{plural(s.count, m.unit)} over {_dur(s.duration_s)} "
             f"(excluded warm-up: first {m.warmup_steps}, {_dur(m.warmup_s)} since launch)",
         )
         rate = f"{s.steps_per_s:.2f} it/s"
@@ -121,14 +149,24 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
         "CPU",
         "—" if m.cpu_percent_mean is None else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)",
     )
-    t.add_row("peak memory", f"{_bytes(m.peak_rss_bytes)} RSS (job and workers)")
+    t.add_row("peak memory", f"{fmt_bytes(m.peak_rss_bytes)} RSS (job and workers)")
     gpu = (
         f"{m.gpu_util_mean:.0f}% mean"
         if m.gpu_util_mean is not None
         else f"not measured: {m.gpu_unavailable or 'no GPU samples'}"
     )
-    t.add_row("GPU", gpu)
-    if not m.torch_seen:
+    t.add_row("GPU", literal(gpu))
+    if m.bottleneck is not None:
+        t.add_row(
+            "bottleneck", Text(f"{m.bottleneck.verdict}: {m.bottleneck.reason}", style="bold")
+        )
+    if m.device is not None:
+        t.add_row("GPU step", _device_split(m))
+    probe = meta.get("probe") or {}
+    if probe.get("loaded") is False:
+        reason = clean(str(probe.get("reason") or "unknown"))
+        t.add_row("", Text(f"probe not loaded: {reason}: host metrics only", style="yellow"))
+    elif not m.torch_seen:
         t.add_row("", Text("torch was never imported: host metrics only", style="dim"))
     return t
 
@@ -143,10 +181,10 @@ def ledger_table(m: Metrics, verdict: Verdict) -> Table | None:
         return None
     owner = {b: f.id for f in verdict.findings for b, _s in f.claimed}
     t = Table.grid(padding=(0, 2))
-    t.add_column(style="dim", justify="right")
-    t.add_column(justify="right")
-    t.add_column()
-    t.add_column(style="yellow")
+    t.add_column(style="dim", justify="right", no_wrap=True)
+    t.add_column(justify="right", no_wrap=True)
+    t.add_column(overflow="fold")
+    t.add_column(style="yellow", overflow="fold")
     for group, buckets in LEDGER_GROUPS:
         first = True
         for b in buckets:
@@ -164,60 +202,158 @@ def ledger_table(m: Metrics, verdict: Verdict) -> Table | None:
     return t
 
 
+def _optimizers_note(opts: dict[str, Any]) -> str:
+    """Which optimizer's steps are counted, and the others that stepped."""
+    steps: dict[str, int] = opts.get("steps") or {}
+    counted = opts.get("counted")
+    others = [f"{label} {n}×" for label, n in steps.items() if label != counted]
+    shown = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+    return (
+        f"counted: {counted} (the training optimizer; one that replaces it is followed); "
+        f"{plural(len(steps) - 1, 'other optimizer')} stepped too: {shown}"
+    )
+
+
+def _device_split(m: Metrics) -> str:
+    """A timed step on both clocks: forward, backward, optimizer, and between steps."""
+    d = m.device
+    assert d is not None
+    parts = [
+        ("forward", d.fwd_s, d.host_fwd_s),
+        ("backward", d.bwd_s, d.host_bwd_s),
+        ("optimizer", d.opt_s, d.host_opt_s),
+        ("idle between steps", d.gap_s, d.host_gap_s),
+    ]
+    shown = " · ".join(
+        f"{name} {_dur(dev)} (host {_dur(host)})" for name, dev, host in parts if dev is not None
+    )
+    return f"{shown} — device clock, {d.timed_steps} timed steps"
+
+
 def relative_to(cwd: str | None) -> Callable[[str], str]:
     """Paths under the job's working directory read better relative (train.py:42)."""
-    prefix = cwd.rstrip("/") + "/" if cwd else None
+    prefix = cwd.rstrip("/") + "/" if cwd and cwd.rstrip("/") else None  # never "/" itself
     return (lambda text: text.replace(prefix, "")) if prefix else (lambda text: text)
 
 
-def findings_group(verdict: Verdict, verbose: bool = False, cwd: str | None = None) -> Table:
+_LOCATION = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?P<rest>\s.*)?$")
+
+
+class Location:
+    """``where: train.py:46 (main)``. The file:line is the point of a finding, so it is never
+    cut: a path outside the job's directory drops leading directories (``…/examples/train.py:46``)
+    until it fits the width, and what follows it wraps."""
+
+    def __init__(self, label: str, where: str, cwd: str | None, style: str = "magenta") -> None:
+        self.label, self.style = label, style
+        text = relative_to(cwd)(clean(where))
+        m = _LOCATION.match(text)
+        if m is None:
+            self.forms, self.rest = [text], ""
+            return
+        parts = m["path"].split("/")
+        at = f":{m['line']}"
+        self.forms = [m["path"] + at]
+        self.forms += ["…/" + "/".join(parts[i:]) + at for i in range(1, len(parts)) if parts[i]]
+        self.rest = m["rest"] or ""
+
+    def text(self, form: str) -> Text:
+        return Text(f"{self.label} {form}{self.rest}", style=self.style, overflow="fold")
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        full = Measurement.get(console, options, self.text(self.forms[0]))
+        short = Measurement.get(console, options, self.text(self.forms[-1]))
+        return Measurement(short.minimum, full.maximum)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        room = options.max_width - cell_len(self.label) - 1
+        yield self.text(next((f for f in self.forms if cell_len(f) <= room), self.forms[-1]))
+
+
+def finished_cleanly(meta: dict[str, Any]) -> bool:
+    """The job ran to its end (or to --steps) and everything was recorded: only then can a
+    report say that nothing is wrong."""
+    if meta.get("recording"):
+        return False
+    return meta.get("stopped_by") == "steps" or (
+        meta.get("exit_code") == 0 and not meta.get("signal") and not meta.get("stopped_by")
+    )
+
+
+def findings_group(
+    verdict: Verdict,
+    verbose: bool = False,
+    cwd: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Table:
     """Each finding: a numbered headline, then evidence (•) and fixes (→) with hanging indents."""
     rel = relative_to(cwd)
     grid = Table.grid(padding=(0, 1))
     grid.add_column(justify="right", no_wrap=True)
-    grid.add_column()
+    grid.add_column(overflow="fold")
     shown = [f for f in verdict.findings if verbose or f.severity != "info"]
-    if not shown:
+    if not shown and (meta is None or finished_cleanly(meta)):
         grid.add_row("", Text("No problems found. ✓", style="green"))
+    elif not shown:
+        grid.add_row(
+            "",
+            Text(
+                "No performance problem in what was recorded, but the job did not finish "
+                "cleanly (see outcome); a kill loses up to its last 0.5 s of records",
+                style="yellow",
+            ),
+        )
     for i, f in enumerate(shown, 1):
-        head = Text()
+        head = Text(overflow="fold")
         head.append(f"[{f.severity}] ", style=STYLE[f.severity])
-        head.append(f.title, style="bold")
+        head.append(clean(f.title), style="bold")
         impact = f", ~{f.impact:.0%} of time" if f.impact is not None else ""
-        head.append(f"  ({f.id}{impact})", style="dim")
+        head.append(f"  ({clean(f.id)}{impact})", style="dim")
         grid.add_row(Text(f"{i}.", style="bold"), head)
         if f.where:
-            grid.add_row("", Text(f"where: {rel(f.where)}", style="magenta"))
+            grid.add_row("", Location("where:", f.where, cwd))
         if f.hotspot:
-            grid.add_row("", Text(f"hot line: {rel(f.hotspot)}", style="magenta"))
+            grid.add_row("", Location("hot line:", f.hotspot, cwd))
         for e in f.evidence:
-            grid.add_row("•", Text(rel(e)))
+            grid.add_row("•", literal(rel(clean(e))))
         for fx in f.fix:
-            grid.add_row(Text("→", style="green"), Text(fx, style="green"))
+            grid.add_row(Text("→", style="green"), literal(fx, style="green"))
     if verbose:
         for sk in verdict.skipped:
-            grid.add_row("", Text(f"skipped {sk.id}: {sk.reason}", style="dim"))
+            grid.add_row("", literal(f"skipped {sk.id}: {sk.reason}", style="dim"))
     return grid
+
+
+def rerender_hint(meta: dict[str, Any]) -> Text | None:
+    """The command that prints this report again (``trainprof report <run dir>``)."""
+    if not meta.get("run_dir"):
+        return None
+    run_dir = relative_to(meta.get("cwd"))(str(meta["run_dir"]))
+    return literal(f"report again: trainprof report {shell_quote(run_dir)}", style="dim")
 
 
 def render(
     console: Console, meta: dict[str, Any], m: Metrics, verdict: Verdict, verbose: bool = False
 ) -> None:
-    console.print(
-        Panel(summary_table(meta, m), title="trainprof report", title_align="left", expand=False)
-    )
+    """Three boxes of one width (the widest content's, at most the console's), then the run
+    directory."""
+    panels = [Panel(summary_table(meta, m), title="trainprof report", title_align="left")]
     ledger = ledger_table(m, verdict)
     if ledger is not None:
-        console.print(Panel(ledger, title="where the time went", title_align="left", expand=False))
-    console.print(
+        panels.append(Panel(ledger, title="where the time went", title_align="left"))
+    panels.append(
         Panel(
-            findings_group(verdict, verbose, meta.get("cwd")),
+            findings_group(verdict, verbose, meta.get("cwd"), meta),
             title="findings",
             title_align="left",
-            expand=False,
         )
     )
+    for p in panels:
+        p.expand = False
+    width = max(Measurement.get(console, console.options, p).maximum for p in panels)
+    for p in panels:
+        p.expand, p.width = True, min(width, console.width)
+        console.print(p)
     if meta.get("run_dir"):
-        console.print(
-            Text(f"run directory: {relative_to(meta.get('cwd'))(meta['run_dir'])}", style="dim")
-        )
+        run_dir = relative_to(meta.get("cwd"))(str(meta["run_dir"]))
+        console.print(literal(f"run directory: {run_dir}", style="dim"))

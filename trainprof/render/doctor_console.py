@@ -13,17 +13,22 @@ from rich.table import Table
 from rich.text import Text
 
 from trainprof.doctor.registry import DoctorReport
+from trainprof.render.text import clean
 
 STATUS_STYLE = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "bold red")}
 
 
-def _cell(title: str, check_id: str, evidence: tuple[str, ...], fix: tuple[str, ...]) -> Group:
-    """Title and id, then indented evidence (dim) and fixes; wrapped lines keep the indent."""
-    head = Text(title, style="bold")
-    head.append(f"  {check_id}", style="dim")
+def _cell(
+    title: str, check_id: str | None, evidence: tuple[str, ...], fix: tuple[str, ...]
+) -> Group:
+    """Title and id (warn and fail rows only: an id beside "ok" reads as a problem), then
+    indented evidence (dim) and fixes; wrapped lines keep the indent."""
+    head = Text(clean(title), style="bold")
+    if check_id is not None:
+        head.append(f"  {check_id}", style="dim")
     lines: list[RenderableType] = [head]
-    lines += [Padding(Text(line, style="dim"), (0, 0, 0, 2)) for line in evidence]
-    lines += [Padding(Text.assemble(("fix: ", "cyan"), line), (0, 0, 0, 2)) for line in fix]
+    lines += [Padding(Text(clean(line), style="dim"), (0, 0, 0, 2)) for line in evidence]
+    lines += [Padding(Text.assemble(("fix: ", "cyan"), clean(line)), (0, 0, 0, 2)) for line in fix]
     return Group(*lines)
 
 
@@ -33,7 +38,8 @@ def render_doctor(report: DoctorReport, console: Console, strict: bool = False) 
     if report.env:
         console.print(
             Text(
-                "environment: " + "  ".join(f"{k}={v}" for k, v in report.env.items()), style="dim"
+                clean("environment: " + "  ".join(f"{k}={v}" for k, v in report.env.items())),
+                style="dim",
             )
         )
     table = Table(box=box.SIMPLE_HEAD, show_lines=False, pad_edge=False, expand=False)
@@ -49,7 +55,7 @@ def render_doctor(report: DoctorReport, console: Console, strict: bool = False) 
         table.add_row(
             Text(row.area if row.area != last_area else ""),
             Text(label, style=style),
-            _cell(f.title, f.id, f.evidence, f.fix),
+            _cell(f.title, f.id if row.status != "ok" else None, f.evidence, f.fix),
         )
         last_area = row.area
     console.print(table)

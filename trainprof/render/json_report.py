@@ -7,6 +7,7 @@ from typing import Any
 
 from trainprof.analysis.findings import Verdict
 from trainprof.analysis.metrics import Metrics
+from trainprof.version import __version__
 
 SCHEMA = "trainprof.report/1"
 
@@ -21,6 +22,7 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
     s = metrics.steady
     return {
         "schema": SCHEMA,
+        "trainprof_version": __version__,
         "run": {
             "command": meta.get("command", []),
             "exit_code": meta.get("exit_code"),
@@ -29,6 +31,9 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
             "run_dir": meta.get("run_dir"),
             "stopped_by": meta.get("stopped_by"),
             "pid": meta.get("pid"),
+            "recording": meta.get("recording"),  # set when recording stopped (disk full)
+            "probe": meta.get("probe"),
+            "exception": meta.get("exception"),
         },
         "summary": {
             "steps": metrics.total_steps,

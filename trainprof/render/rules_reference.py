@@ -20,6 +20,7 @@ from rich.text import Text
 
 from trainprof.analysis import ledger
 from trainprof.analysis.rules.registry import Rule, Threshold
+from trainprof.version import __version__
 
 SCHEMA = "trainprof.rules/1"
 
@@ -122,6 +123,7 @@ def registry_json(rules: Sequence[Rule]) -> dict[str, object]:
     """The registry as JSON: the rules, and what their signal and bucket names mean."""
     return {
         "schema": SCHEMA,
+        "trainprof_version": __version__,
         "signals": dict(SIGNAL_MEANING),
         "buckets": dict(ledger.DESCRIPTION),
         "rules": [rule_json(r) for r in rules],

@@ -12,11 +12,14 @@ import psutil
 from trainprof.analysis.attribution import is_compiling
 from trainprof.samplers.stacks import py_spy_path
 from trainprof.store.dumps import parse
+from trainprof.store.redact import redact
+from trainprof.store.rundir import write_private_text
 
 HANG_STACKS = "hang-stacks.txt"
+MAX_INLINE = 64 * 1024  # stacks kept in run.json when the file cannot be written
 
 
-def dump_stacks(root_pid: int, run_dir: Path) -> dict[str, Any]:
+def dump_stacks(root_pid: int, run_dir: Path, redact_argv: bool = True) -> dict[str, Any]:
     exe = py_spy_path()
     try:
         root = psutil.Process(root_pid)
@@ -28,6 +31,8 @@ def dump_stacks(root_pid: int, run_dir: Path) -> dict[str, Any]:
     python_procs = 0
     for proc in procs:
         text = _dump(exe, proc.pid) if exe else "py-spy not found"
+        if redact_argv:
+            text = _redact_process_line(text)
         if "Thread" in text:
             python_procs += 1
         out.append(f"=== pid {proc.pid} ({_name(proc)}) ===\n{text}\n")
@@ -35,11 +40,16 @@ def dump_stacks(root_pid: int, run_dir: Path) -> dict[str, Any]:
             main_stack = _innermost(text)
     text = "".join(out)
     path = run_dir / HANG_STACKS
-    path.write_text(text, encoding="utf-8")
+    try:
+        write_private_text(path, text)
+        stored: str | None = HANG_STACKS
+    except OSError:  # a full disk: the stacks travel in run.json instead (bounded)
+        stored = None
     dumps = parse(text)
     main = next((d.main for d in dumps if d.main is not None), None)
     return {
-        "stacks_file": HANG_STACKS,
+        "stacks_file": stored,
+        "stacks_text": text[:MAX_INLINE] if stored is None else None,
         "processes": len(procs),
         "workers": max(0, python_procs - 1),
         "main_stack": main_stack,
@@ -59,6 +69,16 @@ def _dump(exe: str, pid: int) -> str:
         return (r.stdout + r.stderr).strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"py-spy dump failed: {exc}"
+
+
+def _redact_process_line(dump: str) -> str:
+    """py-spy's first line is ``Process PID: <command line>``: mask its secrets as run.json's."""
+    lines = dump.split("\n")
+    for i, line in enumerate(lines[:3]):
+        head, sep, cmdline = line.partition(": ")
+        if line.startswith("Process ") and sep:
+            lines[i] = head + sep + " ".join(redact(cmdline.split(" ")))
+    return "\n".join(lines)
 
 
 def _name(proc: psutil.Process) -> str:

@@ -78,7 +78,14 @@ class SamplerLoop:
         self.latest: dict[str, Any] | None = None
         self.count = 0
         self._compactor = RowCompactor()
-        self._out = open_private(path)
+        # (monotonic time, why) writing samples.jsonl stopped (a full disk); sampling goes on
+        # for the live view, and the file keeps what it had.
+        self.write_error: tuple[float, str] | None = None
+        self._out: Any = None
+        try:
+            self._out = open_private(path)
+        except OSError as exc:
+            self.write_error = (time.monotonic(), exc.strerror or str(exc))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainprof-sampler", daemon=True)
 
@@ -89,16 +96,36 @@ class SamplerLoop:
         self._stop.set()
         self._thread.join(timeout=5)
         self.gpu.close()
-        self._out.close()
+        if self._out is not None:
+            try:
+                self._out.close()
+            except OSError:
+                pass
 
     def tick(self) -> None:
         row = self.host.sample()
         gpus = self.gpu.sample()
         row["gpu"] = gpus if gpus is not None else {"unavailable": self.gpu.unavailable}
         line = json.dumps(self._compactor.compact(row), separators=(",", ":")) + "\n"
-        self._out.write(line.encode())
+        self._write(line.encode())
         self.latest = row
         self.count += 1
+
+    def _write(self, data: bytes) -> None:
+        out = self._out
+        if out is None:
+            return
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[out.write(view) :]
+        except OSError as exc:
+            self.write_error = (time.monotonic(), exc.strerror or str(exc))
+            self._out = None
+            try:
+                out.close()
+            except OSError:
+                pass
 
     def _run(self) -> None:
         started = time.monotonic()

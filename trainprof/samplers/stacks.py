@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from trainprof.store.rundir import open_private
+
 DEFAULT_RATE_HZ = 50
 
 
@@ -51,6 +53,11 @@ class StackRecorder:
         self._log = run_dir / "py-spy.log"
 
     @property
+    def spy_pid(self) -> int | None:
+        """The py-spy process recording the current chunk (its own session: pgid = pid)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def started_at(self) -> float | None:
         return float(self.chunks[0]["started_at"]) if self.chunks else None  # type: ignore[arg-type]
 
@@ -68,7 +75,7 @@ class StackRecorder:
             "--output", str(self.run_dir / name),
         ]  # fmt: skip
         started = time.monotonic()
-        with open(self._log, "ab") as log:
+        with open_private(self._log, "ab") as log:
             try:
                 self._proc = subprocess.Popen(
                     cmd,
@@ -76,6 +83,7 @@ class StackRecorder:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,
+                    umask=0o077,  # py-spy creates stacks-N.json itself: 0600, as every run file
                 )
             except OSError as exc:
                 self.error = f"py-spy could not start: {exc.strerror}"

@@ -9,9 +9,10 @@ widened to ``'q'`` should a value not fit (a step of more than 35 minutes).
 from __future__ import annotations
 
 import json
+import math
 import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,13 +106,13 @@ class ProcessLog:
                 self._add_row(self.batches, BATCH_FIELDS, rest)
             elif kind == LOADER:
                 key, _, cfg = rest.partition(" ")
-                self.loaders[int(key)] = json.loads(cfg)
+                self.loaders[int(key)] = checked(_json_object(cfg), LOADER_FIELDS)
             elif kind == EPOCH:
                 k, t, w = rest.split()
                 self.epochs.append((int(k), int(t), int(w)))
             elif kind == SAVE:
                 t, d, b, path = rest.split(" ", 3)
-                self.saves.append((int(t), int(d), int(b), json.loads(path)))
+                self.saves.append((int(t), int(d), int(b), str(json.loads(path))))
             elif kind == MODE:
                 t, m = rest.split()
                 self.modes.append((int(t), m == "1"))
@@ -123,7 +124,7 @@ class ProcessLog:
             elif kind == TORCH:
                 self.torch_imported_us = int(rest)
             elif kind == INFO:
-                self.infos.append(json.loads(rest))
+                self.infos.append(checked(_json_object(rest), INFO_FIELDS))
             elif kind == DEVICE:
                 vals = tuple(int(v) for v in rest.split())
                 if len(vals) != len(DEVICE_FIELDS):
@@ -233,7 +234,115 @@ def parse_header(line: str) -> dict[str, Any] | None:
         return None
     if not isinstance(header, dict) or header.get("version") != SCHEMA_VERSION:
         return None
+    # The fields every reader takes as numbers or names; a file whose header has them of
+    # another type (damaged, or not the probe's) is not read at all.
+    pid, t0, role = header.get("pid", -1), header.get("t0", 0.0), header.get("role", "main")
+    if not _is_int(pid) or not isinstance(role, str):
+        return None
+    if isinstance(t0, bool) or not isinstance(t0, (int, float)) or not math.isfinite(t0):
+        return None
+    if any(not (header.get(k) is None or _is_int(header[k])) for k in _RANK_FIELDS):
+        return None
     return header
+
+
+_RANK_FIELDS = ("rank", "local_rank", "world_size", "worker_id")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < 1 << 63
+
+
+# What the probe writes in a loader (L) and an info (X) record, field by field. A damaged file
+# can hold anything there; a field that fails its check is dropped, as if never recorded, so
+# the analysis only ever sees the types (and sane sizes) the probe writes.
+Check = Callable[[Any], bool]
+
+
+def _int_in(lo: int, hi: int) -> Check:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and lo <= v < hi
+
+
+def _is(*types: type) -> Check:
+    return lambda v: isinstance(v, types) and (bool in types or not isinstance(v, bool))
+
+
+_COUNT = _int_in(0, 1 << 31)  # num_workers, batch_size, len, ...: never beyond 32 bits
+_STR, _BOOL = _is(str), _is(bool)
+
+
+def _code_at(v: Any) -> bool:
+    """[file, line, qualname]."""
+    return isinstance(v, list) and len(v) == 3 and _STR(v[0]) and _COUNT(v[1]) and _STR(v[2])
+
+
+def _str_to_count(v: Any) -> bool:
+    return isinstance(v, dict) and all(_STR(k) and _COUNT(n) for k, n in v.items())
+
+
+LOADER_FIELDS: dict[str, Check] = {
+    "batch_size": _COUNT,
+    "num_workers": _COUNT,
+    "pin_memory": _BOOL,
+    "persistent_workers": _BOOL,
+    "prefetch_factor": _COUNT,
+    "drop_last": _BOOL,
+    "sampler": _STR,
+    "batch_sampler": _STR,
+    "collate_fn": _STR,
+    "dataset": _STR,
+    "getitem_at": _code_at,
+    "collate_at": _code_at,
+    "len": _COUNT,
+    "sharing_strategy": _STR,
+    "start_method": _STR,
+}
+PRECISION_FIELDS: dict[str, Any] = {
+    "device": _STR,
+    "dtype": _STR,
+    "matmul_precision": _STR,
+    "cuda_matmul_tf32": _BOOL,
+    "cudnn_tf32": _BOOL,
+    "capability": lambda v: isinstance(v, list) and len(v) == 2 and all(map(_COUNT, v)),
+    "gpu_name": _STR,
+}
+INFO_FIELDS: dict[str, Any] = {  # a dict value: the fields of an object inside
+    "t": _int_in(-(1 << 63), 1 << 63),
+    "precision": PRECISION_FIELDS,
+    "autocast": _STR,
+    "dtype": _STR,
+    "optimizers": {"counted": _STR, "steps": _str_to_count},
+    "stop": _STR,
+    "steps": _COUNT,
+    "exception": _STR,
+    "message": _STR,
+    "probe_error": _STR,
+    "device_timeline_error": _STR,
+}
+
+
+def checked(obj: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without the known fields whose value fails its check (None always passes); a
+    field whose check is a dict must be an object, checked field by field in turn."""
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        rule = fields.get(key)
+        if value is None or rule is None:
+            out[key] = value
+        elif isinstance(rule, dict):
+            if isinstance(value, dict):
+                out[key] = checked(value, rule)
+        elif rule(value):
+            out[key] = value
+    return out
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """A record's JSON payload, which is always an object (ValueError if not: a bad line)."""
+    obj = json.loads(text)
+    if not isinstance(obj, dict):
+        raise ValueError(f"not a JSON object: {text[:40]}")
+    return obj
 
 
 def load_process(path: str) -> ProcessLog | None:

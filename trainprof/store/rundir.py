@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,15 @@ STDERR_LOG = "stderr.log"
 def default_run_dir(command: list[str], base: Path | None = None) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     label = _label(command)
-    return (base or Path.cwd() / RUNS_DIR) / f"{stamp}-{label}"
+    if base is None:
+        try:
+            base = Path.cwd() / RUNS_DIR
+        except OSError as exc:  # the current directory was deleted under us
+            raise TrainprofError(
+                f"cannot create run directory in the current directory: {exc.strerror}; "
+                "give --run-dir"
+            ) from None
+    return base / f"{stamp}-{label}"
 
 
 def _label(command: list[str]) -> str:
@@ -44,8 +55,20 @@ def _slug(text: str) -> str:
 
 def create(path: Path, explicit: bool) -> Path:
     """Make the run directory. A default name that is taken gets a numeric suffix; an explicit
-    ``--run-dir`` must be new or an empty real directory."""
-    path = path.absolute()
+    ``--run-dir`` must be new or an empty real directory. One that cannot be made (a read-only
+    or foreign parent, a regular file in the way) is one line and exit 2, before the job starts.
+    """
+    try:
+        path = path.absolute()
+        return _create(path, explicit)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.filename and os.fspath(exc.filename) != os.fspath(path):
+            reason += f" ({exc.filename})"
+        raise TrainprofError(f"cannot create run directory {path}: {reason}") from None
+
+
+def _create(path: Path, explicit: bool) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if explicit:
         if path.is_symlink():
@@ -67,13 +90,137 @@ def create(path: Path, explicit: bool) -> Path:
     raise TrainprofError(f"could not create a run directory next to {path}")
 
 
+def latest_run_dir(base: Path) -> Path | None:
+    """The most recently started run under ``base``: by the UTC stamp its name starts with,
+    then by when its run.json was last written (a default name taken twice in one second)."""
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return None
+    best: tuple[str, float] | None = None
+    found: Path | None = None
+    for e in entries:
+        try:
+            if not e.is_dir() or e.is_symlink():
+                continue
+            mtime = os.stat(os.path.join(e.path, META)).st_mtime
+        except OSError:
+            continue  # not a run directory (no run.json)
+        stamp = e.name[:15] if _STAMP.match(e.name) else ""
+        if best is None or (stamp, mtime) > best:
+            best, found = (stamp, mtime), Path(e.path)
+    return found
+
+
+_STAMP = re.compile(r"^\d{8}-\d{6}")
+
+
 def write_json(path: Path, data: Any) -> None:
-    """Write a file inside the run directory without following a symlink planted there."""
+    """Write a file inside the run directory without following a symlink planted there: into a
+    new file beside it, renamed over it, so a write that fails (a full disk) leaves the old
+    file whole."""
+    text = json.dumps(data, indent=1, default=str) + "\n"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(tmp, flags, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+RESERVE = ".reserve"
+RESERVE_BYTES = 256 * 1024
+
+
+def reserve_space(run_dir: Path, nbytes: int = RESERVE_BYTES) -> bool:
+    """Hold some disk space for the end of the run: should the disk fill up while the job runs,
+    ``release_space`` lets run.json and report.json still be written."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(run_dir / RESERVE, flags, 0o600)
+    except OSError:
+        return False
+    try:
+        try:
+            os.posix_fallocate(fd, 0, nbytes)
+        except OSError:  # not supported here: real bytes hold the blocks as well
+            view = memoryview(bytes(nbytes))
+            while view:
+                view = view[os.write(fd, view) :]
+        return True
+    except OSError:
+        release_space(run_dir)
+        return False
+    finally:
+        os.close(fd)
+
+
+def release_space(run_dir: Path) -> bool:
+    """Give back what ``reserve_space`` held; False when nothing was held."""
+    try:
+        os.unlink(run_dir / RESERVE)
+        return True
+    except OSError:
+        return False
+
+
+def write_private_text(path: Path, text: str) -> None:
+    """Write a text file inside the run directory: 0600, never through a planted symlink."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, default=str)
-        f.write("\n")
+        f.write(text)
+
+
+def write_user_file(path: Path, text: str) -> None:
+    """Write a file the user named (``--json PATH``): parents made as needed (0700), the file
+    created 0600 (an existing file keeps its mode). ``-`` is standard output."""
+    if str(path) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def check_user_file(path: Path, option: str = "--json") -> None:
+    """Before a job starts: can ``path`` be written? (Its missing parents would be made.)
+    One line and exit 2 when not, so a long run never ends without its report file."""
+    if str(path) == "-":
+        return
+    path = path.absolute()
+    if path.is_dir():
+        raise TrainprofError(f"{option} {path} is a directory; give a file path")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent  # the nearest existing ancestor: where mkdir would start
+    try:
+        if path.exists():
+            with open(path, "a", encoding="utf-8"):
+                pass  # opened for writing, not truncated: the old content stays until the end
+        elif not parent.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(parent))
+        else:
+            try:
+                fd, probe = tempfile.mkstemp(prefix=".trainprof-", dir=parent)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(parent)) from None
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.filename and os.fspath(exc.filename) != os.fspath(path):
+            reason += f" ({exc.filename})"
+        raise TrainprofError(f"cannot write {option} {path}: {reason}") from None
 
 
 def read_json(path: Path) -> Any:

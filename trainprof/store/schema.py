@@ -15,6 +15,8 @@ MAGIC = "#TP1 "
 SCHEMA_VERSION = 1
 EVENT_FILE_PREFIX = "events-"
 EVENT_FILE_SUFFIX = ".tp"
+PROBE_LOADED = "probe-loaded"  # an empty file: a process of the job started the probe
+PROBE_STOPPED = "probe-stopped-"  # + "<pid>-<errno>", empty: that process stopped recording
 
 # Environment variables the runner sets for the job.
 ENV_RUN_DIR = "TRAINPROF_RUN_DIR"

@@ -7,12 +7,14 @@ per-process memory/fd series keyed by pid, so analysis never re-reads files.
 from __future__ import annotations
 
 import json
+import math
 import os
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainprof.errors import TrainprofError
 from trainprof.store.dumps import ProcessDump
 from trainprof.store.dumps import parse as parse_dumps
 from trainprof.store.events import ProcessLog, load_processes
@@ -62,40 +64,52 @@ class Samples:
         return len(self.t)
 
     def add(self, row: dict[str, Any]) -> None:
+        """One sampler row. Values of the wrong type (a damaged file) read as unknown: NaN in
+        the columns, None in the totals; every column still gets exactly one value per tick."""
         nan = float("nan")
-        t = float(row.get("t", nan))
-        procs = [p for p in row.get("procs") or [] if not p.get("denied")]
-        cpus = [p["cpu"] for p in procs if p.get("cpu") is not None]
+        t = _num(row.get("t"))
+        raw = row.get("procs")
+        procs = [
+            p
+            for p in (raw if isinstance(raw, list) else [])
+            if isinstance(p, dict) and not p.get("denied")
+        ]
+        cpus = [c for c in (_num(p.get("cpu")) for p in procs) if not math.isnan(c)]
         self.t.append(t)
         self.tree_cpu.append(sum(cpus) if cpus else nan)
-        self.tree_rss.append(float(sum(p.get("rss") or 0 for p in procs)) if procs else nan)
-        swap = row.get("swap") or {}
-        self.swap_total = swap.get("total", self.swap_total)
+        rss = (_num(p.get("rss")) for p in procs)
+        self.tree_rss.append(float(sum(r for r in rss if not math.isnan(r))) if procs else nan)
+        swap = _dict(row.get("swap"))
+        self.swap_total = _total(swap, self.swap_total)
         self.swap_used.append(_num(swap.get("used")))
         self.swap_in_bps.append(_num(swap.get("in_bps")))
         self.swap_out_bps.append(_num(swap.get("out_bps")))
-        shm = row.get("shm") or {}
-        self.shm_total = shm.get("total", self.shm_total)
+        shm = _dict(row.get("shm"))
+        self.shm_total = _total(shm, self.shm_total)
         self.shm_used.append(_num(shm.get("used")))
-        mem = row.get("mem") or {}
-        self.mem_total = mem.get("total", self.mem_total)
+        mem = _dict(row.get("mem"))
+        self.mem_total = _total(mem, self.mem_total)
         self.mem_available.append(_num(mem.get("available")))
         gpu = row.get("gpu")
         if isinstance(gpu, list):
+            gpus = [g for g in gpu if isinstance(g, dict)]
             self.gpu_count = max(self.gpu_count, len(gpu))
-            utils = [g["util"] for g in gpu if g.get("util") is not None]
+            utils = [u for u in (_num(g.get("util")) for g in gpus) if not math.isnan(u)]
             self.gpu_util.append(sum(utils) / len(utils) if utils else nan)
-            if not utils and gpu:
-                self.gpu_unavailable = gpu[0].get("util_unavailable", "utilization not reported")
+            if not utils and gpus:
+                why = gpus[0].get("util_unavailable") or "utilization not reported"
+                self.gpu_unavailable = str(why)
         else:
             self.gpu_util.append(nan)
-            if isinstance(gpu, dict):
-                self.gpu_unavailable = gpu.get("unavailable") or self.gpu_unavailable
+            if isinstance(gpu, dict) and gpu.get("unavailable"):
+                self.gpu_unavailable = str(gpu["unavailable"])
         for p in procs:
             self._add_proc(t, p)
 
     def _add_proc(self, t: float, p: dict[str, Any]) -> None:
-        pid = int(p["pid"])
+        pid = _int(p.get("pid"))
+        if pid is None:
+            return
         s = self.procs.get(pid)
         if s is None:
             s = self.procs[pid] = ProcSeries(pid, str(p.get("name") or ""))
@@ -103,16 +117,40 @@ class Samples:
         s.rss.append(_num(p.get("rss")))
         s.uss.append(_num(p.get("uss")))
         s.cpu.append(_num(p.get("cpu")))
-        fds = p.get("fds")
+        fds = _int(p.get("fds"))
         if fds is not None:
-            s.max_fds = max(s.max_fds or 0, int(fds))
-        if p.get("nofile"):
-            soft, hard = p["nofile"]
-            s.nofile = (int(soft), int(hard))
+            s.max_fds = max(s.max_fds or 0, fds)
+        nofile = p.get("nofile")
+        if isinstance(nofile, list) and len(nofile) == 2:
+            soft, hard = _int(nofile[0]), _int(nofile[1])
+            if soft is not None and hard is not None:
+                s.nofile = (soft, hard)
 
 
 def _num(v: Any) -> float:
-    return float(v) if isinstance(v, (int, float)) else float("nan")
+    """A finite number as float; anything else (a string, a bool, inf, NaN) is NaN."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return float("nan")
+    try:
+        f = float(v)
+    except OverflowError:  # an integer beyond float's range
+        return float("nan")
+    return f if math.isfinite(f) else float("nan")
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63 else None
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _total(d: dict[str, Any], previous: int | None) -> int | None:
+    """A size the sampler states once (its first row): kept until a row states another."""
+    if "total" not in d:
+        return previous
+    return _int(d["total"])
 
 
 @dataclass
@@ -147,23 +185,26 @@ class Session:
     @classmethod
     def load(cls, run_dir: str | Path) -> Session:
         run_dir = Path(run_dir)
-        meta_path = run_dir / META
-        meta = read_json(meta_path) if meta_path.is_file() else {}
+        meta = _load_meta(run_dir / META)
         samples = Samples()
         path = run_dir / SAMPLES
         if path.is_file():
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8", errors="replace") as f:
                 for line in f:
                     try:
-                        samples.add(json.loads(line))
-                    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                        row = json.loads(line)
+                    except ValueError:
                         continue  # a torn line from a killed runner
-        stacks = meta.get("stacks") or {}
+                    if isinstance(row, dict):
+                        samples.add(row)
         spans: list[StackSpan] = []
-        for chunk in stacks.get("chunks") or []:
-            spans.extend(load_spans(run_dir / chunk["file"], float(chunk["started_at"])))
-        hang_file = (meta.get("hang") or {}).get("stacks_file")
-        dumps = parse_dumps(_tail(run_dir / hang_file)) if hang_file else []
+        for name, started_at in _stack_chunks(meta.get("stacks")):
+            spans.extend(load_spans(run_dir / name, started_at))
+        hang = meta.get("hang")
+        hang_file = _file_name(hang.get("stacks_file")) if isinstance(hang, dict) else None
+        inline = hang.get("stacks_text") if isinstance(hang, dict) else None
+        text = _tail(run_dir / hang_file) if isinstance(hang_file, str) else inline
+        dumps = parse_dumps(text) if isinstance(text, str) else []
         return cls(
             run_dir=str(run_dir),
             meta=meta,
@@ -175,6 +216,141 @@ class Session:
             stdout_tail=_tail(run_dir / STDOUT_LOG),
             stderr_tail=_tail(run_dir / STDERR_LOG),
         )
+
+
+class CorruptRunError(TrainprofError):
+    """A run directory whose run.json cannot be read as a run record."""
+
+
+# run.json fields the analysis reads, with the types it reads them as: a field of another type
+# (a hand-edited or damaged file) is dropped, as if the runner had not recorded it.
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "command": (list,),
+    "cwd": (str,),
+    "run_dir": (str,),
+    "usable_cpus": (int,),
+    "interval_s": (int, float),
+    "max_steps": (int,),
+    "timeout_s": (int, float),
+    "wall_start": (int, float),
+    "t_launch": (int, float),
+    "pid": (int,),
+    "stacks": (dict,),
+    "hang": (dict,),
+    "exit_code": (int,),
+    "signal": (str,),
+    "wall_s": (int, float),
+    "forwarded": (list,),
+    "samples": (int,),
+    "output": (dict,),
+    "stopped_by": (str,),
+    "runner": (dict,),
+    "probe": (dict,),
+    "recording": (dict,),
+    "exception": (dict,),
+    "redacted": (bool,),
+    "trainprof_version": (str,),
+}
+
+
+# Inside those objects, likewise (the stack chunks are read by _stack_chunks).
+_NESTED_TYPES: dict[str, dict[str, tuple[type, ...]]] = {
+    "output": dict.fromkeys(
+        ("stdout_bytes", "stdout_lines", "stderr_bytes", "stderr_lines"), (int,)
+    ),
+    "hang": {
+        "stacks_file": (str,),
+        "processes": (int,),
+        "workers": (int,),
+        "main_stack": (str,),
+        "compiling": (bool,),
+        "silent_s": (int, float),
+        "steps_before": (int,),
+        "unit": (str,),
+    },
+    "stacks": {"chunks": (list,), "pid": (int,), "error": (str,)},
+    "runner": {"pid": (int,), "started": (int, float), "died": (bool,)},
+    "probe": {"loaded": (bool,), "reason": (str,)},
+    "recording": {"stopped_at_s": (int, float), "reason": (str,), "file": (str,)},
+    "exception": {"type": (str,), "message": (str,)},
+}
+
+
+def _typed(
+    data: dict[str, Any], types: dict[str, tuple[type, ...]], drop: bool = False
+) -> dict[str, Any]:
+    """``data`` with every known field whose value is not of its type (or is a non-finite
+    float, or an int beyond 64 bits) read as None: recorded, but unknown; with ``drop``, left
+    out (inside objects, whose readers default a missing field)."""
+    out = {key: _typed_value(value, types.get(key)) for key, value in data.items()}
+    if drop:
+        return {k: v for k, v in out.items() if v is not None or data[k] is None}
+    return out
+
+
+def _typed_value(value: Any, want: tuple[type, ...] | None) -> Any:
+    if want is None or value is None:
+        return value
+    if not isinstance(value, want) or (isinstance(value, bool) and bool not in want):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and _int(abs(value)) is None:
+        return None
+    return value
+
+
+def _load_meta(path: Path) -> dict[str, Any]:
+    """run.json as a dict; a file that is not one is a CorruptRunError (one line, exit 2)."""
+    if not path.is_file():
+        return {}
+    try:
+        meta = read_json(path)
+    except (OSError, ValueError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError
+        reason = getattr(exc, "strerror", None) or _short(exc)
+        raise CorruptRunError(f"{path} cannot be read as a run record: {reason}") from None
+    if not isinstance(meta, dict):
+        raise CorruptRunError(
+            f"{path} cannot be read as a run record: it holds a JSON {type(meta).__name__}, "
+            "not an object"
+        )
+    out = _typed(meta, _META_TYPES)
+    for key, types in _NESTED_TYPES.items():
+        if isinstance(out.get(key), dict):
+            out[key] = _typed(out[key], types, drop=True)
+    for key in ("command", "forwarded"):
+        if isinstance(out.get(key), list):
+            out[key] = [str(a) for a in out[key]]
+    return out
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc) if not isinstance(exc, json.JSONDecodeError) else exc.msg
+    if isinstance(exc, json.JSONDecodeError):
+        text += f" at line {exc.lineno} column {exc.colno}"
+    return text[:200] or type(exc).__name__
+
+
+def _file_name(name: object) -> str | None:
+    """A file named in run.json, only if it is a plain name inside the run directory."""
+    if isinstance(name, str) and name == os.path.basename(name) and name not in ("", ".", ".."):
+        return name
+    return None
+
+
+def _stack_chunks(stacks: object) -> list[tuple[str, float]]:
+    if not isinstance(stacks, dict) or not isinstance(stacks.get("chunks"), list):
+        return []
+    out: list[tuple[str, float]] = []
+    for chunk in stacks["chunks"]:
+        if not isinstance(chunk, dict):
+            continue
+        name, started = _file_name(chunk.get("file")), chunk.get("started_at")
+        if name is None or isinstance(started, bool) or not isinstance(started, (int, float)):
+            continue
+        if math.isfinite(started):
+            out.append((name, float(started)))
+    return out
 
 
 def _source_lines(spans: list[StackSpan]) -> dict[tuple[str, int], str]:

@@ -8,6 +8,7 @@ The main thread is the busiest thread that ran a ``<module>`` frame (the script 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,18 +25,35 @@ class StackSpan:
 
 def load_spans(path: Path, started_at: float) -> list[StackSpan]:
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             events = json.load(f)
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # a torn or damaged trace: no stacks, never a traceback
         return []
     if isinstance(events, dict):
         events = events.get("traceEvents", [])
+    if not isinstance(events, list):
+        return []
     by_tid: dict[Any, list[dict[str, Any]]] = {}
     for ev in events:
-        if isinstance(ev, dict) and ev.get("ph") in ("B", "E"):
-            by_tid.setdefault(ev.get("tid"), []).append(ev)
+        if isinstance(ev, dict) and ev.get("ph") in ("B", "E") and _valid(ev):
+            by_tid.setdefault(_hashable(ev.get("tid")), []).append(ev)
     main = _main_thread(by_tid)
     return _spans(by_tid.get(main, []), started_at) if main is not None else []
+
+
+def _valid(ev: dict[str, Any]) -> bool:
+    """An event whose time, name and place read as py-spy writes them."""
+    ts, args = ev.get("ts", 0), ev.get("args") or {}
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+        return False
+    if not isinstance(args, dict):
+        return False
+    line = args.get("line", 0) or 0
+    return isinstance(line, int) and not isinstance(line, bool) and -(2**31) < line < 2**31
+
+
+def _hashable(tid: Any) -> Any:
+    return tid if isinstance(tid, (int, str, float, type(None))) else repr(tid)
 
 
 def _main_thread(by_tid: dict[Any, list[dict[str, Any]]]) -> Any:

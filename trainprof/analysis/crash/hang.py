@@ -18,6 +18,7 @@ from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.store.dumps import ProcessDump
 from trainprof.store.stacks import Frame
+from trainprof.units import plural
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ def hang_evidence(hang: dict[str, Any], metrics: Metrics) -> list[str]:
     if steps:
         p50 = metrics.steady.p50_s if metrics.steady else None
         typical = f" (steps took {p50 * 1e3:.0f} ms at the median)" if p50 else ""
-        lines.append(f"no progress for {silent:.1f} s after {steps} {unit}s{typical}")
+        lines.append(f"no progress for {silent:.1f} s after {plural(steps, unit)}{typical}")
     else:
         lines.append(f"no first optimizer step after {silent:.1f} s")
     return lines

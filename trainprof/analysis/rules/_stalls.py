@@ -10,6 +10,7 @@ from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import ms, site
 from trainprof.analysis.rules.registry import Threshold
 from trainprof.analysis.stalls import STALL_FACTOR, STALL_MIN_EXCESS_S, Stall, period
+from trainprof.units import plural
 
 SLOW = Threshold(
     "stall_factor", STALL_FACTOR, "ratio", "a stalled step takes this many median steps"
@@ -72,7 +73,7 @@ def evidence(m: Metrics, found: Stalls, doing: str) -> list[str]:
     n, p = len(found.stalls), found.period
     length = sum(s.excess_s for s in found.stalls) / n
     lines = [
-        f"{n} steps took {ms(length + m.steady.p50_s)} on average instead of "
+        f"{plural(n, 'step')} took {ms(length + m.steady.p50_s)} on average instead of "
         f"{ms(m.steady.p50_s)}" + (f", every {p} steps" if p else " (irregular)"),
         f"the stalls cost {found.cost_s:.2f} s, {found.share:.0%} of the steady run; the main "
         f"thread was {doing}",

@@ -48,7 +48,7 @@ def check(m: Metrics) -> Finding | None:
     sizes = [b for _s, b, _p in inside if b >= 0]
     segs = [seg for seg, _b, _p in inside]
     frame = dominant_user_frame(m.activity.spans, [(s.t0, s.t1) for s in segs])
-    size = f", {sizes[-1] / 2**20:.1f} MB each" if sizes else ""
+    size = f", {sizes[-1] / 2**20:.1f} MiB each" if sizes else ""
     return Finding(
         id="checkpoint-stall",
         severity="warning",

@@ -39,7 +39,7 @@ _CRASHES: dict[str, tuple[str, str, str]] = {
     ),
     "worker-shm-limit": (
         "DataLoader workers run out of shared memory (/dev/shm)",
-        "docker run ...  # default 64 MB /dev/shm, num_workers=8",
+        "docker run ...  # default 64 MiB /dev/shm, num_workers=8",
         "docker run --shm-size=8g ...  (or --ipc=host)",
     ),
     "worker-fd-limit": (

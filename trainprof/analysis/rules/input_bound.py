@@ -30,6 +30,7 @@ from trainprof.analysis.rules._common import (
 )
 from trainprof.analysis.rules.registry import Threshold, rule
 from trainprof.analysis.usercode import is_user_path
+from trainprof.units import plural
 
 WAIT_FRAC = Threshold(
     "wait_frac",
@@ -160,7 +161,7 @@ def _worker_line(
     capacity = workers * 1e3 / loader.worker_fetch_ms
     demand = s.steps_per_s * max(s.fetches_per_step, 1)
     line = (
-        f"each worker needs {loader.worker_fetch_ms:.1f} ms per batch: {workers} workers "
+        f"each worker needs {loader.worker_fetch_ms:.1f} ms per batch: {plural(workers, 'worker')} "
         f"deliver at most {capacity:.1f} batches/s; the loop asks for {demand:.1f}/s"
     )
     cpus = m.usable_cpus
@@ -168,7 +169,7 @@ def _worker_line(
         return line, None
     cpu = f" (the job used {m.cpu_percent_mean:.0f}% CPU)" if m.cpu_percent_mean else ""
     line = (
-        f"each worker needs {loader.worker_fetch_ms:.1f} ms per batch, so {workers} workers could "
+        f"each worker needs {loader.worker_fetch_ms:.1f} ms per batch, so {plural(workers, 'worker')} could "
         f"deliver {capacity:.1f} batches/s, more than the {demand:.1f}/s the loop asks for; they "
         f"fall behind because they and the main process share {cpus} usable CPUs{cpu}"
     )

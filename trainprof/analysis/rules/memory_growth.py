@@ -57,7 +57,7 @@ def check(m: Metrics) -> Finding | None:
     rate = sum(g.bytes_per_s for g in growing)
     evidence = [
         f"{g.role} process {g.pid}: {g.metric.upper()} {g.start_bytes / MB:.0f} → "
-        f"{g.end_bytes / MB:.0f} MB over {g.seconds:.0f} s ({g.bytes_per_s * 60 / MB:.0f} MB/min, "
+        f"{g.end_bytes / MB:.0f} MiB over {g.seconds:.0f} s ({g.bytes_per_s * 60 / MB:.0f} MiB/min, "
         f"steady: R²={g.r2:.2f})"
         for g in growing[:6]
     ]
@@ -65,7 +65,7 @@ def check(m: Metrics) -> Finding | None:
     exhaust_s = avail / rate if avail is not None and rate > 0 else None
     if avail is not None and rate > 0:
         evidence.append(
-            f"at {rate * 60 / MB:.0f} MB/min the {avail / MB:.0f} MB still available "
+            f"at {rate * 60 / MB:.0f} MiB/min the {avail / MB:.0f} MiB still available "
             f"run out in about {avail / rate / 60:.0f} min"
         )
     fix = [
@@ -84,7 +84,7 @@ def check(m: Metrics) -> Finding | None:
         severity="error"
         if exhaust_s is not None and exhaust_s < EXHAUST_ERROR_S.value
         else "warning",
-        title=f"Host memory grows steadily ({rate * 60 / MB:.0f} MB/min)",
+        title=f"Host memory grows steadily ({rate * 60 / MB:.0f} MiB/min)",
         evidence=tuple(evidence),
         fix=tuple(fix),
     )

@@ -16,16 +16,17 @@ from typing import Literal
 from trainprof.analysis import ledger
 from trainprof.analysis.findings import Finding, Severity
 from trainprof.analysis.metrics import MIN_STEADY_S, Metrics
+from trainprof.units import plural, plural_of
 
 Family = Literal["input", "stalls", "host", "memory", "gpu", "distributed", "crash", "hang"]
 
 
 def _steps(m: Metrics) -> str | None:
     if m.steady is None:
-        return f"too few {m.unit}s to judge a steady state ({m.total_steps} seen)"
+        return f"too few {plural_of(m.unit)} to judge a steady state ({m.total_steps} seen)"
     if m.steady.duration_s < MIN_STEADY_S:
         return (
-            f"the steady state is too short to judge ({m.steady.count} {m.unit}s in "
+            f"the steady state is too short to judge ({plural(m.steady.count, m.unit)} in "
             f"{m.steady.duration_s * 1e3:.0f} ms; rules need {MIN_STEADY_S:g} s)"
         )
     return None
@@ -95,9 +96,9 @@ class Threshold:
         if self.unit == "share":
             return f"{v:.0%}"
         if self.unit == "bytes/s":
-            return f"{v * 60 / 2**20:.0f} MB/min" if v < 2**20 else f"{v / 2**20:.0f} MB/s"
+            return f"{v * 60 / 2**20:.0f} MiB/min" if v < 2**20 else f"{v / 2**20:.0f} MiB/s"
         if self.unit == "bytes":
-            return f"{v / 2**20:.0f} MB"
+            return f"{v / 2**20:.0f} MiB"
         if self.unit == "s":
             return f"{v * 1e3:.0f} ms" if v < 1 else f"{v:g} s"
         if self.unit == "%":

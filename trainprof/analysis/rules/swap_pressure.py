@@ -32,14 +32,14 @@ def check(m: Metrics) -> Finding | None:
         return None
     used = m.activity.swap_used_max
     total = m.activity.swap_total
-    used_text = f"{used / MB:.0f} MB" if used is not None else "an unknown amount"
-    total_text = f"{total / MB:.0f} MB" if total is not None else "an unknown total"
+    used_text = f"{used / MB:.0f} MiB" if used is not None else "an unknown amount"
+    total_text = f"{total / MB:.0f} MiB" if total is not None else "an unknown total"
     return Finding(
         id="swap-pressure",
         severity="warning",
-        title=f"The machine is swapping during training ({io / MB:.1f} MB/s)",
+        title=f"The machine is swapping during training ({io / MB:.1f} MiB/s)",
         evidence=(
-            f"swap traffic averaged {io / MB:.1f} MB/s (in + out) over the run",
+            f"swap traffic averaged {io / MB:.1f} MiB/s (in + out) over the run",
             f"swap used peaked at {used_text} of {total_text}",
         ),
         fix=(

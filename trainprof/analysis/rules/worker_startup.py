@@ -21,6 +21,7 @@ from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import ms, primary_loader
 from trainprof.analysis.rules.registry import Threshold, rule
 from trainprof.analysis.stats import median
+from trainprof.units import plural
 
 FACTOR = Threshold("factor", 5.0, "ratio", "an epoch's first batch waits this many steady batches")
 MIN_WAIT = Threshold("min_wait", 0.05, "s", "and at least this long")
@@ -55,13 +56,13 @@ def check(m: Metrics) -> Finding | None:
         return None
     if not span or cost / span < SHARE.value:
         return None
-    workers = loader.config.get("num_workers")
+    workers = int(loader.config.get("num_workers") or 0)
     return Finding(
         id="worker-startup",
         severity="warning",
-        title=f"Every epoch waits {ms(typical)} for its first batch while {workers} workers restart",
+        title=f"Every epoch waits {ms(typical)} for its first batch while {plural(workers, 'worker')} restart",
         evidence=(
-            f"{len(firsts)} epochs; first-batch wait per epoch: median {ms(typical)}, "
+            f"{plural(len(firsts), 'epoch')}; first-batch wait per epoch: median {ms(typical)}, "
             f"max {ms(max(firsts))} (a steady batch waits {ms(per_batch)})",
             f"persistent_workers=False: workers are re-created and the dataset re-sent to them "
             f"every epoch, {cost:.2f} s in all ({cost / span:.0%} of the run)",

@@ -223,7 +223,47 @@ _CASES: tuple[ZooCase, ...] = (
         "gpu_fp32",
         "no-mixed-precision",
         "gpu",
-        "GPU only: a convnet trained in pure fp32 on a Tensor-Core GPU (seed 001)",
+        "GPU only: a convnet trained in pure fp32, TF32 off, on a Tensor-Core GPU (seed 001)",
+        120.0,
+    ),
+    ZooCase(
+        "gpu_healthy",
+        None,
+        "gpu",
+        "GPU only: a bf16 convnet that keeps the GPU busy; the tutorial's per-step "
+        "running_loss += loss.item() costs nothing there",
+        120.0,
+    ),
+    ZooCase(
+        "gpu_sync_heavy",
+        "host-sync",
+        "gpu",
+        "GPU only: p.grad.norm().item() for each of ~200 parameter tensors after every "
+        "optimizer step",
+        120.0,
+    ),
+    ZooCase(
+        "gpu_input_bound",
+        "input-bound",
+        "gpu",
+        "GPU only: decompress + crop + jitter every image in __getitem__ with num_workers=0 "
+        "while a bf16 convnet waits",
+        120.0,
+    ),
+    ZooCase(
+        "gpu_launch_bound",
+        "launch-bound",
+        "gpu",
+        "GPU only: 48 tiny Linear blocks at batch 8 and a foreach=False AdamW: thousands of "
+        "microsecond kernels a step",
+        120.0,
+    ),
+    ZooCase(
+        "gpu_memory_creep",
+        "cuda-memory-growth",
+        "gpu",
+        "GPU only: losses.append(loss) and a no_grad-less running validation loss keep "
+        "every step's graph on the GPU",
         120.0,
     ),
 )

@@ -1,0 +1,674 @@
+"""``make gpu-check`` = ``PYTHONPATH=. python3 -m bench.gpu_check``: everything a lent GPU
+session runs, in one command, within a wall budget (default 450 s). No venv: the GPU machine
+has the packages; what it lacks (py-spy, pytest, pytest-timeout) comes from wheels carried in
+``.wheels/``.
+
+Phases, each with its own budget (what does not fit is said to be skipped):
+
+1. setup: the machine (torch, CUDA, card); py-spy and pytest from ``.wheels/*.whl`` when
+   missing (``pip install --no-index --target .pyspy``, else the wheels are unzipped), then
+   ``.pyspy/bin`` on PATH and the repository on an absolute PYTHONPATH; whether py-spy may
+   attach to a process here.
+2. tests: ``python3 -m pytest -q <tests/gpu files> -x --timeout 300`` (the zoo first;
+   ``--keep-going`` drops ``-x``), output in ``$OUT/pytest.txt``, reports in ``$OUT/reports``,
+   the tests' measurements in ``$OUT/measurements.jsonl``.
+3. overhead: ``bench/gpu_loop.py`` calibrated to ≈1000 and ≈100 steps/s, then rounds of
+   plain / ``trainprof run`` / probe's device timeline off / ``--no-stacks``, each round in
+   the reverse order of the one before (A B … B A); every run times itself on the device's
+   clock (CUDA events). Ratio to plain in the same round: median and min–max over rounds.
+4. summary: a Markdown report on stdout and in ``$OUT/gpu-check.md``, then one JSON line,
+   the last line of output.
+
+``--device cpu`` tries the whole harness on a machine without a GPU (the tests skip).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import stats
+from bench.overhead import (
+    DISABLE_ENV,
+    OverheadResult,
+    RunResult,
+    Variant,
+    last_json,
+    summarize,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+GPU_LOOP = ROOT / "bench" / "gpu_loop.py"
+WHEELS = ROOT / ".wheels"
+TARGET = ROOT / ".pyspy"
+FIRST_TESTS = ("test_gpu_zoo.py", "test_device_timeline.py", "test_gpu_real.py")
+TARGET_RATES = (1000.0, 100.0)
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant("plain", "plain", "python bench/gpu_loop.py, nothing attached", "plain"),
+    Variant(
+        "trainprof",
+        "trainprof (default)",
+        "trainprof run --quiet: probe with the device timeline, host/GPU samplers, py-spy",
+        "trainprof",
+    ),
+    Variant(
+        "device-off",
+        "probe: device timeline off",
+        "TRAINPROF_PROBE_DISABLE=device: no CUDA events, no backward/optimizer marks",
+        "trainprof",
+        disable="device",
+    ),
+    Variant(
+        "no-stacks",
+        "trainprof --no-stacks",
+        "probe with the device timeline and samplers, no py-spy",
+        "trainprof",
+        flags=("--no-stacks",),
+    ),
+)
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+@dataclass
+class Check:
+    started: float = field(default_factory=time.monotonic)
+    budget_s: float = 450.0
+    out: Path | None = None
+    work: Path = ROOT
+    env: dict[str, str] = field(default_factory=dict)
+    machine: dict[str, Any] = field(default_factory=dict)
+    setup: dict[str, Any] = field(default_factory=dict)
+    tests: dict[str, Any] = field(default_factory=dict)
+    overhead: dict[str, Any] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    markdown: list[str] = field(default_factory=list)
+
+    def left(self) -> float:
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def skip(self, what: str) -> None:
+        self.skipped.append(what)
+        log(f"SKIPPED: {what}")
+
+
+# ---------------------------------------------------------------- setup
+
+
+def base_env() -> dict[str, str]:
+    """This environment without TRAINPROF_ variables, the repository first on an absolute
+    PYTHONPATH (the jobs run in temporary directories), .pyspy/bin on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINPROF_")}
+    paths = [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if _python_in_target():  # pytest (or a plugin) came from the carried wheels
+        paths.append(str(TARGET))
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(str(Path(p).resolve()) for p in paths))
+    env["PATH"] = f"{TARGET / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _python_in_target() -> bool:
+    if not TARGET.is_dir():
+        return False
+    return any(
+        p.name.endswith(".dist-info") and not p.name.startswith("py_spy") for p in TARGET.iterdir()
+    )
+
+
+def importable(name: str, env: dict[str, str]) -> bool:
+    """Whether the interpreter imports ``name`` with this environment (.pyspy included)."""
+    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({name!r}) is None)"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True)
+    return proc.returncode == 0
+
+
+def py_spy(env: dict[str, str]) -> str | None:
+    here = Path(sys.executable).parent / "py-spy"
+    return str(here) if here.is_file() else shutil.which("py-spy", path=env.get("PATH"))
+
+
+def machine_info(env: dict[str, str], device: str) -> dict[str, Any]:
+    code = (
+        "import json, platform, torch\n"
+        "d = {'python': platform.python_version(), 'torch': torch.__version__, "
+        "'cuda': torch.version.cuda, 'cuda_available': torch.cuda.is_available()}\n"
+        "if d['cuda_available']:\n"
+        "    d['card'] = torch.cuda.get_device_name(0)\n"
+        "    d['capability'] = list(torch.cuda.get_device_capability(0))\n"
+        "    d['devices'] = torch.cuda.device_count()\n"
+        "    d['memory_gib'] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)\n"
+        "print(json.dumps(d))\n"
+    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        )
+        info = last_json(proc.stdout) or {"error": proc.stderr.strip()[-500:]}
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        info = {"error": f"{type(exc).__name__}: {exc}"}
+    info["cpus"] = os.cpu_count()
+    if device == "cpu":
+        info["card"] = "cpu (harness trial)"
+    return info
+
+
+def unzip_wheel(wheel: Path, target: Path) -> None:
+    """Install a wheel without pip: purelib/platlib to the target, scripts to target/bin."""
+    with zipfile.ZipFile(wheel) as z:
+        for member in z.infolist():
+            if member.is_dir():
+                continue
+            parts = member.filename.split("/")
+            if len(parts) >= 3 and parts[0].endswith(".data"):
+                if parts[1] == "scripts":
+                    dest = target / "bin" / "/".join(parts[2:])
+                else:  # purelib, platlib
+                    dest = target / "/".join(parts[2:])
+            else:
+                dest = target / member.filename
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(z.read(member))
+            if dest.parent.name == "bin":
+                dest.chmod(dest.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def pip_install(args: list[str]) -> tuple[bool, str]:
+    cmd = [sys.executable, "-m", "pip", "install", "--no-index", "--target", str(TARGET)]
+    cmd += ["--disable-pip-version-check", "--no-warn-script-location", "--quiet", *args]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    return proc.returncode == 0, (proc.stderr or proc.stdout).strip()[-500:]
+
+
+def install_missing(env: dict[str, str]) -> dict[str, Any]:
+    """py-spy, pytest and pytest-timeout from .wheels/ when this machine lacks them."""
+    done: dict[str, Any] = {}
+    wheels = sorted(WHEELS.glob("*.whl")) if WHEELS.is_dir() else []
+    spy_wheels = [w for w in wheels if w.name.startswith("py_spy-")]
+    if py_spy(env) is None and spy_wheels:
+        # pip picks the wheel for this platform (x86_64 and aarch64 ones may both be carried)
+        ok, msg = pip_install(["--find-links", str(WHEELS), "py-spy"])
+        if not ok:
+            mine = [w for w in spy_wheels if platform.machine() in w.name] or spy_wheels
+            log(f"pip could not install py-spy ({msg}); unzipping {mine[-1].name} instead")
+            unzip_wheel(mine[-1], TARGET)
+        done["py-spy"] = "installed from .wheels" + ("" if ok else " (unzipped)")
+    needed = [name for name in ("pytest", "pytest_timeout") if not importable(name, env)]
+    if needed and wheels:
+        ok, msg = pip_install(["--find-links", str(WHEELS), *(n.replace("_", "-") for n in needed)])
+        if not ok:
+            log(f"pip could not install {needed} ({msg}); unzipping the pure-Python wheels")
+            for w in wheels:
+                if w.name.endswith("-none-any.whl"):
+                    unzip_wheel(w, TARGET)
+        done["python"] = f"{', '.join(needed)} installed into .pyspy from .wheels"
+    elif needed:
+        done["python"] = f"missing and no wheels: {', '.join(needed)}"
+    return done
+
+
+def py_spy_works(spy: str) -> str:
+    """'ok', or why py-spy cannot read a process here (ptrace permissions, in containers)."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)"])
+    try:
+        time.sleep(0.5)
+        proc = subprocess.run(
+            [spy, "dump", "--nonblocking", "--pid", str(sleeper.pid)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if proc.returncode == 0:
+            return "ok"
+        return (proc.stderr or proc.stdout).strip()[-300:] or f"exit {proc.returncode}"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def phase_setup(c: Check, device: str) -> None:
+    log("== setup")
+    t0 = time.monotonic()
+    c.env = base_env()
+    c.setup["installed"] = install_missing(c.env)
+    c.env = base_env()  # .pyspy may exist now
+    for k, v in c.setup["installed"].items():
+        log(f"  {k}: {v}")
+    spy = py_spy(c.env)
+    c.setup["py_spy"] = spy
+    if spy:
+        version = subprocess.run([spy, "--version"], capture_output=True, text=True).stdout
+        c.setup["py_spy_version"] = version.strip()
+        c.setup["py_spy_attach"] = py_spy_works(spy)
+    else:
+        c.setup["py_spy_attach"] = "py-spy not found (stack-based rules are skipped)"
+    c.setup["pytest"] = importable("pytest", c.env)
+    c.setup["pytest_timeout"] = importable("pytest_timeout", c.env)
+    c.machine = machine_info(c.env, device)
+    c.setup["seconds"] = round(time.monotonic() - t0, 1)
+    log(f"  machine: {json.dumps(c.machine)}")
+    log(f"  py-spy: {spy or 'missing'} ({c.setup['py_spy_attach']})")
+    log(f"  pytest: {c.setup['pytest']}, pytest-timeout: {c.setup['pytest_timeout']}")
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_files() -> list[str]:
+    folder = ROOT / "tests" / "gpu"
+    names = [n for n in FIRST_TESTS if (folder / n).is_file()]
+    names += sorted(p.name for p in folder.glob("test_*.py") if p.name not in names)
+    return [str(Path("tests") / "gpu" / n) for n in names]
+
+
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """Stop a process this script started, and its children (its own process group)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def junit_summary(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError:
+        return None
+    cases = root.iter("testcase")
+    out: dict[str, Any] = {"passed": 0, "failed": [], "skipped": [], "durations": {}}
+    for case in cases:
+        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+        out["durations"][name] = round(float(case.get("time") or 0.0), 1)
+        bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+        skip = case.find("skipped")
+        if bad is not None:
+            out["failed"].append({"test": name, "message": (bad.get("message") or "")[:400]})
+        elif skip is not None:
+            out["skipped"].append({"test": name, "reason": (skip.get("message") or "")[:300]})
+        else:
+            out["passed"] += 1
+    return out
+
+
+def phase_tests(c: Check, budget_s: float, keep_going: bool, per_test_s: int) -> None:
+    log(f"== tests (budget {budget_s:.0f} s)")
+    if not c.setup.get("pytest"):
+        c.skip("tests: pytest is not installed and no wheel for it was carried in .wheels/")
+        return
+    if budget_s < 30:
+        c.skip(f"tests: only {budget_s:.0f} s left")
+        return
+    art = c.work / "reports"
+    meas = c.work / "measurements.jsonl"
+    junit = c.work / "gpu-junit.xml"
+    text = c.work / "pytest.txt"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider"]
+    cmd += [*test_files(), "--junitxml", str(junit), "--durations", "15"]
+    if not keep_going:
+        cmd.append("-x")
+    if c.setup.get("pytest_timeout"):
+        cmd += ["--timeout", str(per_test_s)]
+    env = dict(c.env, GPU_CHECK_ARTIFACTS=str(art), GPU_CHECK_MEASUREMENTS=str(meas))
+    log("  " + " ".join(cmd[1:]))
+    t0 = time.monotonic()
+    with open(text, "w") as f:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            rc: int | None = proc.wait(timeout=budget_s)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            rc = None
+    wall = time.monotonic() - t0
+    output = text.read_text(errors="replace")
+    log(output[-6000:])
+    c.tests = {"rc": rc, "seconds": round(wall, 1), "command": " ".join(cmd[1:])}
+    summary = junit_summary(junit)
+    if summary:
+        c.tests.update(summary)
+    if rc is None:
+        c.skip(
+            f"tests: stopped at the budget ({budget_s:.0f} s); the rest of tests/gpu did not run"
+        )
+        c.tests["progress"] = output.strip().splitlines()[-1:] if output.strip() else []
+    if meas.is_file():
+        c.tests["measurements"] = [
+            json.loads(line) for line in meas.read_text().splitlines() if line.strip()
+        ]
+
+
+# ---------------------------------------------------------------- overhead
+
+
+def run_loop(
+    c: Check, v: Variant, loop_args: list[str], run_dir: Path, rnd: int, timeout: float
+) -> RunResult:
+    job = [sys.executable, str(GPU_LOOP), *loop_args]
+    if v.kind == "plain":
+        cmd = job
+    else:
+        cmd = [sys.executable, "-m", "trainprof", "run", "--quiet", "--run-dir", str(run_dir)]
+        cmd += [*v.flags, str(GPU_LOOP), *loop_args]
+    env = dict(c.env)
+    if v.disable:
+        env[DISABLE_ENV] = v.disable
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(
+            cmd,
+            env=env,
+            cwd=run_dir.parent,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return RunResult(v.key, rnd, None, time.monotonic() - t0, f"{type(exc).__name__}: {exc}")
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    wall = time.monotonic() - t0
+    out = last_json(proc.stdout)
+    if proc.returncode != 0 or out is None or "rates" not in out:
+        text = (proc.stderr or proc.stdout).strip()
+        tail = (text.splitlines() or ["no output"])[-1]
+        return RunResult(
+            v.key, rnd, None, wall, f"exit {proc.returncode}: {tail[:200]}", detail=text[-3000:]
+        )
+    return RunResult(v.key, rnd, [float(r["steps_per_s"]) for r in out["rates"]], wall)
+
+
+def calibrate(c: Check, device: str, timeout: float) -> list[str] | None:
+    cmd = [sys.executable, str(GPU_LOOP), "--device", device]
+    cmd += ["--calibrate", ",".join(str(t) for t in TARGET_RATES)]
+    try:
+        proc = subprocess.run(cmd, env=c.env, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log(f"  calibration failed: {type(exc).__name__}: {exc}")
+        return None
+    out = last_json(proc.stdout)
+    if proc.returncode != 0 or out is None:
+        log(f"  calibration failed: {proc.stderr.strip()[-500:]}")
+        return None
+    c.overhead["calibration"] = out
+    log(f"  calibrated sizes {out['sizes']}, measured {[round(x, 1) for x in out['measured']]}/s")
+    return [str(s) for s in out["sizes"]]
+
+
+def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
+    log(f"== overhead (budget {budget_s:.0f} s)")
+    if a.device == "cuda" and not c.machine.get("cuda_available"):
+        c.skip("overhead: CUDA is not available")
+        return
+    if budget_s < 40:
+        c.skip(f"overhead: only {budget_s:.0f} s left")
+        return
+    t_start = time.monotonic()
+    sizes = a.sizes.split(",") if a.sizes else None
+    if sizes is None and a.calibrate:
+        sizes = calibrate(c, a.device, timeout=min(90.0, budget_s / 3))
+    if sizes is None:
+        from bench.gpu_loop import DEFAULT_SIZES
+
+        sizes = DEFAULT_SIZES.split(",")
+        log(f"  sizes {sizes} (not calibrated)")
+    loop_args = ["--device", a.device, "--sizes", ",".join(sizes)]
+    loop_args += ["--warmup-s", str(a.warmup_s), "--measure-s", str(a.measure_s)]
+    variants = list(VARIANTS)
+    res = OverheadResult(sizes=sizes, loop_args=loop_args, variants=variants)
+    per_round: float | None = None
+    with tempfile.TemporaryDirectory(prefix="trainprof-gpu-bench-") as tmp:
+        for rnd in range(a.max_rounds):
+            spent = time.monotonic() - t_start
+            guess = per_round or len(variants) * (12.0 + 2 * (a.warmup_s + a.measure_s))
+            if spent + guess > budget_s:
+                c.skip(
+                    f"overhead: rounds {rnd + 1}..{a.max_rounds} ({spent:.0f} s spent, a round "
+                    f"takes ~{guess:.0f} s, budget {budget_s:.0f} s)"
+                )
+                break
+            t_round = time.monotonic()
+            order = variants if rnd % 2 == 0 else list(reversed(variants))
+            for v in order:
+                timeout = max(30.0, min(180.0, budget_s - (time.monotonic() - t_start) + 30))
+                r = run_loop(c, v, loop_args, Path(tmp) / f"{v.key}-{rnd}", rnd, timeout)
+                res.runs.append(r)
+                shown = ", ".join(f"{x:.1f}" for x in r.rates) if r.rates else r.error
+                log(f"  round {rnd + 1} {v.key:<11} {r.wall_s:5.1f} s  steps/s: {shown}")
+                if r.detail:
+                    log("    " + r.detail[-800:].replace("\n", "\n    "))
+            res.rounds = rnd + 1
+            per_round = time.monotonic() - t_round
+    res.seconds = time.monotonic() - t_start
+    rows = summarize(res)
+    c.overhead.update(
+        {
+            "sizes": sizes,
+            "rounds": res.rounds,
+            "seconds": round(res.seconds, 1),
+            "rows": rows,
+            "runs": [
+                {"variant": r.variant, "round": r.round, "rates": r.rates, "error": r.error}
+                for r in res.runs
+            ],
+        }
+    )
+    if res.rounds < a.min_rounds:
+        c.skip(f"overhead: only {res.rounds} of the {a.min_rounds} rounds wanted fitted")
+
+
+def overhead_markdown(c: Check) -> list[str]:
+    rows = c.overhead.get("rows")
+    if not rows:
+        return []
+    sizes = c.overhead["sizes"]
+    plain = next(r for r in rows if r["key"] == "plain")
+    head = ["variant"] + [
+        f"≈{_nominal(cell['steps_per_s'])}/s ({size})"
+        for cell, size in zip(plain["cells"], sizes, strict=True)
+    ]
+    table = [head]
+    table.append(
+        ["plain (median steps/s)"]
+        + [
+            f"{cell['steps_per_s']:.1f}" if cell["steps_per_s"] else "n/a"
+            for cell in plain["cells"]
+        ]
+    )
+    for r in rows:
+        if r["key"] == "plain":
+            continue
+        cells = []
+        for cell in r["cells"]:
+            if cell["ratio"] is None:
+                cells.append("failed")
+                continue
+            loss = (1 - cell["ratio"]) * 100
+            cells.append(
+                f"{cell['ratio']:.3f} ({cell['ratio_min']:.3f}–{cell['ratio_max']:.3f}) "
+                f"[{loss:+.1f} %]"
+            )
+        table.append([r["label"], *cells])
+    spy = "with py-spy" if c.setup.get("py_spy_attach") == "ok" else "py-spy not working"
+    lines = [
+        f"## Overhead on {c.machine.get('card', '?')}",
+        "",
+        stats.markdown_table(table),
+        "",
+        f"Steps/s on the device's clock (CUDA events inside the loop), ratio to plain in the "
+        f"same round: median (min–max) over {c.overhead['rounds']} rounds, [median loss]; a "
+        f"ratio > 1 is noise. {spy}. Variants: "
+        + "; ".join(f"**{v.label}**: {v.meaning}" for v in VARIANTS),
+    ]
+    errors = [f"- {r['key']}: {e}" for r in rows for e in r["errors"][:2]]
+    if errors:
+        lines += ["", "Errors:", *errors]
+    return lines
+
+
+def _nominal(rate: float | None) -> str:
+    if not rate:
+        return "?"
+    for nominal in (10, 100, 1000, 10000):
+        if nominal / 3 <= rate < nominal * 3:
+            return str(nominal)
+    return f"{rate:.0f}"
+
+
+# ---------------------------------------------------------------- summary
+
+
+def tests_markdown(c: Check) -> list[str]:
+    t = c.tests
+    if not t:
+        return ["## Tests", "", "not run"]
+    status = "stopped at the budget" if t.get("rc") is None else f"exit {t['rc']}"
+    lines = [
+        "## Tests",
+        "",
+        f"`{t['command']}`: {status} after {t['seconds']} s; "
+        f"{t.get('passed', '?')} passed, {len(t.get('failed', []))} failed, "
+        f"{len(t.get('skipped', []))} skipped",
+    ]
+    for f in t.get("failed", []):
+        lines.append(f"- FAILED {f['test']}: {f['message'][:300]}")
+    for s in t.get("skipped", []):
+        lines.append(f"- skipped {s['test']}: {s['reason'][:200]}")
+    slow = sorted(t.get("durations", {}).items(), key=lambda kv: -kv[1])[:12]
+    if slow:
+        lines.append("- durations: " + ", ".join(f"{n} {s} s" for n, s in slow))
+    for m in t.get("measurements", []):
+        lines.append(f"- measurement: `{json.dumps(m)}`")
+    return lines
+
+
+def write_summary(c: Check) -> dict[str, Any]:
+    m = c.machine
+    md = [
+        f"# trainprof GPU check: {m.get('card', '?')}",
+        "",
+        f"torch {m.get('torch')} (CUDA {m.get('cuda')}), Python {m.get('python')}, "
+        f"{m.get('cpus')} CPUs, compute capability {m.get('capability')}, "
+        f"{m.get('memory_gib')} GiB; py-spy: {c.setup.get('py_spy_version') or 'missing'} "
+        f"({c.setup.get('py_spy_attach')})",
+        "",
+        *tests_markdown(c),
+        "",
+        *overhead_markdown(c),
+    ]
+    if c.skipped:
+        md += ["", "## Skipped", "", *(f"- {s}" for s in c.skipped)]
+    md.append("")
+    text = "\n".join(md)
+    log(text)
+    if c.out is not None:
+        c.out.mkdir(parents=True, exist_ok=True)
+        (c.out / "gpu-check.md").write_text(text)
+    t = c.tests
+    return {
+        "card": m.get("card"),
+        "machine": m,
+        "setup": {k: v for k, v in c.setup.items() if k != "py_spy"},
+        "tests": {
+            k: t.get(k)
+            for k in ("rc", "seconds", "passed", "failed", "skipped", "measurements", "progress")
+            if k in t
+        },
+        "overhead": {
+            "sizes": c.overhead.get("sizes"),
+            "rounds": c.overhead.get("rounds"),
+            "calibrated": (c.overhead.get("calibration") or {}).get("measured"),
+            "rows": [
+                {
+                    "key": r["key"],
+                    "cells": [
+                        {k: (round(v, 4) if isinstance(v, float) else v) for k, v in cell.items()}
+                        for cell in r["cells"]
+                    ],
+                    "errors": r["errors"][:2],
+                }
+                for r in c.overhead.get("rows", [])
+            ],
+        },
+        "skipped": c.skipped,
+        "wall_s": round(time.monotonic() - c.started, 1),
+        "out": str(c.out) if c.out else None,
+    }
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__)
+    ap.add_argument("--budget-s", type=float, default=450.0, help="wall budget, all phases")
+    ap.add_argument("--tests-budget-s", type=float, default=270.0)
+    ap.add_argument("--overhead-budget-s", type=float, default=150.0)
+    ap.add_argument("--keep-going", action="store_true", help="pytest without -x")
+    ap.add_argument("--per-test-s", type=int, default=300, help="pytest --timeout")
+    ap.add_argument("--skip-tests", action="store_true")
+    ap.add_argument("--skip-overhead", action="store_true")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--sizes", default="", help="HxBxD,... for the loop (skips calibration)")
+    ap.add_argument("--no-calibrate", dest="calibrate", action="store_false")
+    ap.add_argument("--min-rounds", type=int, default=2)
+    ap.add_argument("--max-rounds", type=int, default=6)
+    ap.add_argument("--warmup-s", type=float, default=0.5)
+    ap.add_argument("--measure-s", type=float, default=1.5)
+    ap.add_argument("--out", type=Path, default=None, help="default: $OUT, if set")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _args(argv)
+    out = a.out or (Path(os.environ["OUT"]) if os.environ.get("OUT") else None)
+    c = Check(budget_s=a.budget_s, out=out)
+    with tempfile.TemporaryDirectory(prefix="trainprof-gpu-check-") as tmp:
+        c.work = out if out is not None else Path(tmp)
+        c.work.mkdir(parents=True, exist_ok=True)
+        phase_setup(c, a.device)
+        reserve = 0.0 if a.skip_overhead else min(a.overhead_budget_s, 60.0)
+        if a.skip_tests:
+            c.skip("tests: --skip-tests")
+        else:
+            phase_tests(
+                c, min(a.tests_budget_s, c.left() - reserve - 10), a.keep_going, a.per_test_s
+            )
+        if a.skip_overhead:
+            c.skip("overhead: --skip-overhead")
+        else:
+            phase_overhead(c, min(a.overhead_budget_s, c.left() - 10), a)
+        summary = write_summary(c)
+    log(json.dumps(summary, default=str))
+    failed = bool(c.tests.get("failed")) or c.tests.get("rc", 0) not in (0, 5, None)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

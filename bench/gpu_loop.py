@@ -1,0 +1,249 @@
+"""The CUDA training job the GPU overhead check runs (``bench/gpu_check.py``), as a script,
+plain and under ``trainprof run``.
+
+A steady-state loop per size ``HxBxD``: an MLP (256 → H, then D hidden H → H layers, → 10,
+ReLU) trained with AdamW (the default ``foreach`` implementation) under bf16 autocast. The
+data lives on the device; a ``DataLoader`` over indices (batch B, shuffled, pinned,
+``num_workers=0``) feeds each step, so every step goes through the loader's ``__next__``, the
+dataset fetch, a host→device copy and an optimizer step: the probe's whole hot path, device
+timeline included. Nothing in the loop synchronizes: the host runs ahead of the GPU when the
+GPU is the bottleneck, as in a real job.
+
+The loop times itself on the device's clock: after a warm-up it records a CUDA event, runs
+steps for a fixed host duration, records a second event and synchronizes once; the rate is
+``steps / elapsed_time`` between the two events (with ``--device cpu``, for trying the
+harness without a GPU, the host clock). Several sizes run one after the other in one process
+(start-up paid once); all models share one optimizer, one param group per model, so the probe
+sees a single primary optimizer and times steps of every size.
+
+The last line on stdout is one JSON object: ``{"rates": [{"size": "HxBxD", "steps_per_s": r,
+"host_steps_per_s": h, "steps": n, "seconds": s}, ...], "device": name, "startup_s": ...}``.
+
+``--calibrate 1000,100`` instead picks a size per target rate by measuring: for ≥ 300 steps/s
+a host-bound small model (H=256, B=256) made deeper until it runs at the target, for slower
+targets a GPU-bound one (B=8192, D=1) made wider; it prints ``{"sizes": [...], "measured":
+[...], "device": name}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import Any
+
+T_START = time.perf_counter()
+
+IN_DIM = 256
+OUT_DIM = 10
+DEFAULT_SIZES = "256x256x8,8192x8192x1"  # ≈1000 and ≈100 steps/s on an H100 (estimated)
+DEPTHS = (1, 2, 4, 8, 16, 32, 64)  # calibration grid, host-bound sizes (H=256, B=256)
+WIDTHS = (1024, 2048, 4096, 6144, 8192, 12288, 16384)  # GPU-bound sizes (B=8192, D=1)
+
+
+def parse_size(spec: str) -> tuple[int, int, int]:
+    """``"512x64x2"`` → (512, 64, 2); batch defaults to 256, depth to 1."""
+    parts = [int(p) for p in spec.split("x")]
+    hidden, batch, depth = (parts + [256, 1][len(parts) - 1 :])[:3]
+    return hidden, batch, depth
+
+
+class Clock:
+    """Elapsed time on the device's clock (CUDA events) or, on CPU, the host's."""
+
+    def __init__(self, torch: Any, device: Any) -> None:
+        self.torch = torch
+        self.cuda = device.type == "cuda"
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def mark(self) -> Any:
+        if not self.cuda:
+            return time.perf_counter()
+        ev = self.torch.cuda.Event(enable_timing=True)
+        ev.record()
+        return ev
+
+    def seconds(self, a: Any, b: Any) -> float:
+        if not self.cuda:
+            return float(b - a)
+        b.synchronize()
+        return float(a.elapsed_time(b)) / 1e3
+
+
+class Trainer:
+    """One model, its on-device data and its index loader; ``run`` steps it for a while."""
+
+    def __init__(self, torch: Any, device: Any, spec: str, seed: int) -> None:
+        from torch import nn
+        from torch.utils.data import DataLoader
+
+        hidden, batch, depth = parse_size(spec)
+        self.torch = torch
+        self.device = device
+        self.spec = spec
+        rows = max(16384, 4 * batch)
+        g = torch.Generator(device=device).manual_seed(seed)
+        self.x = torch.randn(rows, IN_DIM, device=device, generator=g)
+        self.y = torch.randint(0, OUT_DIM, (rows,), device=device, generator=g)
+        layers: list[Any] = [nn.Linear(IN_DIM, hidden, device=device), nn.ReLU()]
+        for _ in range(depth):
+            layers += [nn.Linear(hidden, hidden, device=device), nn.ReLU()]
+        layers.append(nn.Linear(hidden, OUT_DIM, device=device))
+        self.model = nn.Sequential(*layers)
+        self.loader = DataLoader(
+            range(rows),
+            batch_size=batch,
+            shuffle=True,
+            drop_last=True,
+            pin_memory=device.type == "cuda",
+            generator=torch.Generator().manual_seed(seed),
+        )
+        self._it = iter(self.loader)
+        self.optimizer: Any = None  # set by trainers(): one optimizer for all sizes
+        self.clock = Clock(torch, device)
+
+    def _batch(self) -> Any:
+        try:
+            return next(self._it)
+        except StopIteration:
+            self._it = iter(self.loader)
+            return next(self._it)
+
+    def step(self) -> None:
+        torch = self.torch
+        idx = self._batch().to(self.device, non_blocking=True)
+        x, y = self.x[idx], self.y[idx]
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+
+    def run(self, seconds: float, min_steps: int = 1) -> tuple[int, float, float]:
+        """Steps for ``seconds`` of host time: (steps, device seconds, host seconds)."""
+        self.clock.sync()
+        start = self.clock.mark()
+        t0 = time.perf_counter()
+        n = 0
+        while n < min_steps or time.perf_counter() - t0 < seconds:
+            self.step()
+            n += 1
+        host = time.perf_counter() - t0
+        end = self.clock.mark()
+        return n, self.clock.seconds(start, end), host
+
+
+def _device(torch: Any, name: str) -> Any:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("gpu_loop: CUDA is not available (use --device cpu to try the harness)")
+    return torch.device(name)
+
+
+def device_name(torch: Any, device: Any) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def trainers(torch: Any, device: Any, sizes: list[str]) -> list[Trainer]:
+    built = [Trainer(torch, device, spec, seed=i) for i, spec in enumerate(sizes)]
+    groups = [{"params": list(t.model.parameters())} for t in built]
+    optimizer = torch.optim.AdamW(groups, lr=1e-4)  # one optimizer: the probe's primary one
+    for t in built:
+        t.optimizer = optimizer
+    return built
+
+
+def measure(device_arg: str, sizes: list[str], warmup_s: float, measure_s: float) -> dict[str, Any]:
+    import torch
+
+    device = _device(torch, device_arg)
+    built = trainers(torch, device, sizes)
+    startup = time.perf_counter() - T_START
+    rates = []
+    for tr in built:
+        tr.run(warmup_s, min_steps=5)
+        n, secs, host = tr.run(measure_s, min_steps=10)
+        rates.append(
+            {
+                "size": tr.spec,
+                "steps_per_s": n / secs,
+                "host_steps_per_s": n / host,
+                "steps": n,
+                "seconds": secs,
+            }
+        )
+    return {"rates": rates, "device": device_name(torch, device), "startup_s": startup}
+
+
+def calibrate(device_arg: str, targets: list[float]) -> dict[str, Any]:
+    import torch
+
+    device = _device(torch, device_arg)
+
+    def step_s(spec: str) -> float:
+        (tr,) = trainers(torch, device, [spec])
+        tr.run(0.1, min_steps=3)
+        n, secs, _host = tr.run(0.25, min_steps=3)
+        del tr
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return secs / n
+
+    sizes, measured, grids = [], [], {}
+    for target in targets:
+        fast = target >= 300
+        grid = DEPTHS if fast else WIDTHS
+        spec = "256x256x{}" if fast else "{}x8192x1"
+        points: list[tuple[int, float]] = []
+        for v in grid:
+            points.append((v, step_s(spec.format(v))))
+            if points[-1][1] > 1.5 / target:
+                break
+        chosen = spec.format(_interpolate(points, 1.0 / target, 1 if fast else 256))
+        measured.append(1.0 / step_s(chosen))
+        sizes.append(chosen)
+        grids[str(target)] = points
+    return {
+        "sizes": sizes,
+        "measured": measured,
+        "grid": grids,
+        "device": device_name(torch, device),
+    }
+
+
+def _interpolate(points: list[tuple[int, float]], period: float, quantum: int) -> int:
+    """The grid value whose step time is ``period``, interpolated in log-log space."""
+    pts = sorted(points)
+    if period <= pts[0][1]:
+        return pts[0][0]  # even the smallest is slower than the target: as fast as it gets
+    for (v0, t0), (v1, t1) in zip(pts, pts[1:], strict=False):
+        if t0 <= period <= t1 and t1 > t0:
+            f = (math.log(period) - math.log(t0)) / (math.log(t1) - math.log(t0))
+            v = math.exp(math.log(v0) + f * (math.log(v1) - math.log(v0)))
+            return max(quantum, int(round(v / quantum)) * quantum)
+    return pts[-1][0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--sizes", default=DEFAULT_SIZES, help="HIDDENxBATCHxDEPTH, comma-separated")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--warmup-s", type=float, default=0.5)
+    ap.add_argument("--measure-s", type=float, default=1.5)
+    ap.add_argument("--calibrate", default="", help="target steps/s, comma-separated")
+    args = ap.parse_args(argv)
+    if args.calibrate:
+        out = calibrate(args.device, [float(x) for x in args.calibrate.split(",")])
+    else:
+        out = measure(args.device, args.sizes.split(","), args.warmup_s, args.measure_s)
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

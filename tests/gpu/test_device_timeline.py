@@ -1,0 +1,249 @@
+"""The device timeline against ground truth, on a real GPU; skipped where CUDA is missing.
+
+1. A training script times its own forward, backward and optimizer step with CUDA events on
+   every step (synchronizing only at the end) and prints the means; trainprof's
+   ``device.device_s`` (one step in 16, steady window) must agree within 20 % or 0.2 ms.
+2. The probe adds no synchronization: a GPU-bound loop of ~1 ms steps whose host runs well
+   ahead of the GPU runs plain and under trainprof, interleaved A B B A, each run timing
+   itself with CUDA events; under trainprof it must keep at least 90 % of the plain rate. (A
+   sync per step would leave the GPU idle while the host fetches the next batch of 2048
+   indices, ~0.3 ms a step: a ~25 % loss.) The ratio is a measurement: it is printed and, with
+   ``GPU_CHECK_MEASUREMENTS`` set, appended there as a JSON line for the session's summary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, Result, run_trainprof, write_script
+
+PARTS = ("forward", "backward", "optimizer", "idle_between_steps")
+REL_TOL = 0.20
+ABS_TOL_S = 0.2e-3
+MIN_RATIO = 0.90
+
+
+def _cuda() -> bool:
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _cuda(), reason="no CUDA device")
+
+
+def gpu_env() -> dict[str, str]:
+    """No TRAINPROF_ variables, the repository on an absolute PYTHONPATH, .pyspy/bin on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINPROF_")}
+    paths = [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    spy_bin = ROOT / ".pyspy" / "bin"
+    if spy_bin.is_dir():
+        env["PATH"] = f"{spy_bin}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def keep(name: str, r: Result) -> None:
+    out = os.environ.get("GPU_CHECK_ARTIFACTS")
+    json_path = r.run_dir.with_suffix(".json")
+    if out and json_path.is_file():
+        Path(out).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(json_path, Path(out) / f"{name}.json")
+
+
+def measured(record: dict[str, Any]) -> None:
+    print(json.dumps(record))
+    path = os.environ.get("GPU_CHECK_MEASUREMENTS")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def tagged(text: str, tag: str) -> dict[str, Any]:
+    for line in reversed(text.splitlines()):
+        if line.startswith(tag + " "):
+            return json.loads(line[len(tag) + 1 :])
+    raise AssertionError(f"no {tag} line in the job's output:\n{text[-2000:]}")
+
+
+GROUND_TRUTH = """
+import json
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader
+
+ROWS, STEPS, WARMUP = 32768, 320, 32
+
+
+def main():
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    g = torch.Generator(device=dev).manual_seed(0)
+    features = torch.randn(ROWS, 1024, device=dev, generator=g)
+    labels = torch.randint(0, 10, (ROWS,), device=dev, generator=g)
+    loader = DataLoader(range(ROWS), batch_size=4096, shuffle=True, drop_last=True,
+                        pin_memory=True, generator=torch.Generator().manual_seed(0))
+    model = nn.Sequential(
+        nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 4096), nn.GELU(),
+        nn.Linear(4096, 4096), nn.GELU(), nn.Linear(4096, 10),
+    ).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    marks = []
+    while len(marks) < STEPS:
+        for idx in loader:
+            ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+            ev[0].record()
+            idx = idx.to(dev, non_blocking=True)
+            x, y = features[idx], labels[idx]
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(x), y)
+            ev[1].record()
+            loss.backward()
+            ev[2].record()
+            opt.step()
+            ev[3].record()
+            marks.append(ev)
+            if len(marks) == STEPS:
+                break
+    torch.cuda.synchronize()
+    rows = [
+        (a[0].elapsed_time(a[1]), a[1].elapsed_time(a[2]), a[2].elapsed_time(a[3]),
+         a[3].elapsed_time(b[0]))
+        for a, b in zip(marks[WARMUP:], marks[WARMUP + 1:])
+    ]
+    names = ("forward", "backward", "optimizer", "idle_between_steps")
+    means = {n: sum(col) / len(col) / 1e3 for n, col in zip(names, zip(*rows))}
+    print("GROUND_TRUTH " + json.dumps(means))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_device_timeline_matches_the_jobs_own_cuda_events(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "ground_truth.py", GROUND_TRUTH)
+    r = run_trainprof(tmp_path, str(script), env=gpu_env(), timeout=180)
+    keep("device_timeline_ground_truth", r)
+    assert r.returncode == 0, r.stderr[-3000:]
+    truth = tagged(r.stdout, "GROUND_TRUTH")
+    assert r.report is not None and r.report.get("device"), r.stderr[-3000:]
+    device = r.report["device"]
+    got = device["device_s"]
+    measured({"measurement": "device_timeline_vs_cuda_events", "truth_s": truth, "probe_s": got})
+    assert device["timed_steps"] >= 8, device
+    for part in PARTS:
+        want, have = truth[part], got[part]
+        assert have is not None, f"{part}: not measured by trainprof: {device}"
+        tol = max(REL_TOL * want, ABS_TOL_S)
+        assert abs(have - want) <= tol, (
+            f"{part}: trainprof {have * 1e3:.3f} ms, job {want * 1e3:.3f} ms"
+        )
+
+
+NO_SYNC_LOOP = """
+import json
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader
+
+ROWS, WIDTH, BATCH, STEPS, WARMUP = 16384, 4096, 2048, 1200, 200
+
+
+def main():
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    g = torch.Generator(device=dev).manual_seed(0)
+    features = torch.randn(ROWS, WIDTH, device=dev, generator=g)
+    labels = torch.randint(0, 10, (ROWS,), device=dev, generator=g)
+    loader = DataLoader(range(ROWS), batch_size=BATCH, shuffle=True, drop_last=True,
+                        pin_memory=True, generator=torch.Generator().manual_seed(0))
+    model = nn.Sequential(
+        nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH), nn.ReLU(),
+        nn.Linear(WIDTH, 10),
+    ).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    step, h0, launch_s = 0, 0.0, 0.0
+    while step < STEPS:
+        for idx in loader:
+            if step == WARMUP - 8:  # the host's own cost of a step: 4 steps launched, no wait
+                torch.cuda.synchronize()
+                h0 = time.perf_counter()
+            if step == WARMUP - 4:
+                launch_s = (time.perf_counter() - h0) / 4
+            if step == WARMUP:
+                torch.cuda.synchronize()
+                start.record()
+            idx = idx.to(dev, non_blocking=True)
+            x, y = features[idx], labels[idx]
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            step += 1
+            if step == STEPS:
+                break
+    end.record()
+    end.synchronize()
+    n = STEPS - WARMUP
+    rate = {"steps_per_s": n / (start.elapsed_time(end) / 1e3), "host_steps_per_s": 1 / launch_s}
+    print("RATE " + json.dumps(rate))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def _rate(script: Path, tmp: Path, under_trainprof: bool) -> dict[str, Any]:
+    env = gpu_env()
+    if under_trainprof:
+        r = run_trainprof(tmp, str(script), env=env, timeout=180)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return tagged(r.stdout, "RATE")
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return tagged(proc.stdout, "RATE")
+
+
+def test_probe_adds_no_synchronization(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "no_sync_loop.py", NO_SYNC_LOOP)
+    plain: list[float] = []
+    probed: list[float] = []
+    host: list[float] = []
+    for under in (False, True, True, False):  # A B B A: a drift favours neither
+        rate = _rate(script, tmp_path, under)
+        (probed if under else plain).append(rate["steps_per_s"])
+        if not under:
+            host.append(rate["host_steps_per_s"])
+    ratio = statistics.mean(probed) / statistics.mean(plain)
+    measured(
+        {
+            "measurement": "probe_no_sync",
+            "plain_steps_per_s": plain,
+            "trainprof_steps_per_s": probed,
+            "plain_host_launch_steps_per_s": host,  # the host alone could go this fast
+            "ratio": round(ratio, 4),
+        }
+    )
+    if statistics.mean(host) < 1.2 * statistics.mean(plain):
+        # The host must run well ahead of the GPU, or a sync per step would not show.
+        pytest.skip(f"loop not GPU-bound enough: host {host}, GPU {plain} steps/s")
+    assert ratio >= MIN_RATIO, f"trainprof/plain = {ratio:.3f} ({probed} vs {plain} steps/s)"

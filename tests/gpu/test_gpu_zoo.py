@@ -1,0 +1,133 @@
+"""Every GPU zoo case under ``trainprof run`` on a real GPU; skipped where CUDA is missing.
+
+Each case must get its expected finding first among warnings and errors (the healthy control
+none, and the verdict "gpu-bound"), and each report must carry the device timeline (at least
+``MIN_TIMED`` timed steps in the steady window). py-spy may be missing on the GPU machine: the
+runs still work and stack-based rules are skipped; a case whose expected rule needs stacks is
+then skipped, not failed. ``.pyspy/bin`` (where ``make gpu-check`` installs a carried py-spy
+wheel) goes on PATH when it exists.
+
+With ``GPU_CHECK_ARTIFACTS`` set, each report is copied there (``<case>.json``), so a GPU
+session gets the reports back even when an assertion fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, Result, run_trainprof
+
+from trainprof.examples.zoo import ZOO, script_path
+
+GPU_CASES = sorted(n for n, c in ZOO.items() if c.kind == "gpu")
+MIN_TIMED = 8
+
+
+def _cuda() -> bool:
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _cuda(), reason="no CUDA device")
+
+
+def gpu_env() -> dict[str, str]:
+    """The environment for a trainprof run: no TRAINPROF_ variables, the repository on an
+    absolute PYTHONPATH (the session may run with ``PYTHONPATH=.`` while the job runs in a
+    temporary directory), and ``.pyspy/bin`` on PATH when it exists."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINPROF_")}
+    paths = [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    spy_bin = ROOT / ".pyspy" / "bin"
+    if spy_bin.is_dir():
+        env["PATH"] = f"{spy_bin}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def keep(name: str, r: Result) -> None:
+    """Copy the report (and the end of stderr) to $GPU_CHECK_ARTIFACTS, when set."""
+    out = os.environ.get("GPU_CHECK_ARTIFACTS")
+    if not out:
+        return
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    json_path = r.run_dir.with_suffix(".json")
+    if json_path.is_file():
+        shutil.copyfile(json_path, folder / f"{name}.json")
+    (folder / f"{name}.stderr.txt").write_text(r.stderr[-20000:])
+
+
+def digest(r: Result) -> str:
+    """What a failed assertion shows: the verdict, the device view, the ledger, findings."""
+    rep: dict[str, Any] = r.report or {}
+    if not rep:
+        return f"exit {r.returncode}, no report\n{r.stderr[-3000:]}"
+    s = rep.get("summary") or {}
+    buckets = ((rep.get("ledger") or {}).get("buckets") or {}).items()
+    top = sorted(buckets, key=lambda kv: -kv[1]["share"])[:6]
+    lines = [
+        f"exit {r.returncode}; {s.get('steps')} steps, {s.get('steps_per_s')} steps/s; "
+        f"gpu util {s.get('gpu_util_mean')}; bottleneck {s.get('bottleneck')}",
+        f"device {json.dumps(rep.get('device'))}",
+        "ledger " + ", ".join(f"{b} {v['share']:.0%}" for b, v in top),
+    ]
+    for f in rep.get("findings", []):
+        lines.append(f"  {f['severity']} {f['id']} impact={f['impact']}: {f['title']}")
+        lines.extend(f"      {e}" for e in f["evidence"][:3])
+    lines.append("skipped: " + "; ".join(f"{k['id']} ({k['reason']})" for k in rep["skipped"]))
+    return "\n".join(lines)
+
+
+_cache: dict[str, Result] = {}
+
+
+def run_case(name: str, tmp: Path) -> Result:
+    if name not in _cache:
+        case = ZOO[name]
+        r = run_trainprof(
+            tmp,
+            str(script_path(name)),
+            env=gpu_env(),
+            timeout=case.timeout_s + 60,
+            run_args=("--interval", "0.2", "--timeout", str(case.timeout_s)),
+        )
+        keep(name, r)
+        _cache[name] = r
+    return _cache[name]
+
+
+@pytest.fixture(scope="module")
+def zoo_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gpuzoo")
+
+
+def test_every_gpu_script_is_registered() -> None:
+    on_disk = {p.stem for p in script_path("gpu_fp32").parent.glob("gpu_*.py")}
+    assert on_disk == set(GPU_CASES)
+
+
+@pytest.mark.parametrize("name", GPU_CASES)
+def test_gpu_zoo_case(name: str, zoo_tmp: Path) -> None:
+    r = run_case(name, zoo_tmp)
+    assert r.returncode == 0, digest(r)
+    assert r.report is not None, digest(r)
+    device = r.report.get("device")
+    assert device is not None, f"{name}: no device timeline\n{digest(r)}"
+    assert device["timed_steps"] >= MIN_TIMED, f"{name}: too few timed steps\n{digest(r)}"
+    expect = ZOO[name].expect
+    if expect is None:
+        assert r.problems == [], f"{name} must get no warning\n{digest(r)}"
+        verdict = (r.report["summary"].get("bottleneck") or {}).get("verdict")
+        assert verdict == "gpu-bound", f"{name}\n{digest(r)}"
+        return
+    skipped = {k["id"]: k["reason"] for k in r.report["skipped"]}
+    if expect in skipped:
+        pytest.skip(f"{name}: {expect} was skipped: {skipped[expect]}")
+    assert r.problems and r.problems[0] == expect, f"{name}: expected {expect}\n{digest(r)}"

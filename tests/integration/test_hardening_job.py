@@ -1,0 +1,284 @@
+"""The job survives trainprof's own troubles: a full disk, a killed runner, a crash right after
+some steps, a Python that cannot load the probe. Each test runs trainprof for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import live_group_members, run_trainprof, trainprof_cmd, write_script
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs, for a run directory that fills up while the job runs."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root and mount(8)")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+PRINTS_AND_TRAINS = """
+    import time, torch
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():
+        opt.zero_grad(); model(torch.randn(8, 4)).sum().backward(); opt.step()
+
+    for _ in range(30):  # quiet warm-up: recorded before the disk fills
+        step(); time.sleep(0.03)
+    time.sleep(0.6)  # the probe's timer flushes them
+    for i in range(100_000):  # ~5 MB of output on a 1 MiB disk
+        print(f"line {i:06d} " + "x" * 40)
+        if i % 200 == 0:
+            step()
+    print("done", flush=True)
+"""
+
+
+def _run_on(
+    disk: Path, tmp_path: Path, script: Path
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    run_dir, json_path = disk / "run", tmp_path / "report.json"
+    cmd = trainprof_cmd(
+        "run", "--quiet", "--run-dir", str(run_dir), "--json", str(json_path), str(script)
+    )
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    return proc, run_dir
+
+
+def test_disk_full_mid_run_the_job_runs_to_its_end(small_disk: Path, tmp_path: Path) -> None:
+    """Was: the tee died on ENOSPC and closed the job's pipe (BrokenPipeError after ~19,700
+    lines); the probe's flush raised ENOSPC inside optimizer.step(); report.json crashed."""
+    script = write_script(tmp_path, "prints.py", PRINTS_AND_TRAINS)
+    proc, run_dir = _run_on(small_disk, tmp_path, script)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 100_001 and lines[-1] == "done"
+    assert lines[99_999] == "line 099999 " + "x" * 40
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    said = [ln for ln in proc.stderr.splitlines() if "recording stopped" in ln]
+    assert len(said) == 1, proc.stderr[-3000:]
+    assert "No space left on device" in said[0]
+    meta = json.loads((run_dir / "run.json").read_text())  # written from the space held back
+    assert meta["exit_code"] == 0
+    rec = meta["recording"]
+    assert rec["reason"] == "No space left on device"
+    assert 0 < rec["stopped_at_s"] < meta["wall_s"]
+    assert (run_dir / "report.json").is_file()
+    assert not (run_dir / ".reserve").exists()
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["run"]["exit_code"] == 0
+    assert 30 <= report["summary"]["steps"] < 530  # what was recorded: the warm-up at least
+
+
+def test_disk_full_from_the_start(small_disk: Path, tmp_path: Path) -> None:
+    with open(small_disk / "filler", "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    script = write_script(
+        tmp_path,
+        "small.py",
+        """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for i in range(2000):
+            print("line", i)
+            if i % 100 == 0:
+                opt.zero_grad(); model(torch.randn(8, 4)).sum().backward(); opt.step()
+        """,
+    )
+    proc, _run_dir = _run_on(small_disk, tmp_path, script)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines() == [f"line {i}" for i in range(2000)]
+    said = [ln for ln in proc.stderr.splitlines() if "recording stopped" in ln]
+    assert len(said) == 1 and "0.0 s into the run" in said[0], proc.stderr[-3000:]
+    assert "trainprof report" in proc.stderr  # the console report is still printed
+    assert json.loads((tmp_path / "report.json").read_text())["run"]["exit_code"] == 0
+
+
+RUNS_FOREVER = """
+    import subprocess, time, torch
+    subprocess.Popen(["sleep", "600"])  # a helper process in the job's group
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    i = 0
+    while True:
+        opt.zero_grad(); model(torch.randn(8, 4)).sum().backward(); opt.step()
+        i += 1
+        if i == 20:
+            print("ready", flush=True)
+        time.sleep(0.02)
+"""
+
+
+def _py_spy_of(pid: int) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        cmd = p.info["cmdline"] or []
+        if p.info["status"] != psutil.STATUS_ZOMBIE and cmd and cmd[0].endswith("py-spy"):
+            if str(pid) in cmd:
+                found.append(p)
+    return found
+
+
+def test_runner_killed_takes_the_job_and_py_spy_with_it(tmp_path: Path) -> None:
+    """Was: after a SIGKILL of trainprof, the job, its helpers and py-spy ran on, re-parented."""
+    script = write_script(tmp_path, "forever.py", RUNS_FOREVER)
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        trainprof_cmd("run", "-q", "--run-dir", str(run_dir), str(script)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.stdout is not None
+    job_pid = None
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        job_pid = json.loads((run_dir / "run.json").read_text())["pid"]
+        time.sleep(1.5)  # steps flushed; py-spy attached
+        assert len(live_group_members(job_pid)) >= 2  # the job and its helper
+        spies = _py_spy_of(job_pid)
+        proc.kill()  # SIGKILL: no handler runs, no cleanup
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and (
+            live_group_members(job_pid)
+            or any(s.is_running() and s.status() != "zombie" for s in spies)
+        ):
+            time.sleep(0.2)
+        assert live_group_members(job_pid) == [], "the job trained on without trainprof"
+        assert not [s for s in spies if s.is_running() and s.status() != "zombie"], "py-spy ran on"
+    finally:
+        proc.kill()
+        if job_pid is not None:
+            try:
+                os.killpg(job_pid, signal.SIGKILL)
+            except OSError:
+                pass
+    json_path = tmp_path / "again.json"
+    again = subprocess.run(
+        trainprof_cmd("report", str(run_dir), "--json", str(json_path)),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "ended before the job did" in again.stderr
+    report = json.loads(json_path.read_text())
+    assert report["run"]["stopped_by"] == "runner-died"
+    assert report["summary"]["steps"] >= 20
+    assert report["run"]["wall_s"] is not None
+    assert not (run_dir / ".reserve").exists()
+
+
+EMFILE_THEN_25_STEPS = """
+    import os, resource, signal, time, torch
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+    held = []
+    try:
+        while True:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+    time.sleep(1.6)  # the probe's first timed flush finds no descriptor free
+    for fd in held:
+        os.close(fd)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for i in range(25):
+        opt.zero_grad(); model(torch.randn(8, 4)).sum().backward(); opt.step()
+        time.sleep(0.1)
+    print(time.monotonic(), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_steps_before_a_sigkill_are_kept_but_the_last_second(tmp_path: Path) -> None:
+    """Was: 25 steps, then SIGKILL: "0 optimizer steps". The timer thread ended for good at its
+    first failed flush, so steps waited in memory for a 256-record flush that never came."""
+    script = write_script(tmp_path, "crash.py", EMFILE_THEN_25_STEPS)
+    r = run_trainprof(tmp_path, str(script))
+    assert r.returncode == 137, r.stderr[-3000:]
+    killed_at = float(r.stdout.split()[-1])
+    assert r.report is not None
+    assert r.report["summary"]["steps"] >= 15, r.stderr[-3000:]
+    (events,) = r.run_dir.glob("events-*.tp")
+    header = json.loads(events.read_text().split("\n", 1)[0][5:])
+    last = max(int(ln.split()[1]) for ln in events.read_text().splitlines() if ln[:2] == "S ")
+    assert killed_at - (header["t0"] + last / 1e6) <= 1.0  # a crash loses at most the last second
+
+
+def test_syntax_error_is_quoted_in_run_json(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "broken.py", "import torch\nx = (\nprint(1)\n")
+    r = run_trainprof(tmp_path, str(script))
+    assert r.returncode == 1
+    meta = json.loads((r.run_dir / "run.json").read_text())
+    assert meta["exception"] == {
+        "type": "SyntaxError",
+        "message": "'(' was never closed (broken.py, line 2)",
+    }
+    assert r.report is not None and r.report["summary"]["steps"] == 0
+
+
+TRAINS = """
+    import torch
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for i in range(20):
+        opt.zero_grad(); model(torch.randn(8, 4)).sum().backward(); opt.step()
+    print("trained")
+"""
+
+
+def test_python_isolated_mode_says_the_probe_could_not_load(tmp_path: Path) -> None:
+    """Was: under `python -I` the report claimed "torch was never imported"."""
+    script = write_script(tmp_path, "train.py", TRAINS)
+    r = run_trainprof(tmp_path, "--", sys.executable, "-I", str(script))
+    assert r.returncode == 0 and r.stdout == "trained\n", r.stderr[-3000:]
+    reason = "python -I ignores PYTHONPATH, so the probe could not load"
+    assert f"trainprof: {reason}" in r.stderr
+    meta = json.loads((r.run_dir / "run.json").read_text())
+    assert meta["probe"] == {"loaded": False, "reason": reason}
+    assert not list(r.run_dir.glob("events-*.tp"))
+
+    hidden = run_trainprof(tmp_path, "--", "sh", "-c", f"exec {sys.executable} -I {script}")
+    meta = json.loads((hidden.run_dir / "run.json").read_text())
+    assert meta["probe"]["loaded"] is False
+    assert meta["probe"]["reason"].startswith("no process of the job loaded the probe")
+
+    plain = write_script(tmp_path, "plain.py", "print('no torch here')\n")
+    r = run_trainprof(tmp_path, str(plain))
+    assert json.loads((r.run_dir / "run.json").read_text())["probe"] == {"loaded": True}

@@ -1,0 +1,106 @@
+"""Secrets in a command line are masked before trainprof stores or prints it (store.redact),
+in run.json's command, the probe's event-file headers and py-spy's dump headers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainprof.samplers.hang import _redact_process_line
+from trainprof.store.redact import MASK, redact
+from trainprof.store.schema import ENV_NO_REDACT, MAGIC
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--api-key=sk-1"], ["--api-key=***"]),
+        (["--api-key", "sk-1"], ["--api-key", "***"]),
+        (["API_KEY=sk-1"], ["API_KEY=***"]),
+        (["--hf_token", "hf_1", "--lr", "0.1"], ["--hf_token", "***", "--lr", "0.1"]),
+        (["-p", "x", "--db-password=hunter2"], ["-p", "x", "--db-password=***"]),
+        (["--SECRET", "s"], ["--SECRET", "***"]),
+        (["--passwd=p", "--credentials", "c.json"], ["--passwd=***", "--credentials", "***"]),
+        (["--auth-header", "Bearer x"], ["--auth-header", "***"]),
+        (["wandb.api_key=abc", "trainer.max_epochs=3"], ["wandb.api_key=***", "trainer.max_epochs=3"]),
+        # a flag whose name looks secret, followed by another option: nothing to mask
+        (["--use-auth", "--epochs", "3"], ["--use-auth", "--epochs", "3"]),
+        (["--token", "--", "x"], ["--token", "--", "x"]),
+        (["--token="], ["--token="]),
+        # the password of a URL, in any argument
+        (["--db", "postgres://u:pw@host/db"], ["--db", "postgres://u:***@host/db"]),
+        (["--url=https://u:pw@h/x"], ["--url=https://u:***@h/x"]),
+        (["https://host/path", "u:p"], ["https://host/path", "u:p"]),
+        # nothing secret: unchanged
+        (["python", "train.py", "--epochs", "3", "lr=0.1"], ["python", "train.py", "--epochs", "3", "lr=0.1"]),
+    ],
+)  # fmt: skip
+def test_redact(argv: list[str], expected: list[str]) -> None:
+    original = list(argv)
+    assert redact(argv) == expected
+    assert argv == original  # a new list; the input is left alone
+    assert redact(expected) == expected  # idempotent
+
+
+def test_over_masking_is_the_documented_price() -> None:
+    assert redact(["--max-tokens", "512"]) == ["--max-tokens", MASK]
+
+
+def test_the_module_is_standard_library_only() -> None:
+    # The probe imports it inside the user's job, before torch: nothing outside the stdlib.
+    code = (
+        "import sys; before = set(sys.modules); import trainprof.store.redact; "
+        "print(sorted(m for m in set(sys.modules) - before))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    added = {m.split(".")[0] for m in eval(out.stdout)}
+    assert added <= {"trainprof"} | set(sys.stdlib_module_names)
+
+
+def _header_argv(tmp_path: Path, no_redact: bool) -> list[str]:
+    """The argv a real probe writes into its event-file header, in a fresh interpreter."""
+    code = (
+        "import sys; from trainprof.probe.writer import EventWriter; "
+        f"w = EventWriter({str(tmp_path)!r}); w.add('T 1\\n'); w.close()"
+    )
+    env = {k: v for k, v in os.environ.items() if k != ENV_NO_REDACT}
+    if no_redact:
+        env[ENV_NO_REDACT] = "1"
+    args = ["--api-key=sk-live-1", "--token", "sk-live-2", "AWS_SECRET=sk-live-3", "--n", "1"]
+    subprocess.run([sys.executable, "-c", code, *args], env=env, check=True)
+    (path,) = tmp_path.glob("events-*.tp")
+    first = path.read_text().splitlines()[0]
+    assert first.startswith(MAGIC)
+    path.unlink()
+    return json.loads(first[len(MAGIC) :])["argv"]
+
+
+def test_event_file_header_argv_is_redacted(tmp_path: Path) -> None:
+    argv = _header_argv(tmp_path, no_redact=False)
+    assert argv[1:] == ["--api-key=***", "--token", "***", "AWS_SECRET=***", "--n", "1"]
+    assert "sk-live" not in json.dumps(argv)
+
+
+def test_event_file_header_argv_with_no_redact(tmp_path: Path) -> None:
+    argv = _header_argv(tmp_path, no_redact=True)
+    assert argv[1:] == ["--api-key=sk-live-1", "--token", "sk-live-2", "AWS_SECRET=sk-live-3"] + [
+        "--n",
+        "1",
+    ]
+
+
+def test_py_spy_dump_header_is_redacted() -> None:
+    dump = (
+        "Process 4242: /usr/bin/python3 train.py --api-key sk-live-1 --epochs 3\n"
+        "Python v3.11.7 (/usr/bin/python3.11)\n\n"
+        'Thread 4242 (idle): "MainThread"\n'
+        "    main (train.py:10)\n"
+    )
+    out = _redact_process_line(dump)
+    assert out.splitlines()[0] == "Process 4242: /usr/bin/python3 train.py --api-key *** --epochs 3"
+    assert out.splitlines()[1:] == dump.splitlines()[1:]
