@@ -265,7 +265,7 @@ class HangWatch:
         self.hang = info
         print(
             f"\ntrainprof: no progress for {silent:.0f} s after {plural(progress, _unit(stats))}; "
-            f"stacks saved to {self.run_dir / HANG_STACKS}"
+            f"stacks saved to {_shown_path(self.run_dir / HANG_STACKS)}"
             + ("; stopping the job (--on-hang kill)" if self.action == "kill" else ""),
             file=sys.stderr,
         )
@@ -275,6 +275,14 @@ class HangWatch:
         info = dump_stacks(job.pid, self.run_dir, self.redact)
         info.update(silent_s=round(silent, 2), steps_before=steps_before, unit="step")
         self.hang = info
+
+
+def _shown_path(path: Path) -> str:
+    """A path under the current directory, relative (as the report shows the run directory)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 def _unit(stats: Any) -> str:

@@ -317,7 +317,7 @@ def findings_group(
         for e in f.evidence:
             grid.add_row("•", literal(rel(clean(e))))
         for fx in f.fix:
-            grid.add_row(Text("→", style="green"), literal(fx, style="green"))
+            grid.add_row(Text("→", style="green"), literal(rel(clean(fx)), style="green"))
     if verbose:
         for sk in verdict.skipped:
             grid.add_row("", literal(f"skipped {sk.id}: {sk.reason}", style="dim"))
