@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -23,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, Result, run_trainprof, write_script
+from conftest import run_trainprof, write_script
+from gpu_helpers import cuda_available, gpu_env, keep
 
 PARTS = ("forward", "backward", "optimizer", "idle_between_steps")
 REL_TOL = 0.20
@@ -31,31 +31,7 @@ ABS_TOL_S = 0.2e-3
 MIN_RATIO = 0.90
 
 
-def _cuda() -> bool:
-    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
-
-
-pytestmark = pytest.mark.skipif(not _cuda(), reason="no CUDA device")
-
-
-def gpu_env() -> dict[str, str]:
-    """No TRAINPROF_ variables, the repository on an absolute PYTHONPATH, .pyspy/bin on PATH."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINPROF_")}
-    paths = [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    spy_bin = ROOT / ".pyspy" / "bin"
-    if spy_bin.is_dir():
-        env["PATH"] = f"{spy_bin}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
-def keep(name: str, r: Result) -> None:
-    out = os.environ.get("GPU_CHECK_ARTIFACTS")
-    json_path = r.run_dir.with_suffix(".json")
-    if out and json_path.is_file():
-        Path(out).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(json_path, Path(out) / f"{name}.json")
+pytestmark = pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
 
 
 def measured(record: dict[str, Any]) -> None:

@@ -14,15 +14,12 @@ session gets the reports back even when an assertion fails.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, Result, run_trainprof
+from conftest import Result, run_trainprof
+from gpu_helpers import cuda_available, gpu_env, keep
 
 from trainprof.examples.zoo import ZOO, script_path
 
@@ -30,38 +27,7 @@ GPU_CASES = sorted(n for n, c in ZOO.items() if c.kind == "gpu")
 MIN_TIMED = 8
 
 
-def _cuda() -> bool:
-    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
-
-
-pytestmark = pytest.mark.skipif(not _cuda(), reason="no CUDA device")
-
-
-def gpu_env() -> dict[str, str]:
-    """The environment for a trainprof run: no TRAINPROF_ variables, the repository on an
-    absolute PYTHONPATH (the session may run with ``PYTHONPATH=.`` while the job runs in a
-    temporary directory), and ``.pyspy/bin`` on PATH when it exists."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINPROF_")}
-    paths = [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    spy_bin = ROOT / ".pyspy" / "bin"
-    if spy_bin.is_dir():
-        env["PATH"] = f"{spy_bin}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
-def keep(name: str, r: Result) -> None:
-    """Copy the report (and the end of stderr) to $GPU_CHECK_ARTIFACTS, when set."""
-    out = os.environ.get("GPU_CHECK_ARTIFACTS")
-    if not out:
-        return
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    json_path = r.run_dir.with_suffix(".json")
-    if json_path.is_file():
-        shutil.copyfile(json_path, folder / f"{name}.json")
-    (folder / f"{name}.stderr.txt").write_text(r.stderr[-20000:])
+pytestmark = pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
 
 
 def digest(r: Result) -> str:
