@@ -189,6 +189,25 @@ def straggler_rank(extra: float) -> Session:
     return session(*ranks)
 
 
+def structure(**facts: object) -> Callable[[float], Session]:
+    """A bf16 CUDA job whose structure facts hold ``facts`` when the value is 1, none when 0."""
+
+    def build(on: float) -> Session:
+        log = cuda(process(100, loader=pinned()))
+        base: dict[str, object] = {"conv2d": 0, "optimizer": {"class": "AdamW"}}
+        log.add_line("X " + json.dumps({"t": 2, "structure": {**base, **facts} if on else base}))
+        return session(log)
+
+    return build
+
+
+def zero_grad_kept(on: float) -> Session:
+    log = cuda(process(100, loader=pinned()))
+    if on:
+        log.add_line("X " + json.dumps({"t": 3, "zero_grad_set_to_none": False}))
+    return session(log)
+
+
 @dataclass(frozen=True)
 class Case:
     rule: str
@@ -287,6 +306,47 @@ CASES = [
         cuda_memory,
         0.5,
         0.3,
+        lambda: session(process(100)),
+        "CUDA",
+    ),
+    Case(
+        "misaligned-dims",
+        structure(misaligned=[["head", 768, 50257]]),
+        1,
+        0,
+        lambda: session(process(100)),
+        "CUDA",
+    ),
+    Case(
+        "conv-bias-before-bn",
+        structure(conv_bias_before_bn=["stem.0"], conv2d=4),
+        1,
+        0,
+        lambda: session(process(100)),
+        "CUDA",
+    ),
+    Case(
+        "unfused-optimizer",
+        structure(optimizer={"class": "AdamW", "foreach": False, "supports_fused": True}),
+        1,
+        0,
+        lambda: session(process(100)),
+        "CUDA",
+    ),
+    Case("zero-grad-not-none", zero_grad_kept, 1, 0, lambda: session(process(100)), "CUDA"),
+    Case(
+        "cudnn-benchmark-off",
+        structure(conv2d=4, cudnn_benchmark=False),
+        1,
+        0,
+        lambda: session(process(100)),
+        "CUDA",
+    ),
+    Case(
+        "channels-last",
+        structure(conv2d=4, conv2d_channels_last=0),
+        1,
+        0,
         lambda: session(process(100)),
         "CUDA",
     ),

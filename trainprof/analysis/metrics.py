@@ -107,6 +107,8 @@ class Activity:
     main_cpu_in_stalls: float | None = None  # main process CPU % in samples inside stalls
     # With several optimizers: {"counted": label, "steps": {label: n}} (labels "Adam#0").
     optimizers: dict[str, Any] | None = None
+    structure: dict[str, Any] | None = None  # the model and optimizer at the first step
+    zero_grad_kept: bool = False  # zero_grad(set_to_none=False) was called
 
 
 @dataclass(frozen=True)
@@ -351,6 +353,10 @@ def _activity(
         loop_funcs=attribution.loop_functions(loop_spans, session.source),
         compile_s=_compile_s(spans, window),
         optimizers=next((i["optimizers"] for i in reversed(infos) if "optimizers" in i), None),
+        structure=next(
+            (i["structure"] for i in infos if isinstance(i.get("structure"), dict)), None
+        ),
+        zero_grad_kept=any(i.get("zero_grad_set_to_none") is False for i in infos),
         main_cpu_in_stalls=_cpu_in(session, primary, [(st.t0, st.t1) for st in stalls]),
     )
 

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from trainprof import probe
+from trainprof.probe import structure
 from trainprof.probe.device import Timeline, cuda_timeline
 from trainprof.store.schema import BATCH, EPOCH, FETCH, LOADER, MODE, SAVE, TORCH
 
@@ -54,6 +55,8 @@ class _State:
         self.optimizers: dict[int, list[Any]] = {}
         self.other_stepped_twice: int | None = None  # a non-primary stepped, primary did not since
         self.optimizers_reported = 0
+        self.model_ref: Any = None  # weakref to the module last trained at the top level
+        self.zero_grad_kept = False  # zero_grad(set_to_none=False) was seen
         self.device_off = False  # the "device" probe part is switched off
 
 
@@ -100,6 +103,8 @@ def install(torch: Any) -> None:
     if "precision" not in off:
         ac = torch.amp.autocast_mode.autocast
         ac.__enter__ = _noticed_autocast(ac.__enter__)
+        opt_cls = torch.optim.Optimizer
+        opt_cls.zero_grad = _noticed_zero_grad(opt_cls.zero_grad)
 
 
 def flush_counters() -> None:
@@ -456,8 +461,30 @@ def _record_precision(optimizer: Any) -> None:
             if w is not None and not _state.device_off:
                 _state.timeline = cuda_timeline(torch, w.add, w.us)
         probe.record_info({"precision": info})
+        model = _state.model_ref() if _state.model_ref is not None else None
+        probe.record_info({"structure": structure.facts(torch, model, optimizer)})
     except Exception:
         pass
+
+
+def _remember_model(module: Any) -> None:
+    import weakref
+
+    try:
+        _state.model_ref = weakref.ref(module)
+    except TypeError:
+        pass
+
+
+def _noticed_zero_grad(orig: Any) -> Any:
+    @functools.wraps(orig)
+    def zero_grad(self: Any, set_to_none: bool = True) -> Any:
+        if not set_to_none and not _state.zero_grad_kept:
+            _state.zero_grad_kept = True
+            probe.record_info({"zero_grad_set_to_none": False})
+        return orig(self, set_to_none)
+
+    return zero_grad
 
 
 def _noticed_autocast(orig: Any) -> Any:
@@ -517,6 +544,8 @@ def _watched_train(orig: Any) -> Any:
             return orig(self, mode)
         finally:
             s.train_depth -= 1
+            if s.train_depth == 0 and s.model_ref is None:
+                _remember_model(self)
             if s.train_depth == 0 and s.training is not bool(mode):
                 s.training = bool(mode)
                 w = probe.writer()
