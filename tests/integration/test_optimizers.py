@@ -36,8 +36,9 @@ for _ in range(60):
 def test_a_replacement_optimizer_is_followed(tmp_path: Path) -> None:
     r = run_trainprof(tmp_path, str(write_script(tmp_path, "phases.py", PHASES)))
     assert r.returncode == 0, r.stderr[-2000:]
-    # Each new optimizer's first step shows it is not an alternating partner: 40 + 5 × 39.
-    assert r.report["summary"]["steps"] == 40 + 5 * 39
+    # A new optimizer is counted from its second step (its first shows it is no alternating
+    # partner), or from its first when it took the id of the one it replaced: 235 to 240.
+    assert 40 + 5 * 39 <= r.report["summary"]["steps"] <= 6 * 40
     assert "SGD#5" in r.stderr and "other optimizers stepped too" in r.stderr
 
 

@@ -51,8 +51,10 @@ class _State:
         self.pin_time = 0.0  # pin_memory in the main thread (num_workers=0)
         self.fetch_reported = 0
         self.timeline: Timeline | None = None  # CUDA events at step boundaries (GPU jobs)
-        # Every optimizer that stepped: id → [label, steps]; the counted one is primary_opt_id.
-        self.optimizers: dict[int, list[Any]] = {}
+        # Every optimizer that stepped, in order: [label, steps]; and by id() the live ones, with
+        # a weak reference (an optimizer built per phase gets the id of the one it replaced).
+        self.optimizer_log: list[list[Any]] = []
+        self.optimizers: dict[int, tuple[Any, list[Any]]] = {}
         self.other_stepped_twice: int | None = None  # a non-primary stepped, primary did not since
         self.optimizers_reported = 0
         self.model_ref: Any = None  # weakref to the module last trained at the top level
@@ -126,19 +128,28 @@ def flush_counters() -> None:
 
 def _report_optimizers() -> None:
     s = _state
-    total = sum(n for _label, n in s.optimizers.values())
-    if len(s.optimizers) < 2 or total == s.optimizers_reported:
+    total = sum(n for _label, n in s.optimizer_log)
+    if len(s.optimizer_log) < 2 or total == s.optimizers_reported:
         return
     s.optimizers_reported = total
-    counted = s.optimizers.get(s.primary_opt_id or -1)
+    counted = s.optimizers.get(s.primary_opt_id) if s.primary_opt_id is not None else None
     probe.record_info(
         {
             "optimizers": {
-                "counted": counted[0] if counted else None,
-                "steps": {label: n for label, n in s.optimizers.values()},
+                "counted": counted[1][0] if counted else None,
+                "steps": {label: n for label, n in s.optimizer_log},
             }
         }
     )
+
+
+def _weak(obj: Any) -> Any:
+    import weakref
+
+    try:
+        return weakref.ref(obj)
+    except TypeError:  # an optimizer that cannot be weakly referenced: compare by value
+        return lambda: obj
 
 
 # ---------------------------------------------------------------- optimizer steps
@@ -147,11 +158,18 @@ def _report_optimizers() -> None:
 def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     s = _state
     key = id(optimizer)
-    seen = s.optimizers.get(key)
-    if seen is None:
-        seen = s.optimizers[key] = [f"{type(optimizer).__name__}#{len(s.optimizers)}", 0]
-    seen[1] += 1
-    if s.primary_opt_id is None:
+    known = s.optimizers.get(key)
+    if known is None or known[0]() is not optimizer:
+        if known is not None and key == s.primary_opt_id:
+            s.primary_opt_id = None  # the counted optimizer is gone; its id is reused
+            s.other_stepped_twice = key  # ...by its replacement: counted from this step
+        entry: list[Any] = [f"{type(optimizer).__name__}#{len(s.optimizer_log)}", 0]
+        s.optimizer_log.append(entry)
+        known = s.optimizers[key] = (_weak(optimizer), entry)
+    known[1][1] += 1
+    if s.primary_opt_id is None and s.other_stepped_twice == key:
+        s.primary_opt_id = key
+    elif s.primary_opt_id is None:
         s.primary_opt_id = key
         _record_precision(optimizer)
     elif key != s.primary_opt_id:
