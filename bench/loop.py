@@ -162,22 +162,29 @@ class ProbeSwitch:
     """Turns the probe's hot-path hooks off and on again (benchmark only).
 
     Finds them by what ``trainprof.probe.torch_hooks`` installs: ``functools.wraps`` wrappers
-    (their ``__wrapped__`` is the original) on the DataLoader iterator and dataset fetchers, and
-    a global optimizer post-hook, all functions whose globals are that module's.
+    (their ``__wrapped__`` is the original) on the DataLoader iterator and dataset fetchers,
+    ``torch.autograd.backward`` (the device timeline's backward mark), ``Optimizer.zero_grad``,
+    and global optimizer pre- and post-hooks, all functions whose globals are that module's.
+    (The collate timer wraps each fetcher's collate_fn when the fetcher is built, so it cannot be
+    switched inside a running epoch: ``bench.micro`` times it per call.)
     """
 
     MODULE = "trainprof.probe.torch_hooks"
 
     def __init__(self) -> None:
+        import torch.autograd as autograd
         import torch.optim.optimizer as optim_mod
         import torch.utils.data._utils.fetch as fetch_mod
         import torch.utils.data.dataloader as dl
 
         self._hooks = optim_mod._global_optimizer_post_hooks
+        self._pre_hooks = optim_mod._global_optimizer_pre_hooks
         self.parts: dict[str, list[tuple[Any, str, Any, Any]]] = {
             "steps": [],
             "loader": [],
             "fetch": [],
+            "backward": [],
+            "zero_grad": [],
         }
         slots = [
             ("loader", dl._BaseDataLoaderIter, "__next__"),
@@ -185,25 +192,35 @@ class ProbeSwitch:
             ("loader", dl.DataLoader, "__iter__"),
             ("fetch", fetch_mod._MapDatasetFetcher, "fetch"),
             ("fetch", fetch_mod._IterableDatasetFetcher, "fetch"),
+            ("backward", autograd, "backward"),
+            ("zero_grad", optim_mod.Optimizer, "zero_grad"),
         ]
         for part, owner, name in slots:
-            fn = owner.__dict__.get(name)
+            fn = vars(owner).get(name)
             orig = getattr(fn, "__wrapped__", None)
             if orig is not None and _defined_in(fn, self.MODULE):
                 self.parts[part].append((owner, name, fn, orig))
         self._step_hooks = {k: v for k, v in self._hooks.items() if _defined_in(v, self.MODULE)}
+        self._pre_step_hooks = {
+            k: v for k, v in self._pre_hooks.items() if _defined_in(v, self.MODULE)
+        }
         self.found = {p: bool(v) for p, v in self.parts.items()}
         self.found["steps"] = bool(self._step_hooks)
+        self.found["pre_step"] = bool(self._pre_step_hooks)
 
     def set(self, off: frozenset[str]) -> None:
         for part, slots in self.parts.items():
             for owner, name, hooked, orig in slots:
                 setattr(owner, name, orig if part in off else hooked)
-        for k, v in self._step_hooks.items():
-            if "steps" in off:
-                self._hooks.pop(k, None)
-            else:
-                self._hooks[k] = v
+        for part, installed, hooks in (
+            ("steps", self._hooks, self._step_hooks),
+            ("pre_step", self._pre_hooks, self._pre_step_hooks),
+        ):
+            for k, v in hooks.items():
+                if part in off:
+                    installed.pop(k, None)
+                else:
+                    installed[k] = v
 
 
 def _defined_in(fn: Any, module: str) -> bool:

@@ -121,9 +121,44 @@ def main() -> int:
         wrapped = th._timed_fetch(inner)
         return _added(lambda: wrapped(None, index), lambda: inner(None, index))
 
+    def collate() -> float:
+        class Fetcher:
+            def __init__(self, collate_fn: Any) -> None:
+                self.collate_fn = collate_fn
+
+        def plain_collate(data: Any) -> Any:
+            return data
+
+        timed = th._timed_collate(Fetcher.__init__)
+        hooked_fetcher = Fetcher.__new__(Fetcher)
+        timed(hooked_fetcher, plain_collate)
+        return _added(lambda: hooked_fetcher.collate_fn(batch), lambda: plain_collate(batch))
+
+    def backward_mark() -> float:
+        def inner(*args: Any, **kwargs: Any) -> None:
+            return None
+
+        wrapped = th._marked_backward(inner)
+        return _added(lambda: wrapped(batch), lambda: inner(batch))
+
+    def zero_grad() -> float:
+        def inner(self: Any, set_to_none: bool = True) -> None:
+            return None
+
+        wrapped = th._noticed_zero_grad(inner)
+        return _added(lambda: wrapped(None), lambda: inner(None))
+
+    def pre_step() -> float:
+        opt = types.SimpleNamespace()
+        return _added(lambda: th._before_optimizer_step(opt, (), {}), lambda: None)
+
     add("DataLoader __next__ wrapper", 1, loader_next)
     add("sampler _next_index wrapper", 1, next_index)
     add("dataset fetch timer", 1, fetch)
+    add("collate_fn timer", 1, collate)
+    add("autograd.backward mark (no GPU timeline)", 1, backward_mark)
+    add("Optimizer.zero_grad watch", 1, zero_grad)
+    add("optimizer pre-step hook (no GPU timeline)", 1, pre_step)
 
     t0 = time.perf_counter()
     n = 100000
