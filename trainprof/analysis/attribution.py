@@ -107,6 +107,18 @@ def category(
     return "other"
 
 
+def _category_of(
+    frames: tuple[Frame, ...], source: dict[tuple[str, int], str], cuda: bool, seen: dict[int, str]
+) -> str:
+    """``category``, judged once per distinct stack: the loader interns stacks, so a long run's
+    millions of spans share a few hundred tuples (the spans keep them alive, so no id is reused)."""
+    key = id(frames)
+    cat = seen.get(key)
+    if cat is None:
+        cat = seen[key] = category(frames, source, cuda)
+    return cat
+
+
 @dataclass(frozen=True)
 class Profile:
     """Main-thread time by category within a window, and the user lines behind each."""
@@ -138,11 +150,12 @@ def profile(
 ) -> Profile:
     seconds: dict[str, float] = {}
     lines: dict[str, Counter[Frame]] = {}
+    seen: dict[int, str] = {}
     for s in spans:
         lo, hi = max(s.t0, t0), min(s.t1, t1)
         if hi <= lo:
             continue
-        cat = category(s.frames, source, cuda)
+        cat = _category_of(s.frames, source, cuda, seen)
         seconds[cat] = seconds.get(cat, 0.0) + (hi - lo)
         uf = user_frame(s.frames)
         if uf is not None:
@@ -194,30 +207,6 @@ def function_share(
     return inside / total if total > 0 else 0.0
 
 
-def line_share(
-    spans: Iterable[StackSpan],
-    source: dict[tuple[str, int], str],
-    window: tuple[float, float],
-    pattern: re.Pattern[str],
-) -> tuple[float, Frame | None]:
-    """Share of main-thread time in the window whose innermost user line matches a pattern,
-    and the matching line that took longest."""
-    hit = total = 0.0
-    lines: Counter[Frame] = Counter()
-    t0, t1 = window
-    for s in spans:
-        lo, hi = max(s.t0, t0), min(s.t1, t1)
-        if hi <= lo:
-            continue
-        total += hi - lo
-        uf = user_frame(s.frames)
-        if uf is not None and pattern.search(source.get((uf[1], uf[2]), "")):
-            hit += hi - lo
-            lines[uf] += int((hi - lo) * 1e6)
-    top = lines.most_common(1)[0][0] if lines else None
-    return (hit / total if total > 0 else 0.0), top
-
-
 def caller_of(
     spans: Sequence[StackSpan], window: tuple[float, float], path_part: str
 ) -> Frame | None:
@@ -243,8 +232,9 @@ def window_profile(
     """Main-thread time by category inside several windows (the stalls, say)."""
     seconds: dict[str, float] = {}
     lines: dict[str, Counter[Frame]] = {}
+    seen: dict[int, str] = {}
     for s, sec in overlaps(spans, windows):
-        cat = category(s.frames, source, cuda)
+        cat = _category_of(s.frames, source, cuda, seen)
         seconds[cat] = seconds.get(cat, 0.0) + sec
         uf = user_frame(s.frames)
         if uf is not None:

@@ -97,8 +97,6 @@ class Activity:
     swap_io_bps_mean: float | None = None  # swap-in + swap-out, bytes/s, over the run
     output_lines: int | None = None
     output_bytes: int | None = None
-    sync_share: float | None = None  # main-thread time on .item()/.cpu()/.tolist() lines
-    sync_frame: attribution.Frame | None = None
     precision: dict[str, Any] | None = None  # device, dtype, TF32 settings at the first step
     autocast: tuple[str, ...] = ()  # "device:dtype" of each autocast context the job entered
     ranks: tuple[RankView, ...] = ()  # torchrun ranks with steps
@@ -148,8 +146,7 @@ class Metrics:
 
     @property
     def on_cuda(self) -> bool:
-        p = self.activity.precision
-        return p is not None and p.get("device") == "cuda"
+        return trains_on_cuda(self.activity.precision)
 
     @property
     def device_idle(self) -> float | None:
@@ -162,6 +159,11 @@ class Metrics:
         if self.gpu_util_mean is not None:
             return max(0.0, 1.0 - self.gpu_util_mean / 100.0)
         return None
+
+
+def trains_on_cuda(precision: dict[str, Any] | None) -> bool:
+    """The model's parameters were on a CUDA device at the first optimizer step."""
+    return precision is not None and precision.get("device") == "cuda"
 
 
 def warmup_steps(n: int) -> int:
@@ -188,7 +190,7 @@ def compute(session: Session) -> Metrics:
     led = _ledger(primary, cols, warm, activity, loaders) if window and primary else None
     device = device_view(primary.device, primary.t0, window) if primary and window else None
     gpu_util = _window_mean(session, session.samples.gpu_util, window)
-    cuda = bool(activity.precision and activity.precision.get("device") == "cuda")
+    cuda = trains_on_cuda(activity.precision)
     return Metrics(
         unit=unit,
         total_steps=n,
@@ -291,7 +293,7 @@ def _activity(
     samples = session.samples
     infos = primary.infos if primary else []
     precision = next((i["precision"] for i in infos if isinstance(i.get("precision"), dict)), None)
-    cuda = bool(precision and precision.get("device") == "cuda")
+    cuda = trains_on_cuda(precision)
     spans = tuple(session.spans)
     evals = eval_segments(primary) if primary else []
     saves = save_segments(primary) if primary else []
@@ -317,14 +319,7 @@ def _activity(
     swap_io = [a + b for a, b in zip(samples.swap_in_bps, samples.swap_out_bps, strict=True)]
     out = session.meta.get("output") or {}
     launched = session.meta.get("t_launch")
-    sync_share, sync_frame = (
-        attribution.line_share(spans, session.source, window, attribution.SYNC_LINE)
-        if spans and window
-        else (None, None)
-    )
     return Activity(
-        sync_share=sync_share,
-        sync_frame=sync_frame,
         precision=precision,
         autocast=tuple(f"{i['autocast']}:{i.get('dtype')}" for i in infos if "autocast" in i),
         ranks=_ranks(session),

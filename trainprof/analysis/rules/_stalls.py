@@ -92,7 +92,7 @@ def _where_lines(m: Metrics, found: Stalls) -> list[str]:
     cs = found.site
     if cs is not None:
         line = cs.sentence
-        if cs.hot is not None and cs.hot_where != cs.where:
+        if cs.hot is not None:
             line += f"; the hot line is {cs.hot_where}"
         return [line]
     if m.activity.stacks_error or not m.activity.spans:

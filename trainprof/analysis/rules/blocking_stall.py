@@ -58,5 +58,5 @@ def check(m: Metrics) -> Finding | None:
             "or do it less often, or with a timeout",
         ),
         where=cs.where if cs else None,
-        hotspot=cs.hot_where if cs and cs.hot_where != cs.where else None,
+        hotspot=cs.hot_where if cs else None,
     )

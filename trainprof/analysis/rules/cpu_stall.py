@@ -62,5 +62,5 @@ def check(m: Metrics) -> Finding | None:
             "or precompute it before training, or vectorise it (torch/numpy instead of Python loops)",
         ),
         where=cs.where if cs else None,
-        hotspot=cs.hot_where if cs and cs.hot_where != cs.where else None,
+        hotspot=cs.hot_where if cs else None,
     )

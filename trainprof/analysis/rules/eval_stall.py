@@ -80,5 +80,5 @@ def check(m: Metrics) -> Finding | None:
         evidence=tuple(evidence),
         fix=tuple(fix),
         where=cs.where if cs else None,
-        hotspot=cs.hot_where if cs and cs.hot_where != cs.where else None,
+        hotspot=cs.hot_where if cs else None,
     )

@@ -58,5 +58,5 @@ def check(m: Metrics) -> Finding | None:
             "every N steps",
             "find the syncs: torch.cuda.set_sync_debug_mode('warn') for a few steps",
         ),
-        where=where(m.activity.sync_frame),
+        where=where(m.activity.loop_profile.top_line("sync") if m.activity.loop_profile else None),
     )

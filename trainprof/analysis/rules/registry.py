@@ -49,10 +49,7 @@ def _samples(m: Metrics) -> str | None:
 
 
 def _cuda(m: Metrics) -> str | None:
-    p = m.activity.precision
-    if p is not None and p.get("device") == "cuda":
-        return None
-    return "the model does not train on a CUDA device"
+    return None if m.on_cuda else "the model does not train on a CUDA device"
 
 
 def _ranks(m: Metrics) -> str | None:
