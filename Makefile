@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean venv gpu-check
+.PHONY: demo test lint bench clean venv gpu-check browser-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,6 +34,16 @@ bench: $(STAMP)
 # pytest-timeout come from wheels carried in .wheels/ when missing. See bench/gpu_check.py.
 gpu-check:
 	PYTHONPATH=. $(PY) -m bench.gpu_check $(GPU_CHECK_ARGS)
+
+# The HTML report in a real browser (tests/browser, skipped by `make test` where no Chromium is
+# found): installs Debian's chromium first if it is missing (as root, or with passwordless sudo).
+browser-check: $(STAMP)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+	  || [ -n "$$TRAINPROF_CHROMIUM" ] || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; \
+	  else echo "browser-check: no Chromium, and no root to install it: run 'apt-get install chromium' as root, or set TRAINPROF_CHROMIUM to a Chromium binary" >&2; exit 2; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium; }
+	TRAINPROF_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q tests/browser
 
 clean:
 	rm -rf $(VENV) trainprof-runs .pytest_cache

@@ -1,5 +1,6 @@
 """``make bench`` = ``python -m bench``: overhead of trainprof (and py-spy) on a synthetic
-training loop, and what a day-long run costs the store, the analysis and the runner.
+training loop, what a day-long run costs the store, the analysis and the runner, and what
+the report of a many-rank multi-node job costs (``bench/ranks.py``).
 
 Progress goes to stderr; the tables (and the targets, met or missed) to stdout at the end.
 ``--quick`` is a one-minute smoke version; ``--json PATH`` keeps every number.
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import longrun, overhead, stats
+from bench import longrun, overhead, ranks, stats
 from bench.loop import DEFAULT_SIZES
 
 MB = 2**20
@@ -41,8 +42,15 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--rss-seconds", type=float, default=None, help="length of the real run for RSS"
     )
+    ap.add_argument(
+        "--ranks",
+        default=None,
+        help="many-rank job: NODESxRANKS_PER_NODE (default 4x64; --quick 4x16)",
+    )
+    ap.add_argument("--rank-steps", type=int, default=None, help="many-rank job: steps per rank")
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--skip-scale", action="store_true")
+    ap.add_argument("--skip-ranks", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="write every number to this file")
     ap.add_argument("--markdown", type=Path, default=None, help="write the tables as Markdown")
     a = ap.parse_args(argv)
@@ -56,6 +64,15 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     a.hours = a.hours or (2.4 if q else 24.0)
     a.rss_seconds = a.rss_seconds or (8.0 if q else 30.0)
     a.toggle_s = 4.0 if q else 10.0
+    a.ranks = a.ranks or ("4x16" if q else "4x64")
+    a.rank_steps = a.rank_steps or (500 if q else 2000)
+    try:
+        nodes, per_node = (int(x) for x in a.ranks.lower().split("x"))
+    except ValueError:
+        ap.error(f"--ranks {a.ranks}: expected NODESxRANKS_PER_NODE, like 8x128")
+    if nodes < 2 or per_node < 1:
+        ap.error("--ranks: at least 2 nodes (the report merges them) and 1 rank per node")
+    a.rank_nodes, a.rank_per_node = nodes, per_node
     return a
 
 
@@ -122,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         sections.append(("Probe hooks, per call", overhead.micro_table(micro, plain_rates), None))
+        if micro.get("distributed"):
+            sections.append(
+                ("torch.distributed wrappers, per call", _distributed_table(micro), None)
+            )
         sections.append(
             ("Probe hooks switched off inside the loop", overhead.toggle_table(tog), None)
         )
@@ -138,6 +159,15 @@ def main(argv: list[str] | None = None) -> int:
         rss = longrun.runner_rss(a.rss_seconds, sizes[0])
         results["scale"] = {"generate": gen, "analysis": ana, "runner": rss}
         sections.append(("Long run", _scale_table(gen, ana, rss), None))
+
+    if not a.skip_ranks:
+        log(
+            f"many-rank job: {a.rank_nodes} nodes × {a.rank_per_node} ranks × "
+            f"{a.rank_steps:,} steps, then its merged report ..."
+        )
+        many = ranks.run(a.rank_nodes, a.rank_per_node, a.rank_steps)
+        results["ranks"] = many
+        sections.append(("Many ranks: trainprof report NODE_DIR ...", ranks.table(many), None))
 
     results["targets"] = _targets(results)
     sections.append(("Targets", _targets_text(results["targets"]), None))
@@ -179,6 +209,15 @@ def _md_overhead(res: overhead.OverheadResult, rows: list[dict[str, Any]]) -> li
                 )
         out.append([r["label"], *cells])
     return out
+
+
+def _distributed_table(micro: dict[str, Any]) -> str:
+    rows = [["wrapper (per call)", "µs/call", "calls"]]
+    rows += [[d["name"], f"{d['us']:.2f}", d["calls"]] for d in micro["distributed"]]
+    return stats.format_table(rows) + (
+        f"\nfor scale: the real backward it wraps took {micro['backward_plain_us']:.1f} µs "
+        "(a two-node graph on this CPU); best case, min of 7 timed repeats, hot caches."
+    )
 
 
 def _scale_table(gen: dict[str, Any], ana: dict[str, Any], rss: dict[str, Any]) -> str:

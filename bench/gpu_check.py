@@ -12,8 +12,11 @@ Phases, each with its own budget (what does not fit is said to be skipped):
 2. tests: ``python3 -m pytest -q <tests/gpu files> -x --timeout 300`` (the zoo first;
    ``--keep-going`` drops ``-x``), output in ``$OUT/pytest.txt``, reports in ``$OUT/reports``,
    the tests' measurements in ``$OUT/measurements.jsonl``.
-3. overhead: ``bench/gpu_loop.py`` calibrated to ≈1000 and ≈100 steps/s, then rounds of
-   plain / ``trainprof run`` / probe's device timeline off / ``--no-stacks``, each round in
+3. overhead: ``bench/gpu_loop.py`` calibrated to ≈1000 and ≈100 steps/s; one run of
+   ``gpu_loop.py --toggle`` under ``trainprof run`` (the probe's in-loop cost per part, on the
+   device's clock, with an A/A control); then rounds of
+   plain / ``trainprof run`` / probe's device timeline off / ``--no-stacks`` / no USS reads /
+   samplers idle (``--interval 3600``), each round in
    the reverse order of the one before (A B … B A); every run times itself on the device's
    clock (CUDA events). Ratio to plain in the same round: median and min–max over rounds.
 4. summary: a Markdown report on stdout and in ``$OUT/gpu-check.md``, then one JSON line,
@@ -80,6 +83,20 @@ VARIANTS: tuple[Variant, ...] = (
         "probe with the device timeline and samplers, no py-spy",
         "trainprof",
         flags=("--no-stacks",),
+    ),
+    Variant(
+        "no-uss",
+        "samplers: no USS",
+        "TRAINPROF_PROBE_DISABLE=uss: psutil does not read /proc/PID/smaps_rollup (memory-map lock)",
+        "trainprof",
+        disable="uss",
+    ),
+    Variant(
+        "samplers-idle",
+        "trainprof --interval 3600",
+        "probe and py-spy as default; psutil and NVML sample once (at start) instead of every 0.5 s",
+        "trainprof",
+        flags=("--interval", "3600"),
     ),
 )
 
@@ -442,6 +459,7 @@ def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
         sizes = DEFAULT_SIZES.split(",")
         log(f"  sizes {sizes} (not calibrated)")
     loop_args = ["--device", a.device, "--sizes", ",".join(sizes)]
+    probe_cost(c, [*loop_args, "--warmup-s", str(a.warmup_s), "--measure-s", "3"])
     loop_args += ["--warmup-s", str(a.warmup_s), "--measure-s", str(a.measure_s)]
     variants = list(VARIANTS)
     res = OverheadResult(sizes=sizes, loop_args=loop_args, variants=variants)
@@ -484,6 +502,50 @@ def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
     )
     if res.rounds < a.min_rounds:
         c.skip(f"overhead: only {res.rounds} of the {a.min_rounds} rounds wanted fitted")
+
+
+def probe_cost(c: Check, loop_args: list[str]) -> None:
+    """One ``trainprof run`` of ``gpu_loop.py --toggle``: the probe's in-loop µs per step on the
+    device's clock, by part, with an A/A control (resolves what whole-process rounds cannot)."""
+    with tempfile.TemporaryDirectory(prefix="trainprof-gpu-toggle-") as tmp:
+        cmd = [sys.executable, "-m", "trainprof", "run", "--quiet", "--run-dir", f"{tmp}/run"]
+        cmd += [str(GPU_LOOP), *loop_args, "--toggle"]
+        try:
+            proc = subprocess.run(
+                cmd, env=c.env, cwd=tmp, capture_output=True, text=True, timeout=120
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            c.skip(f"probe cost (--toggle): {type(exc).__name__}: {exc}")
+            return
+    out = last_json(proc.stdout)
+    if proc.returncode != 0 or out is None or "toggle" not in out:
+        c.skip(f"probe cost (--toggle): exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        return
+    c.overhead["toggle"] = out
+    for row in out["toggle"]:
+        costs = ", ".join(f"{k} {v:+.1f}" for k, v in row["cost_us"].items())
+        log(f"  probe cost {row['size']} at {row['steps_per_s']:.0f} steps/s (µs/step): {costs}")
+
+
+def toggle_markdown(c: Check) -> list[str]:
+    out = c.overhead.get("toggle")
+    if not out:
+        return []
+    modes = list(out["toggle"][0]["cost_us"])
+    table = [["size (steps/s)", *modes]]
+    for row in out["toggle"]:
+        cells = [f"{row['cost_us'][m]:+.1f}" for m in modes]
+        table.append([f"{row['size']} ({row['steps_per_s']:.0f}/s)", *cells])
+    return [
+        "",
+        "### The probe's in-loop cost (µs per step, device clock)",
+        "",
+        stats.markdown_table(table),
+        "",
+        "`gpu_loop.py --toggle` under `trainprof run`: interleaved blocks with the probe's hooks "
+        "on, unchanged (`same`: the A/A noise), all off (`all`) and each part off; the median "
+        'block\'s step time against "on". Positive: what that part costs per step.',
+    ]
 
 
 def overhead_markdown(c: Check) -> list[str]:
@@ -584,6 +646,7 @@ def write_summary(c: Check) -> dict[str, Any]:
         *tests_markdown(c),
         "",
         *overhead_markdown(c),
+        *toggle_markdown(c),
     ]
     if c.skipped:
         md += ["", "## Skipped", "", *(f"- {s}" for s in c.skipped)]

@@ -179,6 +179,58 @@ def measure(device_arg: str, sizes: list[str], warmup_s: float, measure_s: float
     return {"rates": rates, "device": device_name(torch, device), "startup_s": startup}
 
 
+def toggle(
+    device_arg: str, sizes: list[str], warmup_s: float, measure_s: float, block_steps: int
+) -> dict[str, Any]:
+    """Under ``trainprof run``: the probe's in-loop cost per step on the device's clock, from
+    interleaved blocks of ``block_steps`` steps with its hooks on, unchanged (an A/A control),
+    all off, and each part off (``bench.loop.ProbeSwitch``). Each block is timed by two CUDA
+    events, read only at the end (no sync inside the measurement); the median block per mode
+    gives its step time. Whole-process costs (samplers, py-spy) are the ABBA rounds' job."""
+    import torch
+
+    from bench.loop import ProbeSwitch, _median
+
+    device = _device(torch, device_arg)
+    built = trainers(torch, device, sizes)
+    switch = ProbeSwitch()
+    parts = [p for p, ok in switch.found.items() if ok]
+    modes = [("on", frozenset()), ("same", frozenset()), ("all", frozenset(parts))]
+    modes += [(p, frozenset({p})) for p in parts]
+    out = []
+    for tr in built:
+        tr.run(warmup_s, min_steps=5)
+        blocks: dict[str, list[tuple[Any, Any]]] = {name: [] for name, _ in modes}
+        t_end = time.perf_counter() + measure_s
+        cycle = 0
+        while time.perf_counter() < t_end or cycle < 3:
+            order = modes[cycle % len(modes) :] + modes[: cycle % len(modes)]
+            for name, off in order:
+                switch.set(off)
+                tr.step()  # the first step after a switch refills Python's caches
+                a = tr.clock.mark()
+                for _ in range(block_steps):
+                    tr.step()
+                blocks[name].append((a, tr.clock.mark()))
+            cycle += 1
+        switch.set(frozenset())
+        tr.clock.sync()
+        med = {
+            name: _median([tr.clock.seconds(a, b) / block_steps for a, b in pairs])
+            for name, pairs in blocks.items()
+        }
+        out.append(
+            {
+                "size": tr.spec,
+                "steps_per_s": 1.0 / med["on"],
+                "block_steps": block_steps,
+                "blocks_per_mode": len(blocks["on"]),
+                "cost_us": {name: (med["on"] - med[name]) * 1e6 for name, _ in modes[1:]},
+            }
+        )
+    return {"toggle": out, "parts_found": switch.found, "device": device_name(torch, device)}
+
+
 def calibrate(device_arg: str, targets: list[float]) -> dict[str, Any]:
     import torch
 
@@ -235,8 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup-s", type=float, default=0.5)
     ap.add_argument("--measure-s", type=float, default=1.5)
     ap.add_argument("--calibrate", default="", help="target steps/s, comma-separated")
+    ap.add_argument("--toggle", action="store_true", help="in-process probe on/off blocks")
+    ap.add_argument("--block-steps", type=int, default=20, help="--toggle: steps per block")
     args = ap.parse_args(argv)
-    if args.calibrate:
+    if args.toggle:
+        out = toggle(
+            args.device, args.sizes.split(","), args.warmup_s, args.measure_s, args.block_steps
+        )
+    elif args.calibrate:
         out = calibrate(args.device, [float(x) for x in args.calibrate.split(",")])
     else:
         out = measure(args.device, args.sizes.split(","), args.warmup_s, args.measure_s)

@@ -4,15 +4,20 @@
 installs the probe's hooks. Each hook is then timed against what it wraps, with the inner
 call made trivial so only the probe's own work is left: the optimizer post-hook as torch calls
 it, and the DataLoader/fetch wrappers built by the probe's own wrapper factories around stand-in
-callables (a ``__next__`` that returns a real ``[x, y]`` batch of 8). Best case: hot caches,
-minimum of several timed repeats. Prints one JSON line.
+callables (a ``__next__`` that returns a real ``[x, y]`` batch of 8). The ``torch.distributed``
+wrappers (``trainprof.probe.collectives``) come apart (``distributed``): a Python collective's
+timer around a trivial collective, and the ``autograd.backward`` wait timer of a DDP job around
+a real backward (its hook and final callback run on the autograd engine); the same timer in a
+job without DDP is one of the hot-path hooks. Best case: hot caches, minimum of several timed
+repeats. Prints one JSON line.
 
-Uses ``trainprof.probe.torch_hooks`` internals by name; a hook whose factory has changed is
-reported as missing rather than failing the benchmark.
+Uses ``trainprof.probe.torch_hooks`` and ``collectives`` internals by name; a hook whose factory
+has changed is reported as missing rather than failing the benchmark.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import time
@@ -22,6 +27,7 @@ from typing import Any
 
 REPEATS = 7
 CALLS = 20000
+BACKWARD_CALLS = 4000  # a real backward takes ~35 µs here: fewer calls for a similar timed span
 
 
 def _per_call(fn: Callable[[], Any], calls: int = CALLS) -> float:
@@ -35,11 +41,11 @@ def _per_call(fn: Callable[[], Any], calls: int = CALLS) -> float:
     return best / calls
 
 
-def _added(hooked: Callable[[], Any], plain: Callable[[], Any]) -> float:
+def _added(hooked: Callable[[], Any], plain: Callable[[], Any], calls: int = CALLS) -> float:
     """µs the hook adds per call: min-of-repeats of each, interleaved, subtracted."""
-    _per_call(hooked, 2000)
-    _per_call(plain, 2000)
-    return max(0.0, (_per_call(hooked) - _per_call(plain)) * 1e6)
+    _per_call(hooked, calls // 10)
+    _per_call(plain, calls // 10)
+    return max(0.0, (_per_call(hooked, calls) - _per_call(plain, calls)) * 1e6)
 
 
 def main() -> int:
@@ -152,6 +158,54 @@ def main() -> int:
         opt = types.SimpleNamespace()
         return _added(lambda: th._before_optimizer_step(opt, (), {}), lambda: None)
 
+    # torch.distributed (probe/collectives.py): the backward wrapper is installed in every job
+    # with torch.distributed and only checks a counter until a DDP model exists; in a DDP job
+    # it hooks each backward's root and queues a final callback on the real autograd engine.
+    from trainprof.probe import collectives as coll
+
+    leaf = torch.ones(1, requires_grad=True)
+
+    def backward_of(fn: Callable[[Any], Any]) -> Callable[[], None]:
+        def one() -> None:
+            fn((leaf * 2).sum())  # a real backward of a two-node graph
+
+        return one
+
+    plain_backward = inspect.unwrap(torch.autograd.backward)  # torch's own, under the probe's
+
+    def backward_no_ddp() -> float:  # a counter check: a real backward would drown it
+        def inner(*args: Any, **kwargs: Any) -> None:
+            return None
+
+        wrapped = coll._waited_backward(inner)
+        return _added(lambda: wrapped(batch), lambda: inner(batch))
+
+    distributed: list[dict[str, Any]] = []
+
+    def add_distributed(name: str, calls: str, measure: Callable[[], float]) -> None:
+        st = coll._state
+        saved = (st.ddp_models, st.engine, st.backend)
+        # as in a DDP job on gloo, after its first collective noted the backend
+        st.ddp_models, st.backend = 1, "gloo"
+        st.engine = torch.autograd.Variable._execution_engine
+        try:
+            distributed.append({"name": name, "us": measure(), "calls": calls})
+        except Exception as exc:  # internals moved: say so, keep going
+            missing.append(f"{name}: {type(exc).__name__}: {exc}")
+        finally:
+            st.ddp_models, st.engine, st.backend = saved
+
+    def backward_ddp() -> float:
+        wrapped = coll._waited_backward(plain_backward)
+        return _added(backward_of(wrapped), backward_of(plain_backward), BACKWARD_CALLS)
+
+    def collective() -> float:
+        def inner(*args: Any, **kwargs: Any) -> None:
+            return None
+
+        wrapped = coll._timed(inner)  # its counters written every 0.25 s: included
+        return _added(lambda: wrapped(batch), lambda: inner(batch))
+
     add("DataLoader __next__ wrapper", 1, loader_next)
     add("sampler _next_index wrapper", 1, next_index)
     add("dataset fetch timer", 1, fetch)
@@ -159,6 +213,9 @@ def main() -> int:
     add("autograd.backward mark (no GPU timeline)", 1, backward_mark)
     add("Optimizer.zero_grad watch", 1, zero_grad)
     add("optimizer pre-step hook (no GPU timeline)", 1, pre_step)
+    add("autograd.backward wait timer (no DDP model)", 1, backward_no_ddp)
+    add_distributed("autograd.backward wait timer, DDP model", "1 per step", backward_ddp)
+    add_distributed("Python collective timer (all_reduce, ...)", "1 per collective", collective)
 
     t0 = time.perf_counter()
     n = 100000
@@ -168,7 +225,14 @@ def main() -> int:
         w.add("S 1 2 3 4 5 6 7\n")
     w.flush()
     queue_us = (time.perf_counter() - t0) / n * 1e6
-    print(json.dumps({"hooks": hooks, "missing": missing, "writer_add_and_flush_us": queue_us}))
+    result = {
+        "hooks": hooks,
+        "distributed": distributed,
+        "backward_plain_us": _per_call(backward_of(plain_backward), BACKWARD_CALLS) * 1e6,
+        "missing": missing,
+        "writer_add_and_flush_us": queue_us,
+    }
+    print(json.dumps(result))
     return 0
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainprof.commands import demo, doctor, report, rules, run
+from trainprof.commands import attach, ci, compare, demo, doctor, report, rules, run
 from trainprof.errors import TrainprofError
 
 app = typer.Typer(
@@ -46,14 +46,28 @@ def _main(
             help="Print trainprof's version and exit.",
         ),
     ] = False,
+    no_color: Annotated[
+        bool,
+        typer.Option(
+            "--no-color",
+            help="No colours or styles in any output (the same as NO_COLOR=1).",
+        ),
+    ] = False,
 ) -> None:
     """trainprof's global options (the help text is the app's)."""
+    if no_color:
+        from trainprof.render.text import force_no_color
+
+        force_no_color()  # trainprof's own output; the job's environment is left as it is
 
 
 app.command("run", context_settings=PASSTHROUGH)(run.run)
 app.command("report")(report.report)
 app.command("demo")(demo.demo)
 app.command("doctor")(doctor.doctor)
+app.command("attach")(attach.attach)
+app.command("ci", context_settings=PASSTHROUGH)(ci.ci)
+app.command("compare")(compare.compare)
 app.command(
     "rules",
     short_help="List the rules a report can fire, or show one in full.",

@@ -26,7 +26,7 @@ import trainprof
 from trainprof.errors import TrainprofError
 from trainprof.output import StreamPump, TerminalLock
 from trainprof.store.rundir import STDERR_LOG, STDOUT_LOG
-from trainprof.store.schema import ENV_MAX_STEPS, ENV_PKG_PARENT, ENV_RUN_DIR
+from trainprof.store.schema import ENV_MAX_STEPS, ENV_PKG_PARENT, ENV_RUN_DIR, ENV_STEPS_MIN_S
 
 BOOTSTRAP_DIR = Path(trainprof.__file__).parent / "bootstrap"
 PKG_PARENT = Path(trainprof.__file__).parent.parent
@@ -51,7 +51,10 @@ def resolve_command(args: list[str]) -> list[str]:
 
 
 def probe_env(
-    run_dir: Path, max_steps: int | None, base: dict[str, str] | None = None
+    run_dir: Path,
+    max_steps: int | None,
+    base: dict[str, str] | None = None,
+    steps_min_s: float | None = None,
 ) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     old = env.get("PYTHONPATH")
@@ -60,6 +63,8 @@ def probe_env(
     env[ENV_PKG_PARENT] = str(PKG_PARENT)
     if max_steps:
         env[ENV_MAX_STEPS] = str(max_steps)
+        if steps_min_s:
+            env[ENV_STEPS_MIN_S] = str(steps_min_s)
     return env
 
 

@@ -18,6 +18,7 @@ import psutil
 from rich.console import Console
 
 from trainprof.analysis.pipeline import analyze
+from trainprof.compare.settings import run_settings
 from trainprof.doctor.cpu import usable_cpu_count
 from trainprof.launcher import Job, exit_code_of, probe_blocked_by, probe_env, resolve_command
 from trainprof.live import LiveView
@@ -51,6 +52,7 @@ class RunOptions:
     run_dir: Path | None = None
     json_path: Path | None = None
     steps: int | None = None
+    steps_min_s: float | None = None  # with steps: run at least this long after the first step
     timeout_s: float | None = None
     interval_s: float | None = None  # None: 0.5 s, widening to 2 s after ten minutes
     quiet: bool = False
@@ -59,6 +61,10 @@ class RunOptions:
     on_hang: str | None = None  # "report" | "kill"; None: kill with --timeout, else report
     hang_after_s: float | None = None  # None: max(10 s, 20 median steps)
     no_redact: bool = False  # store and print the command as given, secrets included
+    trace_path: Path | None = None  # --trace: a Chrome Trace Event Format file of the run
+    html_path: Path | None = None  # --html: a self-contained HTML report with plots
+    # Called with the loaded run and its report dict once the report is out (trainprof ci).
+    on_report: Callable[[Session, dict[str, Any]], None] | None = None
 
 
 def usable_cpus() -> int | None:
@@ -71,6 +77,11 @@ def run(opts: RunOptions) -> int:
     shown = list(command) if opts.no_redact else redact(command)  # stored and printed
     if opts.json_path is not None:
         rundir.check_user_file(opts.json_path)  # before the job: never a run without its file
+    from trainprof.render.html import check_view_path
+
+    for option, path in (("--trace", opts.trace_path), ("--html", opts.html_path)):
+        if path is not None:
+            check_view_path(path, option)
     explicit = opts.run_dir is not None
     run_dir = rundir.create(opts.run_dir or rundir.default_run_dir(shown), explicit)
     meta: dict[str, Any] = {
@@ -97,7 +108,7 @@ def run(opts: RunOptions) -> int:
     guard.start()
     interactive = sys.stderr.isatty() and not opts.quiet
     terminal = TerminalLock() if interactive else None
-    env = probe_env(run_dir, opts.steps)
+    env = probe_env(run_dir, opts.steps, steps_min_s=opts.steps_min_s)
     env.pop(ENV_NO_REDACT, None)  # the probe redacts exactly when run.json does
     if opts.no_redact:
         env[ENV_NO_REDACT] = "1"  # the probe's event-file headers keep argv as given too
@@ -162,7 +173,17 @@ def run(opts: RunOptions) -> int:
     session.meta = meta
     recording.save_meta(meta)
     console = make_console(stderr=True)
-    report(session, opts.json_path, verbose=opts.verbose, console=console, live=live)
+    data = report(
+        session,
+        opts.json_path,
+        verbose=opts.verbose,
+        console=console,
+        live=live,
+        trace_path=opts.trace_path,
+        html_path=opts.html_path,
+    )
+    if opts.on_report is not None:
+        opts.on_report(session, data)
     hint = console_render.rerender_hint(meta)
     if hint is not None:
         console.print(hint)
@@ -186,11 +207,17 @@ class _StackStarter:
         self.run_dir = run_dir
         self.recorder: StackRecorder | None = None
         self.on_start = on_start  # (recorder, the previous chunk's py-spy pid) at each chunk
+        self.followed = False  # switched to rank 0 (a script that launched torchrun itself)
         if command[0] == sys.executable:
             self._start(job.pid)
 
     def poll(self, live: LiveView) -> None:
         if self.recorder is not None:
+            rank0 = self._rank0_elsewhere(live)
+            if rank0 is not None:  # the script became a launcher (it exec'd torchrun): follow
+                self.recorder.stop()  # rank 0, as for a `-- torchrun` command
+                self._start(rank0)
+                return
             previous = self.recorder.spy_pid
             self.recorder.poll()
             if self.recorder.spy_pid != previous and self.on_start is not None:
@@ -202,6 +229,17 @@ class _StackStarter:
             if header.get("rank") in (None, 0):
                 self._start(pid)
                 return
+
+    def _rank0_elsewhere(self, live: LiveView) -> int | None:
+        """Rank 0's pid when it trains and the sampled process does not (once only)."""
+        rec = self.recorder
+        if rec is None or self.followed or rec.pid in live.stats.stepping:
+            return None
+        for pid, header in live.stats.stepping.items():
+            if header.get("rank") == 0 and pid != rec.pid:
+                self.followed = True
+                return pid
+        return None
 
     def _start(self, pid: int) -> None:
         self.recorder = StackRecorder(pid, self.run_dir)
@@ -373,10 +411,13 @@ def report(
     verbose: bool = False,
     console: Console | None = None,
     live: LiveView | None = None,
+    trace_path: Path | None = None,
+    html_path: Path | None = None,
 ) -> dict[str, Any]:
     """Analyse a loaded run, store report.json in its directory, print the console report
-    (to ``console``; stderr by default). With ``live``, the status line says ``analysing…``
-    once the job has ended more than half a second ago."""
+    (to ``console``; stderr by default), and write the trace and the HTML report if asked.
+    With ``live``, the status line says ``analysing…`` once the job has ended more than half
+    a second ago."""
     _runner_died(session)
     session.meta.setdefault("exception", _job_exception(session))
     started = float(session.meta.get("t_launch") or time.monotonic())
@@ -385,8 +426,10 @@ def report(
     with busy:
         metrics, verdict = analyze(session)
     data = report_dict(session.meta, metrics, verdict)
+    data["settings"] = run_settings(session, metrics)  # what `compare` and ci baselines match
     report_path = Path(session.run_dir) / rundir.REPORT
-    error = write_run_json(report_path, data)
+    # A merged multi-node report belongs to no one node's directory: only --json keeps it.
+    error = None if session.meta.get("nodes") else write_run_json(report_path, data)
     if error is not None:  # a full disk: the report is still printed (and --json written)
         print(f"trainprof: could not write {report_path}: {error}", file=sys.stderr)
     if json_path is not None:
@@ -396,6 +439,11 @@ def report(
             print(f"trainprof: could not write --json {json_path}: {exc.strerror}", file=sys.stderr)
     console = console or make_console(stderr=True)
     console_render.render(console, session.meta, metrics, verdict, verbose=verbose)
+    if trace_path is not None or html_path is not None:
+        from trainprof.render.html import write_views
+
+        for line in write_views(session, metrics, verdict, trace_path, html_path):
+            console.print(line)
     return data
 
 

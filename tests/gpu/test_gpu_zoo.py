@@ -42,6 +42,7 @@ def digest(r: Result) -> str:
         f"exit {r.returncode}; {s.get('steps')} steps, {s.get('steps_per_s')} steps/s; "
         f"gpu util {s.get('gpu_util_mean')}; bottleneck {s.get('bottleneck')}",
         f"device {json.dumps(rep.get('device'))}",
+        f"mfu {json.dumps(s.get('mfu'))}",
         "ledger " + ", ".join(f"{b} {v['share']:.0%}" for b, v in top),
     ]
     for f in rep.get("findings", []):
@@ -97,3 +98,16 @@ def test_gpu_zoo_case(name: str, zoo_tmp: Path) -> None:
     if expect in skipped:
         pytest.skip(f"{name}: {expect} was skipped: {skipped[expect]}")
     assert r.problems and r.problems[0] == expect, f"{name}: expected {expect}\n{digest(r)}"
+
+
+def test_mfu_is_measured_against_the_cards_peak(zoo_tmp: Path) -> None:
+    """One counted step of the healthy bf16 control: a real FLOP count, the card's bf16 peak
+    (H100 and H200 are in the table), an MFU between 0 and 1, and the counted step is warm-up."""
+    r = run_case("gpu_healthy", zoo_tmp)
+    assert r.report is not None, digest(r)
+    u = r.report["summary"]["mfu"]
+    assert u is not None, digest(r)
+    assert u["flops_per_step"] > 0 and u["failed_ops"] == 0, digest(r)
+    assert u["precision"] == "bf16" and u["peak_tflops"] is not None, digest(r)
+    assert 0.0 < u["mfu"] < 1.0, digest(r)
+    assert r.report["summary"]["warmup_steps_excluded"] >= u["counted_step"], digest(r)

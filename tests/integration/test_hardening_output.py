@@ -130,3 +130,12 @@ def test_live_line_on_a_terminal_under_no_color(tmp_path: Path) -> None:
     at = text.index("analysing…")
     assert "\r\x1b[K" in text[at:] and text.index("trainprof report") > at
     assert "analysing…" not in text[text.index("trainprof report") :]
+
+
+def test_no_color_flag_drops_every_style_on_a_terminal(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    _code, styled = run_on_pty(trainprof_cmd("rules"), tmp_path, env=env, columns=100)
+    assert SGR.search(styled), "a terminal gets styles by default"
+    code, plain = run_on_pty(trainprof_cmd("--no-color", "rules"), tmp_path, env=env, columns=100)
+    assert code == 0 and "fake-batching" in plain
+    assert not SGR.search(plain), repr(SGR.findall(plain)[:5])

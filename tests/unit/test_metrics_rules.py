@@ -122,6 +122,7 @@ def test_report_contract_shape() -> None:
         "summary",
         "ledger",
         "device",
+        "ranks",
         "findings",
         "skipped",
     }

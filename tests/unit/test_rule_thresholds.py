@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pytest
 from synth import DEFAULT_LOADER, loop_spans, process, session
 from test_device import cuda_memory, gpu_session
+from test_mfu import COUNTED, H100, GiB, gpu_job
 
 from trainprof.analysis.pipeline import analyze
 from trainprof.analysis.rules import _stalls, all_rules
@@ -208,6 +209,20 @@ def zero_grad_kept(on: float) -> Session:
     return session(log)
 
 
+def low_mfu(share: float) -> Session:
+    """50 it/s on an H100 in bf16 (989.4 TFLOP/s dense): FLOPs a step for this MFU."""
+    return gpu_job(dict(COUNTED, per_step=int(share * 989.4e12 / 50)))
+
+
+def memory_headroom(share: float) -> Session:
+    """Peak reserved = this share of the H100's 80 GiB (1 GiB above peak allocated)."""
+    return gpu_job(COUNTED, peak_alloc=int(share * 80 * GiB) - GiB)
+
+
+def no_memory_total() -> Session:
+    return gpu_job(COUNTED, precision={k: v for k, v in H100.items() if k != "memory_total"})
+
+
 @dataclass(frozen=True)
 class Case:
     rule: str
@@ -349,6 +364,15 @@ CASES = [
         0,
         lambda: session(process(100)),
         "CUDA",
+    ),
+    Case("low-mfu", low_mfu, 0.29, 0.31, lambda: gpu_job(None), "no FLOP count"),
+    Case(
+        "batch-memory-headroom",
+        memory_headroom,
+        0.34,
+        0.36,
+        no_memory_total,
+        "CUDA memory not read",
     ),
     Case(
         "straggler-rank",

@@ -117,3 +117,10 @@ def test_markdown_and_json_together_is_refused() -> None:
     out = trainprof("rules", "--markdown", "--json")
     assert out.returncode == 2
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_every_signal_is_explained_in_plain_words() -> None:
+    from trainprof.analysis.rules.registry import SIGNALS
+    from trainprof.render.rules_reference import SIGNAL_MEANING
+
+    assert set(SIGNAL_MEANING) == set(SIGNALS)

@@ -19,9 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainprof.analysis import attribution, ledger
+from trainprof.analysis import mfu as mfu_mod
 from trainprof.analysis.device import Bottleneck, DeviceView, bottleneck, device_view
 from trainprof.analysis.ledger import DATA, Ledger
 from trainprof.analysis.memory import Growth, growth
+from trainprof.analysis.mfu import Mfu
+from trainprof.analysis.ranks import RankView, rank_views
 from trainprof.analysis.stalls import (
     Segment,
     Stall,
@@ -31,6 +34,7 @@ from trainprof.analysis.stalls import (
     save_segments,
 )
 from trainprof.analysis.stats import bins, finite, int_percentiles, mean, scaled, tail
+from trainprof.attach.view import AttachView
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan
@@ -107,15 +111,7 @@ class Activity:
     optimizers: dict[str, Any] | None = None
     structure: dict[str, Any] | None = None  # the model and optimizer at the first step
     zero_grad_kept: bool = False  # zero_grad(set_to_none=False) was called
-
-
-@dataclass(frozen=True)
-class RankView:
-    rank: int
-    pid: int
-    steps: int
-    p50_s: float
-    wait_per_step_s: float
+    flops: dict[str, Any] | None = None  # the probe's FLOP count of one step, or why none
 
 
 @dataclass(frozen=True)
@@ -143,6 +139,8 @@ class Metrics:
     ledger: Ledger | None = None  # where the steady time went (None without a steady state)
     device: DeviceView | None = None  # timed steps on the GPU's clock (CUDA jobs)
     bottleneck: Bottleneck | None = None  # what bounds a GPU job's step (None on CPU)
+    mfu: Mfu | None = None  # FLOPs of one counted step at the steady rate (CUDA jobs)
+    attach: AttachView | None = None  # `trainprof attach`: no probe steps, stacks only
 
     @property
     def on_cuda(self) -> bool:
@@ -173,10 +171,16 @@ def warmup_steps(n: int) -> int:
 
 def compute(session: Session) -> Metrics:
     meta = session.meta
+    if isinstance(meta.get("attach"), dict):  # `trainprof attach`: stacks and samples only
+        from trainprof.attach import analysis as attach_analysis
+
+        return attach_analysis.compute(session)
     primary = session.primary
     unit, cols = _step_columns(primary)
     n = len(cols["t"]) if cols else 0
-    warm = warmup_steps(n)
+    flops = mfu_mod.flop_count(primary.infos) if primary else None
+    # The step whose FLOPs were counted ran slow (each op through Python): warm-up, not data.
+    warm = min(n, max(warmup_steps(n), mfu_mod.counted_steps(flops) if unit == "step" else 0))
     steady, durations = _steady(cols, warm) if n - warm >= MIN_STEADY else (None, ())
     if steady is not None and not (primary and primary.loaders):
         steady = dataclasses.replace(steady, data_wait_frac=None)
@@ -213,6 +217,9 @@ def compute(session: Session) -> Metrics:
         ledger=led,
         device=device,
         bottleneck=_bottleneck(led, device, gpu_util) if cuda and led else None,
+        mfu=mfu_mod.mfu(
+            flops, steady.steps_per_s if steady else None, activity.precision, activity.autocast
+        ),
     )
 
 
@@ -352,6 +359,7 @@ def _activity(
             (i["structure"] for i in infos if isinstance(i.get("structure"), dict)), None
         ),
         zero_grad_kept=any(i.get("zero_grad_set_to_none") is False for i in infos),
+        flops=mfu_mod.flop_count(infos),
         main_cpu_in_stalls=_cpu_in(session, primary, [(st.t0, st.t1) for st in stalls]),
     )
 
@@ -532,17 +540,7 @@ def _train_wait(log: ProcessLog, warm: int, evals: list[Segment]) -> float | Non
 
 
 def _ranks(session: Session) -> tuple[RankView, ...]:
-    views = []
-    for p in session.processes:
-        rank = p.header.get("rank")
-        if p.role != "rank" or rank is None or p.n_steps < 2 * MIN_STEADY:
-            continue
-        warm = warmup_steps(p.n_steps)
-        dur = p.steps["dur"]
-        p50 = int_percentiles(dur, (50,), start=warm, scale=1e6)[0]
-        waits = sum(tail(p.steps["wait"], warm))
-        views.append(RankView(int(rank), p.pid, p.n_steps, p50, waits / 1e6 / (len(dur) - warm)))
-    return tuple(sorted(views, key=lambda v: v.rank))
+    return rank_views(session, warmup_steps, 2 * MIN_STEADY)
 
 
 def _outside(spans: tuple[StackSpan, ...], windows: list[tuple[float, float]]) -> list[StackSpan]:

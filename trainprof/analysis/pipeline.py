@@ -10,6 +10,7 @@ from trainprof.analysis.crash import crash_findings
 from trainprof.analysis.findings import Finding, Skipped, Verdict, rank
 from trainprof.analysis.ledger import Ledger, allocate
 from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.ranks import with_rank_hits
 from trainprof.analysis.rules import REGISTRY, all_rules
 from trainprof.analysis.rules._common import HOST_LOOP_RULES
 from trainprof.analysis.rules.registry import Rule, missing_signal
@@ -28,7 +29,8 @@ def analyze(session: Session) -> tuple[Metrics, Verdict]:
     # in the order the signature table chose (the most specific cause first).
     seen = {f.id for f in crashes}
     rest = tuple(f for f in found if f.id not in seen)
-    return m, Verdict(tuple(crashes) + rest, skipped)
+    # A torchrun job: every rule judged on every rank too; findings say which ranks they hit.
+    return m, with_rank_hits(session, m.activity.ranks, Verdict(tuple(crashes) + rest, skipped))
 
 
 def evaluate(

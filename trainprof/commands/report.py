@@ -14,22 +14,38 @@ from trainprof.store.session import Session, is_run_dir
 
 
 def report(
-    run_dir: Annotated[
-        Path | None,
+    run_dirs: Annotated[
+        list[Path] | None,
         typer.Argument(
-            help="A run directory (default: the latest run in ./trainprof-runs/).",
+            help="A run directory (default: the latest run in ./trainprof-runs/). Several: the "
+            "nodes of one multi-node job (one `trainprof run` per node), merged into one report.",
             show_default=False,
+            metavar="RUN_DIR",
         ),
     ] = None,
     json_path: Annotated[
         Path | None,
         typer.Option("--json", help="Also write the report as JSON to this path (`-`: to stdout)."),
     ] = None,
+    trace_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Also write a Chrome Trace Event Format file of the run, for Perfetto UI or "
+            "chrome://tracing.",
+        ),
+    ] = None,
+    html_path: Annotated[
+        Path | None,
+        typer.Option("--html", help="Also write a self-contained HTML report with plots."),
+    ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also show info findings and skipped rules.")
     ] = False,
 ) -> None:
     """Analyse a stored run again and print its report (on standard output)."""
+    nodes = list(run_dirs or [])
+    run_dir = nodes[0] if nodes else None
     if run_dir is None:
         run_dir = latest_run_dir(Path.cwd() / RUNS_DIR)
         if run_dir is None:
@@ -38,18 +54,36 @@ def report(
             )
         shown = os.path.relpath(run_dir)
         typer.echo(f"trainprof report: the latest run, {shown}", err=True)
-    if not run_dir.is_dir():
-        raise TrainprofError(f"no such run directory: {run_dir}")
-    if not is_run_dir(run_dir):
-        raise TrainprofError(f"{run_dir} is not a trainprof run directory (no run.json)")
+    for node in nodes or [run_dir]:
+        if not node.is_dir():
+            raise TrainprofError(f"no such run directory: {node}")
+        if not is_run_dir(node):
+            raise TrainprofError(f"{node} is not a trainprof run directory (no run.json)")
     if json_path is not None:
         check_user_file(json_path)
+    from trainprof.render.html import check_view_path
+
+    for option, path in (("--trace", trace_path), ("--html", html_path)):
+        if path is not None:
+            check_view_path(path, option)
     from trainprof.render.text import make_console
     from trainprof.runner import report as render_report
 
-    session = Session.load(run_dir)
-    session.meta.setdefault("run_dir", str(run_dir))
+    if len(nodes) > 1:  # one multi-node job: its nodes on one clock (store/merge.py)
+        from trainprof.store.merge import merge_nodes
+
+        session = merge_nodes(nodes)
+    else:
+        session = Session.load(run_dir)
+        session.meta.setdefault("run_dir", str(run_dir))
     # No job output to keep clean here, so the report goes to stdout (`> report.txt` works);
     # to stderr only when stdout carries the JSON (--json -).
     to_stderr = json_path is not None and str(json_path) == "-"
-    render_report(session, json_path, verbose=verbose, console=make_console(stderr=to_stderr))
+    render_report(
+        session,
+        json_path,
+        verbose=verbose,
+        console=make_console(stderr=to_stderr),
+        trace_path=trace_path,
+        html_path=html_path,
+    )

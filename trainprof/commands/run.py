@@ -40,6 +40,23 @@ def run(
             "which the job's own output shares: the report comes last, once the job has ended.",
         ),
     ] = None,
+    trace_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Also write a Chrome Trace Event Format file of the run (steps, data wait, "
+            "stalls, saves, evals, Python stacks, CPU/memory/GPU counters) that Perfetto UI "
+            "and chrome://tracing open.",
+        ),
+    ] = None,
+    html_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the report as one self-contained HTML file with plots (no "
+            "network needed: attach it to an issue or an email).",
+        ),
+    ] = None,
     steps: Annotated[
         int | None,
         typer.Option(
@@ -133,6 +150,8 @@ def run(
             on_hang=on_hang,
             hang_after_s=hang_after,
             no_redact=no_redact,
+            trace_path=trace_path,
+            html_path=html_path,
         )
     )
     raise typer.Exit(code)

@@ -81,23 +81,32 @@ def check_ptrace(inp: PtraceInputs) -> CheckResult:
         evidence.append(f"live test failed: {inp.attach_detail or 'py-spy dump failed'}")
     if not blocked:
         return result(AREA, "ok", "ptrace-blocked", "py-spy should be able to attach", evidence)
-    fixes = ["sudo trainprof attach PID  (or use `trainprof run`, which needs no ptrace rights)"]
-    if inp.container:
-        fixes.append(
-            "docker run --cap-add SYS_PTRACE ...  (Kubernetes: securityContext.capabilities.add: [SYS_PTRACE])"
-        )
-    if inp.ptrace_scope in (1, 2):
-        fixes.append(
-            "sudo setcap cap_sys_ptrace+ep $(which py-spy), or on the host: sudo sysctl kernel.yama.ptrace_scope=0"
-        )
     return result(
         AREA,
         "warn",
         "ptrace-blocked",
         "`trainprof attach` cannot read stacks here",
         evidence,
-        fixes,
+        attach_fixes(inp),
     )
+
+
+def attach_fixes(inp: PtraceInputs) -> list[str]:
+    """The exact fixes, for a shell, Docker and Kubernetes; `trainprof attach` says the same
+    when py-spy is refused. Never a bare "run it with sudo": a root attach to a job of another
+    user is rarely what the user meant."""
+    py_spy = inp.py_spy or "$(which py-spy)"
+    shell = f"shell: sudo setcap cap_sys_ptrace+ep {py_spy}"
+    if inp.ptrace_scope in (1, 2):
+        shell += " (or, for every user of this host: sudo sysctl kernel.yama.ptrace_scope=0)"
+    if inp.ptrace_scope == 3:
+        shell = "shell: kernel.yama.ptrace_scope is 3: no process can attach until a reboot"
+    return [
+        shell,
+        "Docker: docker run --cap-add SYS_PTRACE ... (restart the container with it)",
+        "Kubernetes: securityContext: {capabilities: {add: [SYS_PTRACE]}} in the container spec",
+        "or start the job with `trainprof run`, which needs no ptrace rights",
+    ]
 
 
 def _beside_python() -> str:

@@ -16,7 +16,14 @@ import sys
 import time
 
 from trainprof.probe.writer import EventWriter
-from trainprof.store.schema import ENV_DISABLE, ENV_MAX_STEPS, ENV_RUN_DIR, INFO, PROBE_LOADED
+from trainprof.store.schema import (
+    ENV_DISABLE,
+    ENV_MAX_STEPS,
+    ENV_RUN_DIR,
+    ENV_STEPS_MIN_S,
+    INFO,
+    PROBE_LOADED,
+)
 
 _writer: EventWriter | None = None
 
@@ -35,6 +42,15 @@ def max_steps() -> int | None:
     except ValueError:
         return None
     return n if n > 0 else None
+
+
+def steps_min_s() -> float:
+    """With max_steps: the least time to run after the first step before stopping (0: none)."""
+    try:
+        s = float(os.environ.get(ENV_STEPS_MIN_S, ""))
+    except ValueError:
+        return 0.0
+    return s if s > 0 else 0.0
 
 
 def start() -> None:
@@ -70,9 +86,10 @@ def _mark_loaded(run_dir: str) -> None:
 
 def _on_torch_imported(torch_module: object) -> None:
     try:
-        from trainprof.probe import torch_hooks
+        from trainprof.probe import collectives, torch_hooks
 
         torch_hooks.install(torch_module)
+        collectives.install(torch_module)  # time in torch.distributed collectives, per rank
     except Exception as exc:  # fail open, but say so in the record for the report
         record_info({"probe_error": f"{type(exc).__name__}: {exc}"})
 

@@ -24,7 +24,8 @@ from typing import Any
 from trainprof import probe
 from trainprof.probe import structure
 from trainprof.probe.device import Timeline, cuda_timeline
-from trainprof.store.schema import BATCH, EPOCH, FETCH, LOADER, MODE, SAVE, TORCH
+from trainprof.probe.flops import StepFlops
+from trainprof.store.schema import BATCH, ENV_FLOPS, EPOCH, FETCH, LOADER, MODE, SAVE, TORCH
 
 _clock = time.monotonic
 
@@ -42,6 +43,8 @@ class _State:
         self.samples = 0
         self.batch_size = -1
         self.max_steps: int | None = None
+        self.steps_min_s = 0.0  # with max_steps: run at least this long after the first step
+        self.first_step_t: float | None = None
         self.loader_keys: dict[int, int] = {}
         self.training: bool | None = None
         self.train_depth = 0
@@ -60,6 +63,7 @@ class _State:
         self.model_ref: Any = None  # weakref to the module last trained at the top level
         self.zero_grad_kept = False  # zero_grad(set_to_none=False) was seen
         self.device_off = False  # the "device" probe part is switched off
+        self.flops: StepFlops | None = None  # counting one step's FLOPs (CUDA jobs, once)
 
 
 _state = _State()
@@ -72,6 +76,7 @@ def install(torch: Any) -> None:
     off = probe.disabled_parts()
     _state.last_boundary = w.t0
     _state.max_steps = probe.max_steps()
+    _state.steps_min_s = probe.steps_min_s()
     w.add(f"{TORCH} {w.us(_clock())}\n")
     w.on_tick = flush_counters
     import torch.optim.optimizer as optim_mod
@@ -191,10 +196,30 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     s.fetches = s.samples = 0
     if s.timeline is not None:
         _mark_step_end(s)
-    if s.max_steps is not None and s.steps >= s.max_steps:
+    if s.flops is not None:
+        _count_flops(s)
+    if s.first_step_t is None:
+        s.first_step_t = now
+    if s.max_steps is not None and s.steps >= s.max_steps and now - s.first_step_t >= s.steps_min_s:
         probe.record_info({"stop": "steps", "steps": s.steps})
         w.flush()
         raise SystemExit(0)
+
+
+def _count_flops(s: _State) -> None:
+    flops = s.flops
+    if flops is None:
+        return
+    try:
+        if not flops.done:
+            flops.begin(s.steps)
+        else:
+            flops.end(s.steps)
+            if flops.counter is None:
+                s.flops = None
+    except Exception as exc:  # fail open: no FLOP count, the job goes on
+        s.flops = None
+        probe.record_info({"flops": {"skipped": f"{type(exc).__name__}: {exc}"[:300]}})
 
 
 def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -471,6 +496,7 @@ def _record_precision(optimizer: Any) -> None:
             "matmul_precision": torch.get_float32_matmul_precision(),
             "cuda_matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
             "cudnn_tf32": bool(torch.backends.cudnn.allow_tf32),
+            "torch": str(torch.__version__),
         }
         if param.device.type == "cuda":
             info["capability"] = list(torch.cuda.get_device_capability(param.device))
@@ -478,6 +504,10 @@ def _record_precision(optimizer: Any) -> None:
             w = probe.writer()
             if w is not None and not _state.device_off:
                 _state.timeline = cuda_timeline(torch, w.add, w.us)
+            info["memory_total"] = torch.cuda.get_device_properties(param.device).total_memory
+        counted = param.device.type == "cuda" or os.environ.get(ENV_FLOPS) == "cpu"
+        if counted and "flops" not in probe.disabled_parts():
+            _state.flops = StepFlops(torch)
         probe.record_info({"precision": info})
         model = _state.model_ref() if _state.model_ref is not None else None
         probe.record_info({"structure": structure.facts(torch, model, optimizer)})

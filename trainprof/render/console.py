@@ -18,6 +18,8 @@ from rich.text import Text
 from trainprof.analysis.findings import Verdict
 from trainprof.analysis.ledger import DATA, DESCRIPTION, STALLS, STEP
 from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.stats import bins
+from trainprof.render.ranks import rank_table
 from trainprof.render.text import clean, literal, shell_join, shell_quote
 from trainprof.units import fmt_bytes, plural, plural_of
 
@@ -33,6 +35,47 @@ def sparkline(values: tuple[float, ...] | list[float]) -> str:
     if hi - lo <= 1e-12:
         return SPARK[0] * len(vals)
     return "".join(SPARK[min(7, int((v - lo) / (hi - lo) * 7.999))] for v in vals)
+
+
+class SparkScale:
+    """The sparkline between its scale: the lowest and the highest bar's value (a bar is the
+    mean step time of its bin of steps, so a lone stall is diluted when bins hold several).
+    On a narrow terminal the bars are re-binned until the line fits, never folded."""
+
+    def __init__(self, values: tuple[float, ...] | list[float], steps: int) -> None:
+        self.values = [v for v in values if not math.isnan(v)]
+        self.steps = steps
+
+    def _line(self, vals: list[float]) -> Text:
+        if not vals:
+            return Text("")
+        out = Text(_dur(min(vals)) + " ", style="dim")
+        out.append(sparkline(vals), style="cyan")
+        out.append(" " + _dur(max(vals)), style="dim")
+        return out
+
+    def _note(self, bars: int) -> str:
+        per = self.steps / bars if bars else 0
+        return f"(a bar: the mean of ~{per:.0f} steps)" if per > 1.5 else ""
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        full = cell_len(self._line(self.values).plain)
+        return Measurement(min(full, 24), full)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        vals = self.values
+        over = cell_len(self._line(vals).plain) - options.max_width
+        if over > 0 and len(vals) > 8:
+            vals = bins(vals, max(8, len(vals) - over))  # fewer, wider bins: the line fits
+        line = self._line(vals)
+        line.overflow = "fold"
+        note = self._note(len(vals))
+        if note and cell_len(line.plain) + 2 + cell_len(note) <= options.max_width:
+            line.append("  " + note, style="dim")
+            note = ""
+        yield line
+        if note:
+            yield Text(note, style="dim", overflow="fold")
 
 
 def _dur(seconds: float | None) -> str:
@@ -75,6 +118,10 @@ def outcome(meta: dict[str, Any]) -> tuple[str, str]:
 
 
 def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
+    if m.attach is not None:  # `trainprof attach`: what was sampled, and the estimated rate
+        from trainprof.attach.render import attach_summary
+
+        return attach_summary(meta, m)
     t = Table.grid(padding=(0, 2))
     t.add_column(style="dim", justify="right", no_wrap=True)
     t.add_column(overflow="fold")
@@ -144,7 +191,7 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
             if s.data_wait_frac is None
             else f"{s.data_wait_frac:.0%} of step time ({_dur(s.wait_per_step_s)} per step)",
         )
-        t.add_row("step times", Text(sparkline(m.sparkline), style="cyan"))
+        t.add_row("step times", SparkScale(m.sparkline, len(m.durations_s)))
     t.add_row(
         "CPU",
         "—" if m.cpu_percent_mean is None else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)",
@@ -162,6 +209,8 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
         )
     if m.device is not None:
         t.add_row("GPU step", _device_split(m))
+    if m.mfu is not None or (m.on_cuda and m.activity.flops):
+        t.add_row("GPU math", literal(_mfu_text(m)))
     probe = meta.get("probe") or {}
     if probe.get("loaded") is False:
         reason = clean(str(probe.get("reason") or "unknown"))
@@ -230,6 +279,22 @@ def _device_split(m: Metrics) -> str:
     return f"{shown} — device clock, {d.timed_steps} timed steps"
 
 
+def _mfu_text(m: Metrics) -> str:
+    """Achieved FLOP/s against the device's dense peak, or why there is no number."""
+    u = m.mfu
+    if u is None:
+        why = (m.activity.flops or {}).get("skipped") or "no steady state to time it against"
+        return f"MFU not measured: {why}"
+    flops = f"{u.flops_per_step / 1e9:,.1f} GFLOP a step (step {u.counted_step}, counted)"
+    if u.mfu is None:
+        peak = f"no dense peak known for {u.gpu_name or 'this device'}: MFU not computed"
+        return f"{u.achieved_tflops:.2f} TFLOP/s achieved · {flops} · {peak}"
+    return (
+        f"MFU {u.mfu:.1%}: {u.achieved_tflops:.1f} of {u.peak_tflops:g} TFLOP/s "
+        f"({u.precision} dense peak, {u.gpu_name}) · {flops}"
+    )
+
+
 def relative_to(cwd: str | None) -> Callable[[str], str]:
     """Paths under the job's working directory read better relative (train.py:42)."""
     prefix = cwd.rstrip("/") + "/" if cwd and cwd.rstrip("/") else None  # never "/" itself
@@ -275,6 +340,8 @@ def finished_cleanly(meta: dict[str, Any]) -> bool:
     report say that nothing is wrong."""
     if meta.get("recording"):
         return False
+    if isinstance(meta.get("attach"), dict):  # `trainprof attach`: the job was sampled, not run
+        return True
     return meta.get("stopped_by") == "steps" or (
         meta.get("exit_code") == 0 and not meta.get("signal") and not meta.get("stopped_by")
     )
@@ -338,6 +405,9 @@ def render(
     """Three boxes of one width (the widest content's, at most the console's), then the run
     directory."""
     panels = [Panel(summary_table(meta, m), title="trainprof report", title_align="left")]
+    ranks = rank_table(m.activity.ranks, meta.get("nodes"))  # torchrun: slowest, median, fastest
+    if ranks is not None:
+        panels.append(Panel(ranks, title="ranks", title_align="left"))
     ledger = ledger_table(m, verdict)
     if ledger is not None:
         panels.append(Panel(ledger, title="where the time went", title_align="left"))

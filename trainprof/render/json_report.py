@@ -7,6 +7,7 @@ from typing import Any
 
 from trainprof.analysis.findings import Verdict
 from trainprof.analysis.metrics import Metrics
+from trainprof.render.ranks import ranks_json
 from trainprof.version import __version__
 
 SCHEMA = "trainprof.report/1"
@@ -34,9 +35,12 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
             "recording": meta.get("recording"),  # set when recording stopped (disk full)
             "probe": meta.get("probe"),
             "exception": meta.get("exception"),
+            # `trainprof attach`: what was sampled and what the stacks gave (null for `run`)
+            "attach": metrics.attach.to_json() if metrics.attach else None,
+            "nodes": meta.get("nodes"),  # a merged multi-node report: its nodes and clocks
         },
         "summary": {
-            "steps": metrics.total_steps,
+            "steps": metrics.total_steps if metrics.attach is None else None,  # attach: not counted
             "unit": metrics.unit,
             "warmup_steps_excluded": metrics.warmup_steps,
             "steps_per_s": _num(s.steps_per_s) if s else None,
@@ -49,12 +53,14 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
             "data_wait_frac": _num(s.data_wait_frac) if s else None,  # None: not measured
             "compile_s": _num(metrics.activity.compile_s, 3),
             "bottleneck": metrics.bottleneck.to_json() if metrics.bottleneck else None,
+            "mfu": metrics.mfu.to_json() if metrics.mfu else None,
             "gpu_util_mean": _num(metrics.gpu_util_mean, 2),
             "cpu_percent_mean": _num(metrics.cpu_percent_mean, 2),
             "peak_rss_bytes": metrics.peak_rss_bytes,
         },
         "ledger": metrics.ledger.to_json() if metrics.ledger else None,
         "device": metrics.device.to_json() if metrics.device else None,
+        "ranks": ranks_json(metrics.activity.ranks),
         "findings": [f.to_json() for f in verdict.findings],
         "skipped": [s.to_json() for s in verdict.skipped],
     }

@@ -34,6 +34,8 @@ SIGNAL_MEANING: dict[str, str] = {
     "gpu": "NVML GPU samples",
     "ranks": "a torchrun job with 2+ ranks",
     "stderr": "the job's output",
+    "flops": "one step's FLOPs counted (CUDA, not under torch.compile) on a GPU with a known peak",
+    "gpu_memory": "CUDA memory read at timed steps, and the card's total memory",
 }
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}

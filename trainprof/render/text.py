@@ -51,9 +51,18 @@ def shell_join(args: Iterable[str]) -> str:
     return " ".join(shell_quote(a) for a in args)
 
 
+_forced_plain = False  # `trainprof --no-color`: for trainprof's output only, not the job's
+
+
+def force_no_color() -> None:
+    global _forced_plain
+    _forced_plain = True
+
+
 def no_color() -> bool:
-    """NO_COLOR (https://no-color.org): set and not empty turns every style off."""
-    return os.environ.get("NO_COLOR", "") != ""
+    """NO_COLOR (https://no-color.org): set and not empty turns every style off; so does
+    ``trainprof --no-color``."""
+    return _forced_plain or os.environ.get("NO_COLOR", "") != ""
 
 
 def make_console(stderr: bool = False) -> Console:

@@ -13,6 +13,8 @@ from typing import Any
 
 import psutil
 
+from trainprof.store.schema import ENV_DISABLE
+
 SHM_PATH = "/dev/shm"
 
 
@@ -21,6 +23,10 @@ class HostSampler:
         self.root_pid = root_pid
         self._procs: dict[int, psutil.Process] = {}
         self._last_swap: tuple[float, int, int] | None = None
+        # USS walks /proc/PID/smaps_rollup under the process's memory-map lock: a suspect of
+        # the overhead on CUDA jobs (a huge address space). The GPU bench switches it off to
+        # measure that (TRAINPROF_PROBE_DISABLE=uss).
+        self.uss = "uss" not in os.environ.get(ENV_DISABLE, "").split(",")
         psutil.cpu_percent(None)  # prime the system-wide counter
 
     def sample(self) -> dict[str, Any]:
@@ -49,7 +55,7 @@ class HostSampler:
             if known is not None and known.create_time() == proc.create_time():
                 proc = known
             seen[proc.pid] = proc
-            row = _read_process(proc, first=known is None)
+            row = _read_process(proc, first=known is None, uss=self.uss)
             if row is not None:
                 rows.append(row)
         self._procs = seen
@@ -70,7 +76,7 @@ class HostSampler:
         return row
 
 
-def _read_process(proc: psutil.Process, first: bool) -> dict[str, Any] | None:
+def _read_process(proc: psutil.Process, first: bool, uss: bool = True) -> dict[str, Any] | None:
     try:
         with proc.oneshot():
             cpu = proc.cpu_percent(None)
@@ -81,7 +87,7 @@ def _read_process(proc: psutil.Process, first: bool) -> dict[str, Any] | None:
                 "name": proc.name(),
                 "cpu": None if first else cpu,  # the first reading has no interval yet
                 "rss": mem.rss,
-                "uss": _optional(lambda: proc.memory_full_info().uss),
+                "uss": _optional(lambda: proc.memory_full_info().uss) if uss else None,
                 "fds": _optional(proc.num_fds),
                 "threads": _optional(proc.num_threads),
             }

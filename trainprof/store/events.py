@@ -305,10 +305,20 @@ PRECISION_FIELDS: dict[str, Any] = {
     "cudnn_tf32": _BOOL,
     "capability": lambda v: isinstance(v, list) and len(v) == 2 and all(map(_COUNT, v)),
     "gpu_name": _STR,
+    "memory_total": _int_in(0, 1 << 62),
+    "torch": _STR,
+}
+FLOPS_FIELDS: dict[str, Check] = {
+    "step": _COUNT,
+    "steps": _COUNT,
+    "per_step": _int_in(0, 1 << 62),
+    "failed_ops": _COUNT,
+    "skipped": _STR,
 }
 INFO_FIELDS: dict[str, Any] = {  # a dict value: the fields of an object inside
     "t": _int_in(-(1 << 63), 1 << 63),
     "precision": PRECISION_FIELDS,
+    "flops": FLOPS_FIELDS,
     "autocast": _STR,
     "dtype": _STR,
     "optimizers": {"counted": _STR, "steps": _str_to_count},

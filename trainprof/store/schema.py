@@ -21,8 +21,13 @@ PROBE_STOPPED = "probe-stopped-"  # + "<pid>-<errno>", empty: that process stopp
 # Environment variables the runner sets for the job.
 ENV_RUN_DIR = "TRAINPROF_RUN_DIR"
 ENV_MAX_STEPS = "TRAINPROF_MAX_STEPS"
+# With ENV_MAX_STEPS: stop no sooner than this many seconds after the first step (trainprof ci:
+# a fast job still gets a steady state long enough for the rules to judge)
+ENV_STEPS_MIN_S = "TRAINPROF_STEPS_MIN_S"
 ENV_PKG_PARENT = "TRAINPROF_PKG_PARENT"
 ENV_DISABLE = "TRAINPROF_PROBE_DISABLE"  # comma list of probe parts to switch off (benchmarks)
+# "cpu": count a CPU job's step FLOPs too (tests; MFU needs a GPU, so a CPU job is not counted)
+ENV_FLOPS = "TRAINPROF_FLOPS"
 ENV_NO_REDACT = "TRAINPROF_NO_REDACT"  # "1": store argv as given (trainprof run --no-redact)
 
 # Record kinds.

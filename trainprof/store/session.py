@@ -59,6 +59,8 @@ class Samples:
     gpu_unavailable: str | None = None
     gpu_count: int = 0
     procs: dict[int, ProcSeries] = field(default_factory=dict)
+    # Each GPU's own utilization by NVML index: (tick times, percent), for per-rank views.
+    gpu_by_index: dict[int, tuple[array[float], array[float]]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -95,6 +97,12 @@ class Samples:
             gpus = [g for g in gpu if isinstance(g, dict)]
             self.gpu_count = max(self.gpu_count, len(gpu))
             utils = [u for u in (_num(g.get("util")) for g in gpus) if not math.isnan(u)]
+            for g in gpus:
+                index = _int(g.get("index"))
+                if index is not None:
+                    ts, us = self.gpu_by_index.setdefault(index, (array("d"), array("d")))
+                    ts.append(t)
+                    us.append(_num(g.get("util")))
             self.gpu_util.append(sum(utils) / len(utils) if utils else nan)
             if not utils and gpus:
                 why = gpus[0].get("util_unavailable") or "utilization not reported"
@@ -164,6 +172,9 @@ class Session:
     spans: list[StackSpan] = field(default_factory=list)
     source: dict[tuple[str, int], str] = field(default_factory=dict)  # user lines in the spans
     hang_dumps: list[ProcessDump] = field(default_factory=list)  # stacks when the job hung
+    # A merged multi-node run (store/merge.py): each further node's host samples, by the node
+    # index in its processes' headers (pids are only unique within a node).
+    node_samples: dict[int, Samples] = field(default_factory=dict)
 
     @property
     def primary(self) -> ProcessLog | None:

@@ -9,14 +9,22 @@ from dataclasses import replace
 from trainprof.analysis.crash.context import crash_context
 from trainprof.analysis.crash.hang import hang_finding
 from trainprof.analysis.crash.matcher import match_signatures
+from trainprof.analysis.crash.torchrun import RankError, rank_failed, without_consequences
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.store.session import Session
 
 
 def crash_findings(session: Session, metrics: Metrics) -> list[Finding]:
-    """Signature findings first (most specific), then the hang finding if the job hung."""
-    found = match_signatures(session.stderr_tail, crash_context(session, metrics))
+    """A failed torchrun rank first (rank-failed), then signature findings (most specific
+    first), then the hang finding if the job hung."""
+    failed = torchrun_failure(session)  # torchrun: the rank that failed first, its own error
+    stderr = session.stderr_tail
+    if failed is not None:  # the other ranks' secondary errors are not causes of their own
+        stderr = without_consequences(stderr, failed[1])
+    found = match_signatures(stderr, crash_context(session, metrics))
+    if failed is not None:
+        found = [failed[0], *found]
     hang = session.meta.get("hang")
     if not hang:
         return found
@@ -32,3 +40,21 @@ def crash_findings(session: Session, metrics: Metrics) -> list[Finding]:
         )
         found = [merged] + [f for f in found if f is not first]
     return found + [verdict]
+
+
+def torchrun_failure(session: Session) -> tuple[Finding, int] | None:
+    """rank-failed for a torchrun job, from its output and each rank's recorded exception."""
+    recorded: dict[int, RankError] = {}
+    for p in session.processes:
+        rank = p.header.get("rank")
+        if p.role != "rank" or not isinstance(rank, int):
+            continue
+        info = next((i for i in reversed(p.infos) if i.get("exception")), None)
+        # torchrun's own agent, when it inherited RANK (a PyTorchJob pod's index), is no rank
+        if info is not None and info["exception"] != "ChildFailedError":
+            t = info.get("t")
+            when = p.t0 + t / 1e6 if isinstance(t, int) else None
+            recorded[rank] = RankError(
+                rank, str(info["exception"]), str(info.get("message") or ""), when, None
+            )
+    return rank_failed(session.stderr_tail, session.meta.get("exit_code"), recorded)

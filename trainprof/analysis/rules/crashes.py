@@ -62,6 +62,11 @@ _CRASHES: dict[str, tuple[str, str, str]] = {
         "a worker dying mid-epoch leaves the others' queues broken",
         "find the first error above (the worker's own); DataLoader(num_workers=0) shows it",
     ),
+    "rank-failed": (
+        "A torchrun rank failed; the others' errors are consequences",
+        "rank 1 raises; rank 0 reports 'Connection closed by peer' in its all-reduce",
+        "fix the failed rank's own error; @record (torch.distributed.elastic) names it",
+    ),
 }
 
 for _id, (_title, _anti, _best) in _CRASHES.items():

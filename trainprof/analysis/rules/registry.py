@@ -62,6 +62,21 @@ def _gpu(m: Metrics) -> str | None:
     return f"GPU not measured: {m.gpu_unavailable or 'no GPU samples'}"
 
 
+def _flops(m: Metrics) -> str | None:
+    u = m.mfu
+    if u is not None:
+        return None if u.peak_tflops else f"no dense peak known for {u.gpu_name} in {u.precision}"
+    skipped = (m.activity.flops or {}).get("skipped")
+    return f"no FLOP count: {skipped or 'no step was counted'}"
+
+
+def _gpu_memory(m: Metrics) -> str | None:
+    total = (m.activity.precision or {}).get("memory_total")
+    if m.device is None or m.device.peak_reserved is None or not total:
+        return "CUDA memory not read (no timed steps)"
+    return None
+
+
 def _stderr(_m: Metrics) -> str | None:
     return None  # the job's output is always kept
 
@@ -75,6 +90,8 @@ SIGNALS: dict[str, Callable[[Metrics], str | None]] = {
     "cuda": _cuda,
     "ranks": _ranks,
     "gpu": _gpu,
+    "flops": _flops,
+    "gpu_memory": _gpu_memory,
     "stderr": _stderr,
 }
 
@@ -170,7 +187,7 @@ def rule(
 
     def register(check: Check) -> Check:
         doc = sys.modules[check.__module__].__doc__ or ""
-        define(**declared, check=check, doc=doc)  # type: ignore[arg-type]
+        define(**declared, check=_dispatch(id, check), doc=doc)  # type: ignore[arg-type]
         return check
 
     return register
@@ -204,8 +221,47 @@ def define(
     return r
 
 
+# `trainprof attach`: a rule whose check can judge from stacks and host samples alone has an
+# attach variant (trainprof/attach/rules.py registers it: same id, same `where`); any other
+# rule that needs a probe signal is skipped, saying what only `trainprof run` measures.
+ATTACH_VARIANTS: dict[str, tuple[tuple[str, ...], Check]] = {}
+PROBE_SIGNALS = {  # the most specific first: a rule is skipped with the first it needs
+    "cuda": "the model's device, precision and layers come from the probe: needs `trainprof run`",
+    "ranks": "per-rank step times need `trainprof run`",
+    "loader": "the DataLoader's settings and per-batch counts need `trainprof run`",
+    "stderr": "attach does not see the job's output",
+    "steps": "per-step timing (step times, data wait per step) needs `trainprof run`",
+}
+
+
+def _attach_variant(rule_id: str) -> tuple[tuple[str, ...], Check] | None:
+    import trainprof.attach.rules  # noqa: F401  (registers the variants)
+
+    return ATTACH_VARIANTS.get(rule_id)
+
+
+def _dispatch(rule_id: str, check: Check) -> Check:
+    """The rule's check, or its attach variant on an attach run."""
+
+    def run(m: Metrics) -> Finding | None:
+        variant = _attach_variant(rule_id) if m.attach is not None else None
+        return variant[1](m) if variant is not None else check(m)
+
+    run.__doc__ = check.__doc__
+    return run
+
+
 def missing_signal(r: Rule, m: Metrics) -> str | None:
-    for need in r.needs:
+    needs = r.needs
+    if m.attach is not None:
+        variant = _attach_variant(r.id)
+        if variant is None:
+            probe = [n for n in PROBE_SIGNALS if n in r.needs]
+            if probe:
+                return PROBE_SIGNALS[probe[0]]
+        else:
+            needs = variant[0]
+    for need in needs:
         reason = SIGNALS[need](m)
         if reason is not None:
             return reason

@@ -12,7 +12,7 @@ import pathlib
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["slow", "healthy", "crash", "hang", "gpu"]
+Kind = Literal["slow", "healthy", "crash", "hang", "gpu", "dist"]  # dist: under torchrun
 
 ZOO_DIR = pathlib.Path(__file__).resolve().parent
 
@@ -161,6 +161,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "ci_smoke",
+        None,
+        "healthy",
+        "a small MLP on an in-memory dataset: trainprof ci's self-check; --stall-ms adds the "
+        "per-step wait a --baseline gate must catch",
+        60.0,
+    ),
+    ZooCase(
         "manual_slicing",
         None,
         "healthy",
@@ -265,6 +273,36 @@ _CASES: tuple[ZooCase, ...] = (
         "GPU only: losses.append(loss) and a no_grad-less running validation loss keep "
         "every step's graph on the GPU",
         120.0,
+    ),
+    # Distributed (run as `trainprof run -- torchrun --nproc-per-node 2 dist_x.py`; gloo, CPU).
+    ZooCase(
+        "dist_metrics_straggler",
+        "straggler-rank",
+        "dist",
+        "rank 0 alone recomputes per-class ROC AUC in Python every step; rank 1 waits in DDP's "
+        "all-reduce",
+        180.0,
+    ),
+    ZooCase(
+        "dist_data_straggler",
+        "straggler-rank",
+        "dist",
+        "rank 1's __getitem__ is slower (its disk); rank 0 waits for it in every all-reduce",
+        180.0,
+    ),
+    ZooCase(
+        "dist_rank_fails",
+        "rank-failed",
+        "dist",
+        "rank 1 raises on a corrupt record mid-training; rank 0's gloo error is a consequence",
+        180.0,
+    ),
+    ZooCase(
+        "dist_healthy",
+        None,
+        "dist",
+        "equal shards and work on every rank, metrics reduced as tensors every 50 steps",
+        180.0,
     ),
 )
 

@@ -1,0 +1,211 @@
+"""Distributed jobs for real: `trainprof run -- torchrun ...` on CPU with gloo, two ranks.
+
+- a rank-0-only metrics straggler: straggler-rank first, naming rank 0 and its function
+- a rank that raises mid-training: rank-failed names it, its exit code and error; the other
+  rank's gloo error is a consequence
+- two "nodes" (two `trainprof run`s of `torchrun --nnodes 2` on localhost) merged by
+  `trainprof report A B`: one report of both ranks, and a healthy DDP job gets no warning
+
+Each job runs once (module-scoped fixtures); torchrun's start-up is most of the time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Result, run_trainprof, trainprof_cmd
+from test_hardening_cli import SCHEMA_PATH, check
+
+from trainprof.examples.zoo import script_path
+
+TORCHRUN = str(Path(sys.executable).parent / "torchrun")
+SCHEMA = json.loads(SCHEMA_PATH.read_text())
+
+
+def schema_errors(report: dict[str, Any]) -> list[str]:
+    """What this module adds to the contract, checked against docs/report.schema.json."""
+    props = SCHEMA["properties"]
+    run = SCHEMA["$defs"]["run"]["properties"]
+    return check(report["ranks"], props["ranks"], SCHEMA) + check(
+        report["run"].get("nodes"), run["nodes"], SCHEMA
+    )
+
+
+def torchrun(tmp: Path, name: str, *args: str, env: dict[str, str] | None = None) -> Result:
+    return run_trainprof(
+        tmp,
+        "--",
+        TORCHRUN,
+        "--nproc-per-node",
+        "2",
+        *args,
+        str(script_path(name)),
+        env=env,
+        timeout=240,
+        run_args=("--timeout", "180"),
+    )
+
+
+def describe(report: dict[str, Any] | None) -> str:
+    return "\n".join(
+        f"{f['id']} {f['severity']} {f['title']} {f['evidence']}"
+        for f in (report or {}).get("findings", [])
+    )
+
+
+@pytest.fixture(scope="module")
+def straggler(tmp_path_factory: pytest.TempPathFactory) -> Result:
+    return torchrun(tmp_path_factory.mktemp("straggler"), "dist_metrics_straggler")
+
+
+@pytest.fixture(scope="module")
+def failed(tmp_path_factory: pytest.TempPathFactory) -> Result:
+    return torchrun(tmp_path_factory.mktemp("failed"), "dist_rank_fails")
+
+
+def test_a_rank_0_only_metrics_straggler_is_named_first_with_its_function(
+    straggler: Result,
+) -> None:
+    r = straggler
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.problems and r.problems[0] == "straggler-rank", describe(r.report)
+    f = r.report["findings"][0]  # type: ignore[index]
+    assert f["title"].startswith("Rank 0 is the straggler"), f
+    assert "extra CPU work in its loop" in f["title"]
+    assert f["where"] and "dist_metrics_straggler.py:" in f["where"] and "(update)" in f["where"]
+    assert "loop-overhead" not in r.problems  # the loop's extra work is the straggler's cost
+    assert any("the other rank waits" in e and "rank 0's pace" in e for e in f["evidence"])
+    assert f["impact"] > 0.3
+
+
+def test_every_rank_is_in_the_json_report_and_the_console(straggler: Result) -> None:
+    report = straggler.report
+    assert report is not None
+    assert schema_errors(report) == []
+    ranks = report["ranks"]
+    assert ranks["count"] == 2 and ranks["collectives_measured"] is True
+    assert ranks["slowest"]["rank"] == 0 and ranks["slowest"]["by"] == "collectives"
+    r0, r1 = ranks["per_rank"]
+    assert (r0["rank"], r1["rank"]) == (0, 1)
+    for r in (r0, r1):
+        assert r["steps"] == 300 and r["steps_per_s"] > 0 and r["step_time_s"] > 0
+        assert r["collective_per_step_s"] is not None and r["data_wait_per_step_s"] is not None
+        assert r["peak_rss_bytes"] and r["exception"] is None and r["backend"] == "gloo"
+    # rank 1 waits for rank 0 in DDP's all-reduce, about as long as rank 0's extra work
+    assert r1["ddp_wait_per_step_s"] > 3 * r0["ddp_wait_per_step_s"]
+    assert r0["busy_per_step_s"] > 3 * r1["busy_per_step_s"]
+    assert r0["stacks_sampled"] is True and r1["stacks_sampled"] is False
+    assert "╭─ ranks" in straggler.stderr and "collectives" in straggler.stderr
+
+
+def test_a_rank_that_fails_is_named_with_its_error_and_the_others_are_consequences(
+    failed: Result,
+) -> None:
+    r = failed
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert r.problems and r.problems[0] == "rank-failed", describe(r.report)
+    f = r.report["findings"][0]  # type: ignore[index]
+    assert f["severity"] == "error"
+    assert f["title"].startswith("Rank 1 exited with code 1: ValueError: corrupt record")
+    assert f["where"] and "dist_rank_fails.py:" in f["where"] and "(__getitem__)" in f["where"]
+    evidence = "\n".join(f["evidence"])
+    assert "torchrun's Root Cause: rank 1 (local_rank 1" in evidence
+    # rank 0 waited in the all-reduce: gloo's error there, or torchrun's SIGTERM first
+    assert "rank 0: " in evidence and "(a consequence: rank 1 was gone)" in evidence
+    assert schema_errors(r.report) == []
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], list[Any], Any]:
+    """Two `trainprof run`s, one per "node", of one torchrun job rendezvousing on localhost."""
+    tmp = tmp_path_factory.mktemp("nodes")
+    port = free_port()
+    procs, dirs = [], []
+    for node in (0, 1):
+        run_dir = tmp / f"node-{node}"
+        dirs.append(run_dir)
+        cmd = trainprof_cmd(
+            "run", "--quiet", "--timeout", "180", "--run-dir", str(run_dir),
+            "--json", str(tmp / f"node-{node}.json"), "--",
+            TORCHRUN, "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1",
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+            "--rdzv-id", "tp-two-nodes", str(script_path("dist_healthy")),
+        )  # fmt: skip
+        procs.append(subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outs = [p.communicate(timeout=240) for p in procs]
+    merged = subprocess.run(
+        trainprof_cmd("report", *map(str, dirs), "--json", str(tmp / "merged.json")),
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    report = json.loads((tmp / "merged.json").read_text()) if merged.returncode == 0 else None
+    return (
+        dirs,
+        [(p.returncode, o, e) for p, (o, e) in zip(procs, outs, strict=True)],
+        (
+            merged,
+            report,
+        ),
+    )
+
+
+def test_two_nodes_merge_into_one_report_of_every_rank(two_nodes: Any) -> None:
+    dirs, runs, (merged, report) = two_nodes
+    for code, _out, err in runs:
+        assert code == 0, err.decode()[-3000:]
+    assert merged.returncode == 0, merged.stderr[-3000:]
+    assert report is not None and schema_errors(report) == []
+    nodes = report["run"]["nodes"]
+    # c10d rendezvous gives global ranks in join order, whatever --node-rank says
+    assert sorted(r for n in nodes for r in n["ranks"]) == [0, 1]
+    assert all(len(n["ranks"]) == 1 for n in nodes)
+    base = next(n for n in nodes if n["aligned_by"] == "base")
+    other = next(n for n in nodes if n is not base)
+    assert base["ranks"] == [0] and other["aligned_by"] == "step ends"
+    assert abs(other["offset_s"]) < 0.5  # one machine: one clock, up to a step's skew
+    per_rank = report["ranks"]["per_rank"]
+    assert [(r["rank"], r["node"]) for r in per_rank] == [(0, base["node"]), (1, other["node"])]
+    assert all(r["steps"] == 400 and r["collective_per_step_s"] is not None for r in per_rank)
+    assert report["summary"]["steps"] == 400
+    assert f"node {other['node']}: clock" in merged.stdout
+    assert f"1 (node {other['node']})" in merged.stdout
+    # each node's own report stays its own: the merged one is not written into a node
+    own = json.loads((dirs[other["node"]] / "report.json").read_text())
+    assert own["run"]["nodes"] is None and own["ranks"]["count"] == 1
+
+
+def test_a_healthy_ddp_job_gets_no_warning(two_nodes: Any) -> None:
+    _dirs, _runs, (_merged, report) = two_nodes
+    assert report is not None
+    skipped = {s["id"] for s in report["skipped"]}
+    assert "straggler-rank" not in skipped, report["skipped"]  # judged, not skipped
+    problems = [f["id"] for f in report["findings"] if f["severity"] != "info"]
+    assert problems == [], describe(report)
+    assert report["ranks"]["slowest"]["lost_share"] < 0.15
+
+
+def test_report_of_a_missing_node_is_one_line(two_nodes: Any, tmp_path: Path) -> None:
+    dirs, _runs, _merged = two_nodes
+    r = subprocess.run(
+        trainprof_cmd("report", str(dirs[0]), str(tmp_path / "nope")),
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+    )
+    assert r.returncode == 2 and r.stderr.strip().startswith("trainprof: no such run directory")
+    assert "Traceback" not in r.stderr

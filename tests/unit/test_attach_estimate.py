@@ -1,0 +1,88 @@
+"""The iteration rate from the rhythm of the main thread's stacks (attach/estimate.py), on
+span sequences shaped like py-spy's: a loop of data → forward → backward → optimizer phases
+with jittered lengths, sampled at the attach rate."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from trainprof.attach import analysis, estimate
+from trainprof.store.stacks import StackSpan
+
+PHASES = (("data", 0.3), ("forward", 0.3), ("backward", 0.3), ("optimizer", 0.1))
+
+
+def loop_spans(rate: float, seconds: float, jitter: float, seed: int = 0) -> list[StackSpan]:
+    """Spans of a loop at ``rate`` it/s whose step lengths vary by ±jitter."""
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    while t < seconds:
+        step = (1.0 / rate) * (1 + rng.uniform(-jitter, jitter))
+        for name, share in PHASES:
+            out.append(StackSpan(t, t + step * share, ((name, f"/{name}.py", 1),)))
+            t += step * share
+    return out
+
+
+def estimate_rate(spans: list[StackSpan], rate_hz: int) -> estimate.Rhythm:
+    dt = 1.0 / rate_hz
+    states = estimate.state_series(spans, spans[0].t0, spans[-1].t1, dt, lambda s: s.frames)
+    return estimate.rhythm(states, dt, spans[-1].t1 - spans[0].t0)
+
+
+@pytest.mark.parametrize("rate", [2.0, 7.0, 20.0, 50.0])
+def test_a_steady_loop_rate_is_found_within_a_few_percent(rate: float) -> None:
+    r = estimate_rate(loop_spans(rate, 6.0, jitter=0.1), 200)
+    assert r.period_s is not None, r.reason
+    assert abs(1.0 / r.period_s - rate) / rate < 0.05
+    assert r.confidence in ("high", "medium")
+
+
+def test_a_pattern_every_few_steps_does_not_hide_the_step() -> None:
+    """A log line every third step makes lag 3 the strongest peak; the step is still lag 1."""
+    spans = []
+    for i, s in enumerate(loop_spans(10.0, 6.0, jitter=0.05)):
+        logging = s.frames[0][0] == "optimizer" and (i // 4) % 3 == 0
+        spans.append(StackSpan(s.t0, s.t1, (("print", "/log.py", 1),)) if logging else s)
+    r = estimate_rate(spans, 200)
+    assert r.period_s is not None
+    assert abs(1.0 / r.period_s - 10.0) < 0.5
+
+
+def test_no_rhythm_gives_no_number() -> None:
+    """Random states of random lengths (up to 200 ms): a period is claimed at most once in 50."""
+    claimed = 0
+    for seed in range(50):
+        rng = random.Random(seed)
+        t, spans = 0.0, []
+        while t < 5.0:
+            d = rng.uniform(0.001, 0.2)
+            spans.append(StackSpan(t, t + d, ((rng.choice("abcd"), "/x.py", 1),)))
+            t += d
+        r = estimate_rate(spans, 200)
+        if r.period_s is not None:
+            claimed += 1
+        else:
+            assert r.confidence == "none" and r.reason
+    assert claimed <= 1
+
+
+def test_fewer_steps_than_the_stacks_prove_is_not_a_rate() -> None:
+    """A rhythm of 10 it/s while 200 separate backward/optimizer stretches were seen in 5 s:
+    the rhythm is a pattern over several steps (the steps are too fast to sample)."""
+    rhythm = estimate.Rhythm(0.1, 0.4, 5, 0.005)
+    r = analysis.rate_estimate(rhythm, (0.0, 5.0), [], runs=200)
+    assert r.steps_per_s is None and "faster than 40 it/s" in (r.reason or "")
+    ok = analysis.rate_estimate(rhythm, (0.0, 5.0), [], runs=45)
+    assert ok.steps_per_s == pytest.approx(10.0)
+
+
+def test_too_short_a_sample_is_not_estimated() -> None:
+    r = estimate_rate(loop_spans(2.0, 1.2, jitter=0.0), 200)
+    assert r.period_s is None and r.reason
+
+
+def test_autocorrelation_of_one_state_is_flat() -> None:
+    assert estimate.autocorrelation([3] * 50, 5) == [0.0] * 6

@@ -1,0 +1,145 @@
+"""Which process `trainprof attach PID` samples, and the one-line errors for a PID it cannot:
+real processes (a dead PID, a shell, a Python under a shell), and the permission message from
+the inputs `trainprof doctor`'s attach check reads."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainprof.attach import access, target
+from trainprof.doctor.ptrace import PtraceInputs, check_ptrace
+from trainprof.errors import TrainprofError
+
+ROOT = Path(__file__).resolve().parents[2]
+READY = "import time; print('ready', flush=True); time.sleep(60)"
+
+
+def _started(cmd: list[str]) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    proc.stdout.readline()  # started: the line it prints first
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.kill()
+    proc.wait()
+
+
+def test_a_dead_pid_is_one_line() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    with pytest.raises(TrainprofError, match=rf"no process with pid {proc.pid}"):
+        target.resolve(proc.pid)
+
+
+def test_a_pid_that_is_not_python_and_runs_none_is_one_line() -> None:
+    proc = _started(["sh", "-c", "echo ready; exec sleep 60"])
+    try:
+        with pytest.raises(TrainprofError, match="not a Python process and runs no Python"):
+            target.resolve(proc.pid)
+    finally:
+        _stop(proc)
+
+
+def test_a_shell_launcher_leads_to_the_python_under_it() -> None:
+    proc = _started(["sh", "-c", f'{sys.executable} -c "{READY}"; true'])
+    try:
+        found = target.resolve(proc.pid)
+        assert len(found.processes) == 1
+        child = found.processes[0]
+        assert child.pid != proc.pid and child.command[0] == sys.executable
+        assert found.note is not None and "launcher" in found.note
+    finally:
+        _stop(proc)
+
+
+def test_a_python_process_is_itself() -> None:
+    proc = _started([sys.executable, "-c", READY])
+    try:
+        found = target.resolve(proc.pid)
+        assert [p.pid for p in found.processes] == [proc.pid] and found.note is None
+    finally:
+        _stop(proc)
+
+
+def test_a_forked_child_with_the_same_command_is_a_worker_of_its_parent() -> None:
+    code = (
+        "import os, sys, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n    time.sleep(60)\n"
+        "print(pid, flush=True); time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    child = int(proc.stdout.readline())
+    try:
+        found = target.resolve(child)
+        assert [p.pid for p in found.processes] == [proc.pid]
+        assert (
+            found.note
+            == f"pid {child} is a DataLoader worker of pid {proc.pid}: attaching to {proc.pid}"
+        )
+    finally:
+        os.kill(child, 9)
+        _stop(proc)
+
+
+def test_the_cli_says_it_in_one_line_and_exits_2() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    done = subprocess.run(
+        [sys.executable, "-m", "trainprof", "attach", str(proc.pid), "--duration", "1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"trainprof: no process with pid {proc.pid} (it is not running)"
+
+
+INPUTS = PtraceInputs(
+    py_spy="/opt/venv/bin/py-spy",
+    ptrace_scope=1,
+    euid=1000,
+    cap_sys_ptrace=False,
+    container="/.dockerenv present",
+    attach_ok=False,
+    attach_detail="permission denied",
+)
+
+
+def test_permission_denied_names_the_fixes_doctor_names() -> None:
+    message = access.denied_message(4242, "permission denied", INPUTS)
+    assert "\n" not in message
+    assert "ptrace_scope 1" in message and "uid 1000 without CAP_SYS_PTRACE" in message
+    assert "setcap cap_sys_ptrace+ep /opt/venv/bin/py-spy" in message
+    assert "docker run --cap-add SYS_PTRACE" in message
+    assert "capabilities: {add: [SYS_PTRACE]}" in message
+    assert "sudo trainprof" not in message and "sudo env" not in message
+    doctor = check_ptrace(INPUTS).finding
+    assert all(fix in message for fix in doctor.fix)  # the same fixes, word for word
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv"
+)
+def test_a_real_refusal_is_that_message_not_py_spys() -> None:
+    """py-spy run as another user (nobody) cannot ptrace our process: the kernel refuses."""
+    proc = _started([sys.executable, "-c", READY])
+    try:
+        runner = ("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups")
+        with pytest.raises(TrainprofError) as err:
+            access.check(proc.pid, runner)
+        text = str(err.value)
+        assert text.startswith(f"cannot read the stacks of pid {proc.pid}: the kernel refused")
+        assert "--cap-add SYS_PTRACE" in text and "sudo env" not in text
+    finally:
+        _stop(proc)
+

@@ -1,0 +1,483 @@
+"""An attach run directory → the Metrics the rules and renderers read. Pure: no I/O beyond
+what the Session loaded (and the worker traces it names).
+
+There are no probe steps, so everything comes from the main thread's stack samples:
+
+- the window is what py-spy covered; the step period is estimated from the stacks' rhythm
+  (``estimate``), iterations/s from it and the time outside stalls;
+- training progress shows as samples in backward or the optimizer; a gap between them longer
+  than ``STALL_FACTOR`` step periods (and ``STALL_MIN_EXCESS_S`` more than one) is a stall,
+  its cause read from its stacks as `trainprof run` reads a slow step's (checkpoint, eval,
+  compile, blocked, data, CPU work); its time beyond one period is the stall's;
+- the time ledger splits the window by the stacks: data (sampler, ``__getitem__``, collate,
+  pin, waiting on workers), stalls by cause, then forward/backward/optimizer/logging/loop.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from trainprof.analysis import attribution
+from trainprof.analysis.ledger import BUCKETS, Ledger
+from trainprof.analysis.memory import growth
+from trainprof.analysis.metrics import Activity, Metrics
+from trainprof.analysis.stalls import STALL_FACTOR, STALL_MIN_EXCESS_S, Segment, Stall, period
+from trainprof.analysis.stats import finite, mean
+from trainprof.attach import estimate
+from trainprof.attach.view import AttachView, RankAttach, RateEstimate
+from trainprof.store.session import Session
+from trainprof.store.stacks import StackSpan, load_spans
+
+PROGRESS = ("backward", "optimizer")
+EVAL_STEPS = 5  # an evaluation: forward passes alone for this many typical steps...
+EVAL_MIN_S = 0.2  # ...and at least this long
+LOOP_SHARE = 0.2  # a loop function holds this share of the progress time its top one holds
+MIN_OF_RUNS = 0.85  # an estimate below this share of the steps the stacks prove is rejected  # a step advances: stacks inside these
+_STALL_BUCKET = {
+    "cpu": "stall_compute",
+    "blocked": "stall_blocked",
+    "compile": "compile",
+    "eval": "eval",
+    "checkpoint": "save",
+}
+_CATEGORY_BUCKET = {
+    "forward": "forward",
+    "backward": "backward",
+    "optimizer": "optimizer",
+    "sync": "sync",
+    "logging": "logging",
+    "other": "loop",
+    "idle": "idle",
+    "compile": "compile",
+    "save": "save",
+}
+
+
+def is_attach(meta: dict[str, Any]) -> bool:
+    return isinstance(meta.get("attach"), dict)
+
+
+def data_part(frames: tuple[tuple[str, str, int], ...]) -> str:
+    """Which ledger bucket a DataLoader stack of the main thread fills."""
+    names = [attribution.short_name(f[0]) for f in frames]
+    paths = [f[1].replace("\\", "/") for f in frames]
+    if "_next_index" in names:
+        return "sampler"
+    if any(n in ("__getitem__", "__getitems__") for n in names):
+        return "fetch"
+    if any("_utils/collate.py" in p for p in paths) or any("collate" in n for n in names):
+        return "collate"
+    if any("pin_memory.py" in p for p in paths):
+        return "pin"
+    if any(p.endswith("_utils/fetch.py") for p in paths):
+        return "fetch"
+    return "data_wait"
+
+
+def _key(source: dict[tuple[str, int], str]) -> Any:
+    return lambda s: attribution.category(s.frames, source)
+
+
+def rate_of(
+    spans: Sequence[StackSpan],
+    source: dict[tuple[str, int], str],
+    rate_hz: int,
+    window: tuple[float, float],
+) -> tuple[estimate.Rhythm, list[Stall]]:
+    """The loop's rhythm, judged outside its stalls (a stall is no step), and the stalls."""
+    dt = 1.0 / max(1, rate_hz)
+    states = estimate.state_series(spans, window[0], window[1], dt, _key(source))
+    first = find_stalls(spans, source, None)
+    for st in first:
+        if st.cause == "data":
+            continue  # a slow batch is part of the loop's rhythm, not time away from it
+        for k in range(
+            max(0, int((st.t0 - window[0]) / dt)),
+            min(len(states), int((st.t1 - window[0]) / dt) + 1),
+        ):
+            states[k] = -1
+    loop_s = (window[1] - window[0]) - sum(st.t1 - st.t0 for st in first if st.cause != "data")
+    rhythm = estimate.rhythm(states, dt, loop_s)
+    return rhythm, first
+
+
+def _gaps(
+    spans: Sequence[StackSpan], source: dict[tuple[str, int], str]
+) -> list[tuple[float, float]]:
+    """Intervals between consecutive stacks in backward or the optimizer, and from the first
+    sample to the first of them and from the last of them to the last sample (a stall that
+    runs when sampling starts or ends is a stall too)."""
+    marks = [s for s in spans if attribution.category(s.frames, source) in PROGRESS]
+    if not marks:
+        return []
+    inner = [(a.t1, b.t0) for a, b in zip(marks, marks[1:], strict=False) if b.t0 > a.t1]
+    edges = [(spans[0].t0, marks[0].t0), (marks[-1].t1, spans[-1].t1)]
+    return sorted(inner + [(a, b) for a, b in edges if b > a])
+
+
+def progress_runs(
+    spans: Sequence[StackSpan],
+    source: dict[tuple[str, int], str],
+    stalls: Sequence[Stall],
+    dt: float,
+) -> int:
+    """Separate stretches of backward/optimizer stacks outside stalls: each is a different
+    step, so their count is a lower bound on the steps (stretches less than two samples
+    apart are merged: a sample of loop code inside one step must not split it)."""
+    busy = [(st.t0, st.t1) for st in stalls]
+    runs, last = 0, None
+    for s in spans:
+        if attribution.category(s.frames, source) not in PROGRESS:
+            continue
+        if any(a <= s.t0 < b for a, b in busy):
+            continue
+        if last is None or s.t0 - last > 0.5 * dt:
+            runs += 1
+        last = s.t1
+    return runs
+
+
+def loop_functions(
+    spans: Sequence[StackSpan], source: dict[tuple[str, int], str]
+) -> frozenset[tuple[str, str]]:
+    """attribution.loop_functions, kept to the user functions above a real share of the
+    backward/optimizer time: a non-blocking sample torn mid-change can put a backward frame
+    under any function once, and that function is not the training loop."""
+    weight: dict[tuple[str, str], float] = {}
+    for s in spans:
+        if attribution.category(s.frames, source) in PROGRESS:
+            for f in {(f[0], f[1]) for f in s.frames if attribution.is_user_file(f[1])}:
+                weight[f] = weight.get(f, 0.0) + (s.t1 - s.t0)
+    top = max(weight.values(), default=0.0)
+    return frozenset(f for f, w in weight.items() if w >= LOOP_SHARE * top)
+
+
+def _cause(prof: attribution.Profile, length: float, typical: float) -> str | None:
+    """A gap's cause from its stacks; None when it is no stall (a step whose backward the
+    sampling missed looks like a short run of forward passes)."""
+    if prof.share("save") >= 0.5:
+        return "checkpoint"
+    if prof.share("compile") >= 0.5:
+        return "compile"
+    if prof.share("forward") >= 0.4:
+        # forward passes with no backward over many steps: an evaluation
+        return "eval" if length >= max(EVAL_STEPS * typical, EVAL_MIN_S) else None
+    if prof.share("data") >= 0.5:
+        return "data"
+    if prof.share("idle") >= 0.5:
+        return "blocked"
+    return "cpu"
+
+
+def find_stalls(
+    spans: Sequence[StackSpan], source: dict[tuple[str, int], str], step_s: float | None
+) -> list[Stall]:
+    gaps = _gaps(spans, source)
+    if len(gaps) < 5:
+        return []
+    typical = step_s or statistics.median(b - a for a, b in gaps)
+    limit = max(STALL_FACTOR * typical, typical + STALL_MIN_EXCESS_S)
+    out: list[Stall] = []
+    for a, b in gaps:
+        if b - a < limit:
+            continue
+        prof = attribution.window_profile(spans, source, [(a, b)])
+        cause = _cause(prof, b - a, typical)
+        if cause is not None:
+            out.append(Stall(len(out), a, b, (b - a) - typical, cause))
+    return out
+
+
+def number_steps(stalls: list[Stall], t0: float, period_s: float | None) -> list[Stall]:
+    """Give each stall the step it fell in, counted with the estimated step period from the
+    window's start; without a period the stalls are only numbered in order (so no period in
+    steps is ever derived from a guess)."""
+    if period_s is None:
+        return [replace(st, index=i) for i, st in enumerate(stalls)]
+    out, index, last = [], 0, t0
+    for st in stalls:
+        index += round((st.t0 - last) / period_s)
+        out.append(replace(st, index=index))
+        index += 1
+        last = st.t1
+    return out
+
+
+def _runs(
+    spans: Sequence[StackSpan], source: dict[tuple[str, int], str], cat: str
+) -> list[Segment]:
+    """Consecutive spans in one category, merged (a torch.save call seen as one segment)."""
+    out: list[Segment] = []
+    for s in spans:
+        if attribution.category(s.frames, source) != cat:
+            continue
+        if out and s.t0 - out[-1].t1 < 0.05:
+            out[-1] = Segment(out[-1].t0, s.t1)
+        else:
+            out.append(Segment(s.t0, s.t1))
+    return out
+
+
+def build_ledger(
+    spans: Sequence[StackSpan],
+    source: dict[tuple[str, int], str],
+    window: tuple[float, float],
+    stalls: Sequence[Stall],
+) -> Ledger:
+    seconds = dict.fromkeys(BUCKETS, 0.0)
+    windows = sorted((st.t0, st.t1, st) for st in stalls)
+    starts = [w[0] for w in windows]
+    import bisect
+
+    for s in spans:
+        lo, hi = max(s.t0, window[0]), min(s.t1, window[1])
+        if hi <= lo:
+            continue
+        cat = attribution.category(s.frames, source)
+        bucket = data_part(s.frames) if cat == "data" else _CATEGORY_BUCKET.get(cat, "loop")
+        # The part inside a stall goes to the stall's bucket, beyond one typical step.
+        i = bisect.bisect_right(starts, lo) - 1
+        if i >= 0 and windows[i][1] > lo:
+            st = windows[i][2]
+            stall_bucket = _STALL_BUCKET.get(st.cause)
+            if stall_bucket is not None:
+                share = st.excess_s / max(1e-9, st.t1 - st.t0)
+                seconds[stall_bucket] += (hi - lo) * share
+                seconds[bucket] += (hi - lo) * (1 - share)
+                continue
+        seconds[bucket] += hi - lo
+    covered = sum(seconds.values())
+    total = window[1] - window[0]
+    seconds["unattributed"] = max(0.0, total - covered)
+    return Ledger(total, seconds, "stack samples")
+
+
+def shares_of(led: Ledger) -> dict[str, float]:
+    """Main-thread shares by activity (view.SHARES) from the ledger."""
+    g = led.share
+    return {
+        "data": g("sampler", "worker_start", "fetch", "collate", "pin", "data_wait"),
+        "sampler": g("sampler"),
+        "forward": g("forward"),
+        "backward": g("backward"),
+        "optimizer": g("optimizer"),
+        "save": g("save"),
+        "eval": g("eval"),
+        "logging": g("logging"),
+        "compile": g("compile"),
+        "idle": g("idle", "stall_blocked"),
+        "other": g("loop", "sync", "stall_compute"),
+    }
+
+
+def rate_estimate(
+    rhythm: estimate.Rhythm,
+    window: tuple[float, float],
+    stalls: Sequence[Stall],
+    runs: int = 0,
+) -> RateEstimate:
+    if rhythm.period_s is None:
+        return RateEstimate(
+            None, None, estimate.METHOD, "none", rhythm.score, rhythm.harmonics, rhythm.reason
+        )
+    span = window[1] - window[0]
+    lost = sum(st.excess_s for st in stalls if st.cause != "data")
+    loop_s = span - lost
+    if loop_s < estimate.MIN_PERIODS * rhythm.period_s:
+        return RateEstimate(
+            None,
+            rhythm.period_s,
+            estimate.METHOD,
+            "none",
+            rhythm.score,
+            rhythm.harmonics,
+            f"the loop ran {loop_s:.1f} s outside stalls: fewer than {estimate.MIN_PERIODS} "
+            "periods",
+        )
+    steps = loop_s / rhythm.period_s + sum(1 for st in stalls if st.cause != "data")
+    if steps < MIN_OF_RUNS * runs:
+        # Fewer steps than separate backward/optimizer stretches were seen: the rhythm found
+        # is a pattern over several steps, and the steps themselves are too fast to see.
+        return RateEstimate(
+            None,
+            None,
+            estimate.METHOD,
+            "none",
+            rhythm.score,
+            rhythm.harmonics,
+            f"the loop is faster than {window_rate(runs, span):.0f} it/s (that many separate "
+            "backward/optimizer stretches per second were seen), too fast for the sampling "
+            "rate to resolve its steps (raise --rate)",
+        )
+    return RateEstimate(
+        steps / span,
+        rhythm.period_s,
+        estimate.METHOD,
+        rhythm.confidence,
+        rhythm.score,
+        rhythm.harmonics,
+        None,
+    )
+
+
+def window_rate(runs: int, span: float) -> float:
+    return runs / span if span > 0 else 0.0
+
+
+def _window(spans: Sequence[StackSpan]) -> tuple[float, float] | None:
+    if not spans:
+        return None
+    return spans[0].t0, spans[-1].t1
+
+
+def _window_mean(session: Session, series: Any, window: tuple[float, float] | None) -> float | None:
+    ts = session.samples.t
+    vals = finite(
+        v for t, v in zip(ts, series, strict=True) if window is None or window[0] <= t <= window[1]
+    )
+    return mean(vals) if vals else None
+
+
+def _rank_views(session: Session, att: dict[str, Any], rate_hz: int) -> tuple[RankAttach, ...]:
+    out = []
+    raw = att.get("targets")
+    targets: list[Any] = raw if isinstance(raw, list) else []
+    if len(targets) < 2:
+        return ()
+    for t in targets:
+        if not isinstance(t, dict) or not isinstance(t.get("file"), str):
+            continue
+        spans = load_spans(
+            Path(session.run_dir) / Path(t["file"]).name, float(t.get("started_at") or 0.0)
+        )
+        window = _window(spans)
+        if window is None:
+            continue
+        from trainprof.store.session import _source_lines
+
+        source = _source_lines(spans)
+        rh, stalls = rate_of(spans, source, rate_hz, window)
+        led = build_ledger(spans, source, window, stalls)
+        rank = t.get("rank") if isinstance(t.get("rank"), int) else None
+        out.append(
+            RankAttach(
+                int(t.get("pid") or 0),
+                rank,
+                rate_estimate(
+                    rh, window, stalls, progress_runs(spans, source, stalls, 1 / rate_hz)
+                ),
+                shares_of(led),
+                led.window_s,
+            )
+        )
+    return tuple(out)
+
+
+def compute(session: Session) -> Metrics:
+    meta = session.meta
+    att: dict[str, Any] = meta["attach"]
+    rate_hz = int(att.get("rate_hz") or 100)
+    spans = tuple(session.spans)
+    source = session.source
+    window = _window(spans)
+    rhythm, stalls = (
+        rate_of(spans, source, rate_hz, window)
+        if window
+        else (estimate.Rhythm(None, 0.0, 0, 1.0 / rate_hz, "no stack samples"), [])
+    )
+    led = build_ledger(spans, source, window, stalls) if window else None
+    rate = (
+        rate_estimate(rhythm, window, stalls, progress_runs(spans, source, stalls, 1 / rate_hz))
+        if window
+        else RateEstimate(None, None, estimate.METHOD, "none", 0.0, 0, rhythm.reason)
+    )
+    if window is not None:
+        stalls = number_steps(stalls, window[0], rate.period_s if rate.steps_per_s else None)
+    counted = [st for st in stalls if st.cause in ("cpu", "blocked")]
+    p = period([st.index for st in counted]) if len(counted) >= 3 and rate.steps_per_s else None
+    gaps = [b.t0 - a.t0 for a, b in zip(counted, counted[1:], strict=False)]
+    saves = _runs(spans, source, "save")
+    evals = [Segment(st.t0, st.t1, "forward") for st in stalls if st.cause == "eval"]
+    busy = [(st.t0, st.t1) for st in stalls]
+    inside = {id(sp) for sp, _s in attribution.overlaps(spans, busy)}
+    loop_spans = [sp for sp in spans if id(sp) not in inside]
+    growths = []
+    if window is not None:
+        for pid, series in session.samples.procs.items():
+            role = "main" if pid == att.get("pid") else "worker"
+            g = growth(series, role, *window)
+            if g is not None:
+                growths.append(g)
+    swap_io = finite(
+        a + b
+        for a, b in zip(session.samples.swap_in_bps, session.samples.swap_out_bps, strict=True)
+    )
+    raw_workers = att.get("workers")
+    workers: list[Any] = raw_workers if isinstance(raw_workers, list) else []
+    activity = Activity(
+        window=window,
+        run_span_s=None,
+        stalls=tuple(stalls),
+        saves=tuple((seg, -1, "") for seg in saves),
+        evals=tuple(evals),
+        profile=attribution.profile(spans, source, *window) if window else None,
+        loop_profile=attribution.profile(loop_spans, source, *window) if window else None,
+        spans=spans,
+        stacks_error=(meta.get("stacks") or {}).get("error"),
+        growths=tuple(growths),
+        mem_total=session.samples.mem_total,
+        mem_available_min=min(finite(session.samples.mem_available), default=None),
+        swap_total=session.samples.swap_total,
+        swap_used_max=max(finite(session.samples.swap_used), default=None),
+        swap_io_bps_mean=mean(swap_io) if swap_io else None,
+        loop_funcs=loop_functions(loop_spans, source),
+    )
+    view = AttachView(
+        pid=int(att.get("pid") or 0),
+        given_pid=int(att.get("given_pid") or att.get("pid") or 0),
+        note=att.get("note") if isinstance(att.get("note"), str) else None,
+        rate_hz=rate_hz,
+        sampled_s=led.window_s if led else 0.0,
+        rate=rate,
+        shares=shares_of(led) if led else {},
+        stall_period_steps=p,
+        stall_period_s=statistics.median(gaps) if len(gaps) >= 2 else None,
+        workers=len(workers),
+        target_exit=att.get("target_exit") if isinstance(att.get("target_exit"), str) else None,
+        ranks=_rank_views(session, att, rate_hz),
+        worker_spans=tuple(worker_spans(session)),
+    )
+    tree_rss = finite(session.samples.tree_rss)
+    return Metrics(
+        unit="step",
+        total_steps=0,
+        warmup_steps=0,
+        warmup_s=None,
+        time_to_first_step_s=None,
+        steady=None,
+        usable_cpus=meta.get("usable_cpus"),
+        cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
+        peak_rss_bytes=int(max(tree_rss)) if tree_rss else None,
+        gpu_util_mean=_window_mean(session, session.samples.gpu_util, window),
+        gpu_unavailable=session.samples.gpu_unavailable,
+        torch_seen=any("torch/" in f[1] for s in spans[:2000] for f in s.frames),
+        exit_code=None,
+        stopped_by=meta.get("stopped_by"),
+        activity=activity,
+        ledger=led,
+        attach=view,
+    )
+
+
+def worker_spans(session: Session) -> list[StackSpan]:
+    """The DataLoader workers' main-thread stacks (their files are named in run.json)."""
+    att = session.meta.get("attach") or {}
+    out: list[StackSpan] = []
+    for w in att.get("workers") or []:
+        if isinstance(w, dict) and isinstance(w.get("file"), str):
+            out.extend(load_spans(Path(session.run_dir) / Path(w["file"]).name, 0.0))
+    return out

@@ -1,0 +1,95 @@
+"""The report's first panel for an attach run: which process was sampled and for how long,
+the estimated iteration rate (method and confidence), the main thread's shares, and the host
+readings, each said to be not measured where it was not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from trainprof.analysis.metrics import Metrics
+from trainprof.attach.view import SHARES, RateEstimate
+from trainprof.render.text import literal, shell_join
+from trainprof.units import fmt_bytes
+
+
+def rate_text(r: RateEstimate) -> str:
+    if r.steps_per_s is None:
+        return f"not estimated: {r.reason}"
+    return (
+        f"~{r.steps_per_s:.2f} it/s estimated (step period {r.period_s * 1e3:.1f} ms outside "
+        f"stalls; {r.method}; confidence {r.confidence}: peak {r.score:.2f}, "
+        f"{r.harmonics} multiple{'s' if r.harmonics != 1 else ''} agree)"
+        if r.period_s is not None
+        else f"~{r.steps_per_s:.2f} it/s"
+    )
+
+
+def shares_text(shares: dict[str, float]) -> str:
+    parts = [f"{label} {shares[k]:.0%}" for k, label in SHARES if shares.get(k, 0.0) >= 0.005]
+    return " · ".join(parts) or "—"
+
+
+def attach_summary(meta: dict[str, Any], m: Metrics) -> Table:
+    a = m.attach
+    assert a is not None
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="dim", justify="right", no_wrap=True)
+    t.add_column(overflow="fold")
+    command = [str(x) for x in meta.get("command", [])]
+    if command:
+        command[0] = Path(command[0]).name
+    t.add_row("attached to", literal(f"pid {a.pid}: {shell_join(command)}"))
+    if a.note:
+        t.add_row("", literal(a.note))
+    wall = meta.get("wall_s")
+    how = (
+        "interrupted (Ctrl-C) — partial report"
+        if meta.get("stopped_by") == "interrupt"
+        else f"the target {a.target_exit}"
+        if a.target_exit
+        else "the target is still running"
+    )
+    style = "yellow" if a.target_exit or meta.get("stopped_by") else "green"
+    sampled = f"{a.sampled_s:.1f} s of stacks"
+    if isinstance(wall, (int, float)):
+        sampled += f" in {wall:.1f} s attached"
+    t.add_row(
+        "sampled",
+        Text(
+            f"{sampled} at {a.rate_hz} Hz, from outside (py-spy --nonblocking); {how}", style=style
+        ),
+    )
+    t.add_row("iterations", literal(rate_text(a.rate)))
+    t.add_row("main thread", literal(shares_text(a.shares)))
+    if a.stall_period_steps:
+        sec = f" ({a.stall_period_s:.2f} s)" if a.stall_period_s else ""
+        t.add_row("stalls", f"every ~{a.stall_period_steps} steps{sec}")
+    t.add_row(
+        "workers", f"{a.workers} DataLoader worker process{'es' if a.workers != 1 else ''} seen"
+    )
+    for r in a.ranks:
+        label = f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
+        t.add_row(label, literal(f"pid {r.pid}: {rate_text(r.rate)}; {shares_text(r.shares)}"))
+    t.add_row(
+        "step times",
+        Text(
+            "not measured: per-step times need `trainprof run` (no probe inside the job)",
+            style="dim",
+        ),
+    )
+    t.add_row(
+        "CPU",
+        "—" if m.cpu_percent_mean is None else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)",
+    )
+    t.add_row("peak memory", f"{fmt_bytes(m.peak_rss_bytes)} RSS (job and workers)")
+    gpu = (
+        f"{m.gpu_util_mean:.0f}% mean"
+        if m.gpu_util_mean is not None
+        else f"not measured: {m.gpu_unavailable or 'no GPU samples'}"
+    )
+    t.add_row("GPU", literal(gpu))
+    return t

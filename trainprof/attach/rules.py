@@ -1,0 +1,241 @@
+"""Attach variants of the rules that stack samples alone can judge: the same ids, thresholds
+and `where` as their `trainprof run` counterparts, with evidence that states what the stacks
+measured (shares of the sampled main-thread time, stall lengths, an estimated step period)
+and nothing a probe would have had to count. Registered into the rule registry on import."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections import Counter
+from collections.abc import Callable
+
+from trainprof.analysis import attribution
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules import checkpoint_stall, eval_stall, input_bound, memory_growth
+from trainprof.analysis.rules._common import loader_caller, ms, suggested_workers
+from trainprof.analysis.rules._stalls import Stalls, judge
+from trainprof.analysis.rules.registry import ATTACH_VARIANTS, Check
+from trainprof.attach.view import AttachView
+from trainprof.units import plural
+
+STACKS = ("stacks",)
+
+
+def variant(rule_id: str, needs: tuple[str, ...] = STACKS) -> Callable[[Check], Check]:
+    def register(check: Check) -> Check:
+        ATTACH_VARIANTS[rule_id] = (needs, check)
+        return check
+
+    return register
+
+
+def _attach(m: Metrics) -> AttachView:
+    assert m.attach is not None and m.ledger is not None
+    return m.attach
+
+
+def _sampled(m: Metrics) -> str:
+    a = _attach(m)
+    return f"{a.sampled_s:.1f} s of main-thread stack samples at {a.rate_hz} Hz"
+
+
+@variant("input-bound")
+def input_bound_attach(m: Metrics) -> Finding | None:
+    a, led = _attach(m), m.ledger
+    assert led is not None
+    share = led.share(*input_bound.DATA, "sampler")
+    if share < input_bound.WAIT_FRAC.value:
+        return None
+    parts = [
+        (led.share("fetch"), "dataset __getitem__"),
+        (led.share("collate"), "collate_fn"),
+        (led.share("pin"), "pin_memory"),
+        (led.share("sampler"), "the sampler"),
+        (led.share("data_wait"), "waiting on workers or the loader's own code"),
+    ]
+    split = ", ".join(f"{name} {s:.0%}" for s, name in parts if s >= 0.01)
+    evidence = [
+        f"the main thread was inside the DataLoader {share:.0%} of the time ({_sampled(m)})",
+        f"of it: {split}" if split else "",
+        f"{plural(a.workers, 'DataLoader worker process')} seen under the job"
+        + (f" on {m.usable_cpus} usable CPUs" if m.usable_cpus else ""),
+    ]
+    fix = []
+    if a.workers == 0:
+        fix.append(
+            f"DataLoader(..., num_workers={suggested_workers(m)}, persistent_workers=True) "
+            "so batches are prepared in parallel with the training step"
+        )
+    else:
+        fix.append(
+            "more workers if CPUs are free (num_workers up to usable CPUs - 1), "
+            "persistent_workers=True, prefetch_factor=4"
+        )
+    part = "collate" if led.share("collate") > led.share("fetch") else "getitem"
+    fix.extend(input_bound._part_fix(part, None))
+    return Finding(
+        id="input-bound",
+        severity="warning",
+        title=f"Input-bound: the training loop waits for data {share:.0%} of the time",
+        evidence=tuple(e for e in evidence if e),
+        fix=tuple(fix),
+        where=loader_code(m, part) or loader_caller(m),
+    )
+
+
+def loader_code(m: Metrics, part: str) -> str | None:
+    """``file:line (Class.__getitem__)`` of the dataset's __getitem__ (or the collate_fn) as
+    `trainprof run` names it: the line of its ``def``, found from the stacks' hot line."""
+    a = _attach(m)
+    spans = list(m.activity.spans) + list(a.worker_spans)
+    counter: Counter[tuple[str, str, int]] = Counter()
+    for s in spans:
+        for f in reversed(s.frames):
+            name = attribution.short_name(f[0])
+            hit = (
+                name in ("__getitem__", "__getitems__") if part == "getitem" else "collate" in name
+            )
+            if hit and attribution.is_user_file(f[1]):
+                counter[f] += int((s.t1 - s.t0) * 1e6)
+                break
+    if not counter:
+        return None
+    qualname, path, line = counter.most_common(1)[0][0]
+    return f"{path}:{def_line(path, line, attribution.short_name(qualname))} ({qualname})"
+
+
+@functools.lru_cache(maxsize=64)
+def _tree(path: str) -> ast.Module | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def def_line(path: str, line: int, name: str) -> int:
+    """The first line of the function ``name`` that holds ``line`` (its code object's
+    co_firstlineno: the first decorator's line, else the ``def``); ``line`` if not found."""
+    tree = _tree(path)
+    best: int | None = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            end = node.end_lineno or node.lineno
+            if node.lineno <= line <= end:
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                best = first if best is None else max(best, first)
+    return best if best is not None else line
+
+
+def _stall_evidence(m: Metrics, found: Stalls, doing: str) -> list[str]:
+    a = _attach(m)
+    n = len(found.stalls)
+    length = sum(st.t1 - st.t0 for st in found.stalls) / n
+    every = ""
+    if found.period:
+        every = f", every ~{found.period} steps by the estimated step period"
+        if a.stall_period_s:
+            every += f" (every {a.stall_period_s:.2f} s)"
+    elif a.stall_period_s:
+        every = f", every {a.stall_period_s:.2f} s (the median time between their starts)"
+    lines = [
+        f"{plural(n, 'stall')} of {ms(length)} on average between training steps{every}",
+        f"the stalls cost {found.cost_s:.2f} s, {found.share:.0%} of the sampled time; the main "
+        f"thread was {doing}",
+    ]
+    cs = found.site
+    if cs is not None:
+        lines.append(cs.sentence + (f"; the hot line is {cs.hot_where}" if cs.hot else ""))
+    return lines
+
+
+def _every(m: Metrics, found: Stalls) -> str:
+    if found.period:
+        return f"every ~{found.period} steps"
+    a = _attach(m)
+    return f"every {a.stall_period_s:.2f} s" if a.stall_period_s else "repeatedly"
+
+
+@variant("cpu-stall")
+def cpu_stall_attach(m: Metrics) -> Finding | None:
+    found = judge(m, "cpu", "stall_compute")
+    if found is None:
+        return None
+    cs = found.site
+    name = cs.work if cs else "the CPU-bound work"
+    return Finding(
+        id="cpu-stall",
+        severity="warning",
+        title=f"Training stalls {_every(m, found)} on CPU work in the main process",
+        evidence=tuple(
+            _stall_evidence(m, found, "computing (not loading data, saving, evaluating or blocked)")
+        ),
+        fix=(
+            f"move {name} off the training loop: run it in a background process "
+            "(concurrent.futures.ProcessPoolExecutor) and pick up the result later",
+            "or precompute it before training, or vectorise it (torch/numpy instead of Python loops)",
+        ),
+        where=cs.where if cs else None,
+        hotspot=cs.hot_where if cs else None,
+    )
+
+
+@variant("blocking-stall")
+def blocking_stall_attach(m: Metrics) -> Finding | None:
+    found = judge(m, "blocked", "stall_blocked")
+    if found is None:
+        return None
+    cs = found.site
+    name = cs.work if cs else "the blocking call"
+    return Finding(
+        id="blocking-stall",
+        severity="warning",
+        title=f"Training stalls {_every(m, found)}, blocked waiting in the main process",
+        evidence=tuple(_stall_evidence(m, found, "blocked waiting (sleep, socket, lock or I/O)")),
+        fix=(
+            f"do {name} in a background thread (concurrent.futures.ThreadPoolExecutor) so the "
+            "loop does not wait for it",
+            "or do it less often, or with a timeout",
+        ),
+        where=cs.where if cs else None,
+        hotspot=cs.hot_where if cs else None,
+    )
+
+
+@variant("checkpoint-stall")
+def checkpoint_stall_attach(m: Metrics) -> Finding | None:
+    led = m.ledger
+    assert led is not None
+    saves = [seg for seg, _b, _p in m.activity.saves]
+    share = led.share("save")
+    if not saves or share < checkpoint_stall.SHARE.value:
+        return None
+    cost = led.get("save")
+    frame = attribution.dominant_user_frame(m.activity.spans, [(s.t0, s.t1) for s in saves])
+    gaps = [b.t0 - a.t0 for a, b in zip(saves, saves[1:], strict=False)]
+    every = f", every {sum(gaps) / len(gaps):.1f} s" if gaps else ""
+    return Finding(
+        id="checkpoint-stall",
+        severity="warning",
+        title=f"Checkpoint saves block training: {share:.0%} of the time in torch.save",
+        evidence=(
+            f"torch.save held the main thread {cost:.2f} s, {share:.0%} of {_sampled(m)}",
+            f"{plural(len(saves), 'save')} seen, {ms(cost / len(saves))} each{every}; "
+            "training waits for each save",
+        ),
+        fix=(
+            "save less often (every N minutes, or only at the end of an epoch)",
+            "skip optimizer state when you will not resume; keep only the last N checkpoints",
+            "save asynchronously: torch.distributed.checkpoint.async_save, or copy the "
+            "state_dict to CPU and write it from a background thread",
+        ),
+        where=attribution.where(frame),
+    )
+
+
+# eval-stall's own check reads only the ledger, the evaluations and the stacks: it applies as is.
+variant("eval-stall")(eval_stall.check)
+# memory-growth judges the host samples of each process over the window: attach has them.
+variant("memory-growth", ("samples",))(memory_growth.check)

@@ -1,0 +1,156 @@
+"""Which processes `trainprof attach PID` samples: the PID itself when it is the training
+process; its parent when it is a DataLoader worker; the Python training processes under it
+when it is a launcher (a shell script, torchrun, ``python -m torch.distributed.run``,
+``accelerate launch``). A PID that is gone, or that is not Python and runs no Python, is one
+line and exit 2."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import psutil
+
+from trainprof.errors import TrainprofError
+
+# A Python process whose command line names one of these starts others that train: a launcher.
+LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "accelerate")
+# Command-line words of a multiprocessing child (a DataLoader worker started by spawn/forkserver).
+_MP_CHILD = ("multiprocessing.spawn", "multiprocessing.forkserver", "--multiprocessing-fork")
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    command: tuple[str, ...]
+    cwd: str | None
+    rank: int | None  # torchrun's RANK, when the environment can be read
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What to sample, and what the user should be told about the PID they gave."""
+
+    given: int
+    processes: tuple[Process, ...]  # the training processes, rank order (rank 0 first)
+    note: str | None  # e.g. "pid 123 is a DataLoader worker of pid 100: attaching to 100"
+
+
+def _cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
+def is_python(p: psutil.Process) -> bool:
+    """A CPython interpreter: its executable's or its first argument's name starts with python."""
+    names = []
+    try:
+        names.append(os.path.basename(p.exe()))
+    except psutil.Error:
+        pass
+    cmd = _cmdline(p)
+    if cmd:
+        names.append(os.path.basename(cmd[0]))
+    try:
+        names.append(p.name())
+    except psutil.Error:
+        pass
+    return any(n.startswith("python") for n in names if n)
+
+
+def is_launcher(p: psutil.Process) -> bool:
+    cmd = " ".join(_cmdline(p))
+    return any(word in cmd for word in LAUNCHERS)
+
+
+def is_worker(p: psutil.Process) -> bool:
+    """A DataLoader worker: a Python child of a Python process that is either a fork of it
+    (the same command line) or a multiprocessing child."""
+    try:
+        parent = p.parent()
+    except psutil.Error:
+        return False
+    if parent is None or not is_python(p) or not is_python(parent):
+        return False
+    cmd = _cmdline(p)
+    if any(word in " ".join(cmd) for word in _MP_CHILD):
+        return True
+    return bool(cmd) and cmd == _cmdline(parent)
+
+
+def _describe(p: psutil.Process) -> Process:
+    cwd: str | None
+    try:
+        cwd = p.cwd()
+    except psutil.Error:
+        cwd = None
+    rank: int | None = None
+    try:
+        value = p.environ().get("RANK")
+        rank = int(value) if value is not None and value.isdigit() else None
+    except (psutil.Error, OSError):
+        pass
+    return Process(p.pid, tuple(_cmdline(p)), cwd, rank)
+
+
+def has_torch(pid: int) -> bool | None:
+    """Whether the process has torch's library loaded (None: its memory map is unreadable)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            return any("libtorch" in line for line in f)
+    except OSError:
+        return None
+
+
+def _trainers_under(p: psutil.Process) -> list[psutil.Process]:
+    """The Python processes under a launcher that are neither launchers nor workers (nor this
+    trainprof); those that loaded torch, when any did."""
+    try:
+        children = p.children(recursive=True)
+    except psutil.Error:
+        return []
+    ours = {os.getpid(), *(a.pid for a in psutil.Process().parents())}
+    found = [
+        c
+        for c in children
+        if c.pid not in ours and is_python(c) and not is_launcher(c) and not is_worker(c)
+    ]
+    torch = [c for c in found if has_torch(c.pid) is not False]
+    return torch or found
+
+
+def resolve(pid: int) -> Targets:
+    if pid <= 0:
+        raise TrainprofError(f"{pid} is not a process id")
+    try:
+        p = psutil.Process(pid)
+        name = p.name()
+        status = p.status()
+    except psutil.NoSuchProcess:
+        raise TrainprofError(f"no process with pid {pid} (it is not running)") from None
+    except psutil.AccessDenied:
+        raise TrainprofError(f"pid {pid}: its details cannot be read (access denied)") from None
+    if status == psutil.STATUS_ZOMBIE:
+        raise TrainprofError(f"pid {pid} ({name}) has exited (a zombie waiting for its parent)")
+    if is_worker(p):
+        parent = p.parent()
+        assert parent is not None
+        note = f"pid {pid} is a DataLoader worker of pid {parent.pid}: attaching to {parent.pid}"
+        return Targets(pid, (_describe(parent),), note)
+    if is_python(p) and not is_launcher(p):
+        return Targets(pid, (_describe(p),), None)
+    trainers = _trainers_under(p)
+    if not trainers:
+        what = "a launcher" if is_python(p) else "not a Python process"
+        raise TrainprofError(
+            f"pid {pid} ({name}) is {what} and runs no Python training process under it; "
+            "give the PID of the Python process that trains (see `ps -ef --forest`)"
+        )
+    procs = sorted((_describe(c) for c in trainers), key=lambda t: (t.rank is None, t.rank, t.pid))
+    ranks = ", ".join(
+        f"{t.pid}" + (f" (rank {t.rank})" if t.rank is not None else "") for t in procs
+    )
+    note = f"pid {pid} ({name}) is a launcher: attaching to the Python training processes under it: {ranks}"
+    return Targets(pid, tuple(procs), note)

@@ -1,0 +1,101 @@
+"""What attach measured that `trainprof run` measures otherwise: the estimated iteration rate,
+the main thread's shares by activity, and what was sampled. Plain data (Metrics carries it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainprof.store.stacks import StackSpan
+
+# Main-thread activities by stack category (analysis/attribution.py), as the report names them.
+SHARES = (
+    ("data", "data loading"),
+    ("sampler", "the sampler"),
+    ("forward", "forward"),
+    ("backward", "backward"),
+    ("optimizer", "optimizer step"),
+    ("save", "torch.save"),
+    ("eval", "evaluation"),
+    ("logging", "logging"),
+    ("compile", "torch.compile"),
+    ("idle", "idle (sleeping or waiting)"),
+    ("other", "other loop code"),
+)
+
+
+@dataclass(frozen=True)
+class RateEstimate:
+    """Iterations per second, or why not; never a number that was not derived from samples."""
+
+    steps_per_s: float | None
+    period_s: float | None  # the loop's step period, outside stalls
+    method: str
+    confidence: str  # "high" | "medium" | "low" | "none"
+    score: float  # the autocorrelation peak (0..1)
+    harmonics: int
+    reason: str | None  # why not estimated
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps_per_s": None if self.steps_per_s is None else round(self.steps_per_s, 3),
+            "period_s": None if self.period_s is None else round(self.period_s, 6),
+            "method": self.method,
+            "confidence": self.confidence,
+            "score": round(self.score, 3),
+            "harmonics": self.harmonics,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class RankAttach:
+    pid: int
+    rank: int | None
+    rate: RateEstimate
+    shares: dict[str, float]
+    sampled_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "rank": self.rank,
+            "iterations": self.rate.to_json(),
+            "shares": {k: round(v, 4) for k, v in self.shares.items()},
+            "sampled_s": round(self.sampled_s, 3),
+        }
+
+
+@dataclass(frozen=True)
+class AttachView:
+    pid: int  # the process analysed (rank 0 of several)
+    given_pid: int
+    note: str | None
+    rate_hz: int
+    sampled_s: float  # main-thread time covered by stack samples
+    rate: RateEstimate
+    shares: dict[str, float]  # main-thread share by activity (SHARES keys)
+    stall_period_steps: int | None
+    stall_period_s: float | None
+    workers: int  # DataLoader worker processes seen
+    target_exit: str | None  # "exited during sampling after N s" or None (still running)
+    ranks: tuple[RankAttach, ...] = ()
+    worker_spans: tuple[StackSpan, ...] = ()  # DataLoader workers' main threads (not in JSON)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "given_pid": self.given_pid,
+            "note": self.note,
+            "rate_hz": self.rate_hz,
+            "sampled_s": round(self.sampled_s, 3),
+            "iterations": self.rate.to_json(),
+            "shares": {k: round(v, 4) for k, v in self.shares.items()},
+            "stall_period_steps": self.stall_period_steps,
+            "stall_period_s": None
+            if self.stall_period_s is None
+            else round(self.stall_period_s, 3),
+            "workers": self.workers,
+            "target_exit": self.target_exit,
+            "ranks": [r.to_json() for r in self.ranks],
+        }

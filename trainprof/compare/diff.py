@@ -1,0 +1,139 @@
+"""Two reports side by side: throughput with its spread, the verdict, findings that appeared
+or disappeared, and the settings that differ. Pure: loaded reports and windows in."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from trainprof.compare.settings import differences
+from trainprof.compare.windows import Spread, Window, spread
+
+NO_SPREAD_NOISE = 0.05  # the change called noise when a side's spread was not measured
+
+Trend = Literal["faster", "slower", "within noise", "not measured"]
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str  # the path as the user gave it
+    report: dict[str, Any]
+    windows: tuple[Window, ...]  # from its run directory, or stored by `trainprof ci`
+
+    @property
+    def samples(self) -> Spread | None:
+        if len(self.windows) > 1:
+            return spread([w.samples_per_s for w in self.windows])
+        v = (self.report.get("summary") or {}).get("samples_per_s")
+        return Spread(v, v, v, 1) if isinstance(v, (int, float)) else None
+
+    @property
+    def steps(self) -> Spread | None:
+        if len(self.windows) > 1:
+            return spread([w.steps_per_s for w in self.windows])
+        v = (self.report.get("summary") or {}).get("steps_per_s")
+        return Spread(v, v, v, 1) if isinstance(v, (int, float)) else None
+
+    @property
+    def settings(self) -> dict[str, Any] | None:
+        s = self.report.get("settings")
+        return s if isinstance(s, dict) else None
+
+    def finding_ids(self) -> list[str]:
+        return [str(f.get("id")) for f in self.report.get("findings") or []]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a: Side
+    b: Side
+    trend: Trend
+    change: float | None  # B's samples/s over A's, minus 1
+    why: str  # how the verdict was reached (the noise it allowed for)
+    appeared: tuple[str, ...]
+    disappeared: tuple[str, ...]
+    settings: tuple[tuple[str, Any, Any], ...]  # (key, A's, B's) for each that differs
+    batch_note: str | None  # it/s vs samples/s across a changed batch size
+
+
+def compare(a: Side, b: Side) -> Comparison:
+    trend, change, why = _trend(a.samples, b.samples)
+    ids_a, ids_b = a.finding_ids(), b.finding_ids()
+    return Comparison(
+        a,
+        b,
+        trend,
+        change,
+        why,
+        appeared=tuple(i for i in ids_b if i not in ids_a),
+        disappeared=tuple(i for i in ids_a if i not in ids_b),
+        settings=tuple(differences(a.settings, b.settings)) if a.settings and b.settings else (),
+        batch_note=_batch_note(a, b),
+    )
+
+
+def _trend(a: Spread | None, b: Spread | None) -> tuple[Trend, float | None, str]:
+    if a is None or b is None:
+        which = "A" if a is None else "B"
+        return "not measured", None, f"{which} has no samples/s (no steady state, or no batches)"
+    change = b.median / a.median - 1
+    if a.count > 1 and b.count > 1:
+        if b.low <= a.high and a.low <= b.high:
+            return "within noise", change, "the two runs' window ranges overlap"
+        faster = change > 0
+        return (
+            "faster" if faster else "slower",
+            change,
+            f"{'B' if faster else 'A'}'s slowest window beats {'A' if faster else 'B'}'s fastest",
+        )
+    if abs(change) <= NO_SPREAD_NOISE:
+        return (
+            "within noise",
+            change,
+            f"spread not measured (a report without its run directory): a change within "
+            f"±{NO_SPREAD_NOISE:.0%} is called noise",
+        )
+    return (
+        "faster" if change > 0 else "slower",
+        change,
+        f"spread not measured: a change beyond ±{NO_SPREAD_NOISE:.0%} is called real",
+    )
+
+
+def _batch_note(a: Side, b: Side) -> str | None:
+    """Why it/s misleads when the work per step changed (the user who 'made it slower' by
+    raising the batch size sees it/s fall and samples/s rise)."""
+    sa, sb = a.settings or {}, b.settings or {}
+    per_a, per_b = sa.get("samples_per_step"), sb.get("samples_per_step")
+    if per_a is None or per_b is None or per_a == per_b:
+        return None
+    its_a, its_b = a.steps, b.steps
+    its = ""
+    if its_a is not None and its_b is not None:
+        its = f"it/s went {its_b.median / its_a.median - 1:+.0%}, but "
+    return (
+        f"{its}a step of B carries {per_b:g} samples and a step of A {per_a:g}: it/s is not "
+        "comparable across batch sizes; samples/s is, and the verdict uses it"
+    )
+
+
+def describe_spread(s: Spread | None, fmt: str = "{:.1f}") -> str:
+    return "not measured" if s is None else s.describe(fmt)
+
+
+def step_time(report: dict[str, Any]) -> str:
+    t = (report.get("summary") or {}).get("step_time_s")
+    if not t:
+        return "not measured"
+    return (
+        f"p50 {t['p50'] * 1e3:.1f} ms · p95 {t['p95'] * 1e3:.1f} ms · max {t['max'] * 1e3:.1f} ms"
+    )
+
+
+def window_step_range(windows: Sequence[Window]) -> str | None:
+    """The range of the windows' median step times."""
+    if len(windows) < 2:
+        return None
+    p50s = [w.p50_step_s * 1e3 for w in windows]
+    return f"window p50s {min(p50s):.1f}–{max(p50s):.1f} ms"

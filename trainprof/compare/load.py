@@ -1,0 +1,51 @@
+"""Read a stored report for ``trainprof compare`` and ``trainprof ci --baseline``: a report JSON
+file (``--json PATH``, a run directory's report.json) or a run directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from trainprof.errors import TrainprofError
+from trainprof.render.json_report import SCHEMA
+from trainprof.store import rundir
+from trainprof.store.session import is_run_dir
+
+
+def load_report(path: Path, what: str = "report") -> tuple[dict[str, Any], Path | None]:
+    """The report, and the run directory it came from when that still exists (its steps give
+    the throughput windows); one line and exit 2 for anything else."""
+    if path.is_dir():
+        if not is_run_dir(path):
+            raise TrainprofError(f"{what} {path} is a directory but not a trainprof run directory")
+        file = path / rundir.REPORT
+        if not file.is_file():
+            raise TrainprofError(
+                f"{what} {path} has no {rundir.REPORT} (the run never finished); "
+                f"`trainprof report {path}` writes it"
+            )
+    elif path.is_file():
+        file = path
+    else:
+        raise TrainprofError(f"{what} {path}: no such file or run directory")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrainprofError(f"cannot read {what} {file}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise TrainprofError(f"{what} {file} is not JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise TrainprofError(
+            f'{what} {file} is not a trainprof report (no "schema": "{SCHEMA}"); give a '
+            "`trainprof run --json` / `trainprof ci --json` file or a run directory"
+        )
+    run_dir = path if path.is_dir() else _stored_run_dir(data)
+    return data, run_dir
+
+
+def _stored_run_dir(data: dict[str, Any]) -> Path | None:
+    stored = (data.get("run") or {}).get("run_dir")
+    if isinstance(stored, str) and is_run_dir(stored) and (Path(stored) / rundir.REPORT).is_file():
+        return Path(stored)
+    return None

@@ -1,0 +1,168 @@
+"""Throughput windows: the steady steps of one run split into K consecutive windows.
+
+A CI gate on a shared runner must not trust one number. The steady steps (warm-up excluded, as
+the report excludes it) are cut into K consecutive windows that tile the steady span exactly;
+each window has its own samples/s, and the gate takes their median and shows their spread.
+Windows of one run, rather than K runs: each run pays the job's start-up again (seconds of
+imports, a first optimizer, worker start), and a burst of noise on a shared runner (another
+job's compile, a GC pause) lands in one window, which the median ignores. A run that is slow
+from end to end is slow in every window, so the median still sees it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainprof.store import rundir
+from trainprof.store.session import Session
+
+MIN_WINDOW_STEPS = 5  # a window of fewer steps says more about one step than about throughput
+
+
+@dataclass(frozen=True)
+class Window:
+    steps: int
+    seconds: float
+    samples_per_s: float | None  # None: batch sizes not recorded
+    steps_per_s: float
+    p50_step_s: float
+    # CPUs kept busy by other processes of the machine meanwhile (a shared runner's load);
+    # None: fewer than one host sample fell inside the window.
+    other_cpus: float | None = None
+    span: tuple[float, float] = (0.0, 0.0)  # monotonic start and end (not stored)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "seconds": round(self.seconds, 4),
+            "samples_per_s": round(self.samples_per_s, 3) if self.samples_per_s else None,
+            "steps_per_s": round(self.steps_per_s, 3),
+            "p50_step_s": round(self.p50_step_s, 6),
+            "other_cpus": round(self.other_cpus, 2) if self.other_cpus is not None else None,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Window:
+        return Window(
+            int(d["steps"]),
+            float(d["seconds"]),
+            float(d["samples_per_s"]) if d.get("samples_per_s") is not None else None,
+            float(d["steps_per_s"]),
+            float(d["p50_step_s"]),
+            float(d["other_cpus"]) if d.get("other_cpus") is not None else None,
+        )
+
+
+def step_windows(session: Session, warmup: int, k: int) -> list[Window]:
+    """Up to ``k`` consecutive windows of the steady steps (fewer when a window would hold
+    fewer than ``MIN_WINDOW_STEPS`` steps); none without a steady state."""
+    primary = session.primary
+    if primary is None:
+        return []
+    t: Sequence[int]
+    dur: Sequence[int]
+    samples: Sequence[int]
+    if primary.n_steps:
+        t, dur, samples = primary.steps["t"], primary.steps["dur"], primary.steps["samples"]
+    else:  # a job without an optimizer: each batch is a step (as the report counts it)
+        t = primary.batches["t"]
+        samples = primary.batches["batch_size"]
+        dur = [t[0]] + [t[i] - t[i - 1] for i in range(1, len(t))] if len(t) else []
+    out = windows_of(t, dur, samples, max(warmup, 1), k)
+    shifted = [
+        dataclasses.replace(w, span=(primary.t0 + w.span[0], primary.t0 + w.span[1])) for w in out
+    ]
+    return with_runner_load(shifted, Path(session.run_dir) / rundir.SAMPLES)
+
+
+def windows_of(
+    t: Sequence[int], dur: Sequence[int], samples: Sequence[int], warmup: int, k: int
+) -> list[Window]:
+    """Windows of steps ``warmup..n-1``; ``t`` is each step's end and ``dur`` its time, in µs.
+    Window j spans from the end of the step before it to the end of its last step, so the
+    windows tile the steady span and their samples add up to the report's."""
+    steady = len(t) - warmup
+    k = min(k, steady // MIN_WINDOW_STEPS)
+    if k < 1 or warmup < 1:
+        return []
+    bounds = [warmup + steady * j // k for j in range(k + 1)]
+    out = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        seconds = (t[b - 1] - t[a - 1]) / 1e6
+        if seconds <= 0:
+            return []
+        n = sum(s for s in samples[a:b] if s > 0)
+        out.append(
+            Window(
+                steps=b - a,
+                seconds=seconds,
+                samples_per_s=n / seconds if n else None,
+                steps_per_s=(b - a) / seconds,
+                p50_step_s=statistics.median(dur[a:b]) / 1e6,
+                span=(t[a - 1] / 1e6, t[b - 1] / 1e6),
+            )
+        )
+    return out
+
+
+def with_runner_load(windows: list[Window], samples_path: Path) -> list[Window]:
+    """Each window with the CPUs other processes used meanwhile: the machine's busy CPUs
+    (psutil's system-wide percent, over every CPU) less the job's own, from the host samples.
+    On a shared runner that load, not the change under test, is often why a window is slow."""
+    cpus = os.cpu_count() or 1
+    rows: list[tuple[float, float]] = []
+    try:
+        with open(samples_path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                    job = sum(float(p.get("cpu") or 0.0) for p in row.get("procs") or [])
+                    rows.append((float(row["t"]), float(row["cpu"]) * cpus / 100 - job / 100))
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue
+    except OSError:
+        return windows
+    out = []
+    for w in windows:
+        inside = [v for t, v in rows if w.span[0] <= t <= w.span[1] and math.isfinite(v)]
+        load = max(0.0, statistics.mean(inside)) if inside else None
+        out.append(dataclasses.replace(w, other_cpus=load))
+    return out
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The median of a measure over windows and the range it spanned."""
+
+    median: float
+    low: float
+    high: float
+    count: int
+
+    @property
+    def relative(self) -> float:
+        """Half the range over the median: ±this much around the median."""
+        return (self.high - self.low) / 2 / self.median if self.median else 0.0
+
+    def describe(self, fmt: str = "{:.1f}", unit: str = "") -> str:
+        if self.count < 2:
+            return f"{fmt.format(self.median)}{unit} (1 window: no spread measured)"
+        return (
+            f"{fmt.format(self.median)}{unit} (median of {self.count} windows, "
+            f"{fmt.format(self.low)}–{fmt.format(self.high)}, ±{self.relative:.0%})"
+        )
+
+
+def spread(values: Sequence[float | None]) -> Spread | None:
+    known = [v for v in values if v is not None]
+    if not known:
+        return None
+    return Spread(statistics.median(known), min(known), max(known), len(known))
