@@ -142,4 +142,3 @@ def test_a_real_refusal_is_that_message_not_py_spys() -> None:
         assert "--cap-add SYS_PTRACE" in text and "sudo env" not in text
     finally:
         _stop(proc)
-
