@@ -4,7 +4,6 @@ sampling starts; when the kernel refuses, the message names the same facts and f
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Sequence
 
@@ -12,9 +11,7 @@ from trainprof.doctor.ptrace import (
     SCOPE_MEANING,
     PtraceInputs,
     attach_fixes,
-    detect_container,
-    has_cap_sys_ptrace,
-    read_scope,
+    ptrace_inputs,
 )
 from trainprof.errors import TrainprofError
 from trainprof.samplers.stacks import py_spy_path
@@ -26,15 +23,7 @@ _DENIED = ("permission denied", "operation not permitted", "os error 1)", "os er
 
 def gather(py_spy: str | None) -> PtraceInputs:
     """The inputs doctor's check judges, read here (without its live test: the dump is ours)."""
-    return PtraceInputs(
-        py_spy=py_spy,
-        ptrace_scope=read_scope(),
-        euid=os.geteuid(),
-        cap_sys_ptrace=has_cap_sys_ptrace(),
-        container=detect_container(),
-        attach_ok=False,
-        attach_detail=None,
-    )
+    return ptrace_inputs(py_spy, attach_ok=False, detail=None)
 
 
 def denied_message(pid: int, detail: str, inp: PtraceInputs) -> str:

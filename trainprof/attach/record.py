@@ -12,14 +12,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trainprof.samplers.stacks import py_spy_path
+from trainprof.samplers.stacks import interrupt, py_spy_path
 from trainprof.store.rundir import open_private, write_private_text
 
 RAW = "py-spy-raw.json"
@@ -78,14 +77,7 @@ class SpyRecorder:
         proc = self.proc
         if proc is None:
             return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        interrupt(proc, timeout)
         if not self.raw.is_file():
             self.error = _last_line(self.run_dir / LOG) or "py-spy wrote no samples"
 

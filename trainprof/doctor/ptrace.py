@@ -200,12 +200,17 @@ def gather_ptrace(live: bool = True) -> PtraceInputs:
     detail: str | None = "py-spy missing" if py_spy is None else "disabled"
     if py_spy is not None and live:
         ok, detail = attach_test(py_spy)
+    return ptrace_inputs(py_spy, ok, detail)
+
+
+def ptrace_inputs(py_spy: str | None, attach_ok: bool | None, detail: str | None) -> PtraceInputs:
+    """What the check judges: this machine's ptrace rules, and a live attach's outcome."""
     return PtraceInputs(
         py_spy=py_spy,
         ptrace_scope=read_scope(),
         euid=os.geteuid(),
         cap_sys_ptrace=has_cap_sys_ptrace(),
         container=detect_container(),
-        attach_ok=ok,
+        attach_ok=attach_ok,
         attach_detail=detail,
     )

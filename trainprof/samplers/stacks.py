@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from trainprof.store.rundir import open_private
 
@@ -111,17 +112,22 @@ class StackRecorder:
         proc = self._proc
         if proc is None:
             return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        interrupt(proc, timeout)
         self.chunks = [c for c in self.chunks if (self.run_dir / str(c["file"])).is_file()]
         if not self.chunks:
             try:
                 self.error = self._log.read_text(errors="replace").strip().splitlines()[-1][:300]
             except (OSError, IndexError):
                 self.error = "py-spy wrote no samples"
+
+
+def interrupt(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """Stop a py-spy record: SIGINT makes it write what it recorded; killed if it hangs."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
