@@ -305,3 +305,26 @@ def test_the_device_timeline_is_a_track_of_its_own() -> None:
     assert all(e["tid"] == trace.TID_DEVICE for e in gpu)
     (alloc,) = [e for e in data["traceEvents"] if e.get("name") == "CUDA allocated (MiB)"]
     assert alloc["args"] == {"allocated": 64.0}
+
+
+def test_merged_nodes_keep_processes_apart_when_their_pids_repeat() -> None:
+    """Two machines can give their rank processes the same pid: a merged run's trace keeps one
+    track per process, named with its node, and the base node's keep their own pids."""
+    ranks = []
+    for node in (0, 1):
+        log = process(60, step_s=0.05, pid=4242)
+        log.header.update(role="rank", rank=node, node=node)
+        ranks.append(log)
+    nodes = [{"node": 1, "aligned_by": "base"}, {"node": 0, "aligned_by": "step ends"}]
+    s = session(*ranks, nodes=nodes)
+    data = trace.build(s, analyze(s)[0])
+    assert check_trace(data) == []
+    names = {
+        e["pid"]: e["args"]["name"] for e in data["traceEvents"] if e["name"] == "process_name"
+    }
+    assert names[4242] == "rank 1 (node 1)"  # the base node's pid as it is
+    assert names[trace.NODE_PID_STRIDE + 4242] == "rank 0 (node 0)"
+    steps = {
+        e["pid"] for e in data["traceEvents"] if e["ph"] == "X" and e["name"].startswith("step")
+    }
+    assert steps == {4242, trace.NODE_PID_STRIDE + 4242}

@@ -321,7 +321,10 @@ def _util_chart(session: Session, m: Metrics, origin: float) -> str:
 
 def _memory_chart(session: Session, m: Metrics, origin: float) -> str:
     s = session.samples
-    roles = {p.pid: p for p in session.processes}
+    # The host samples are the base node's (a merged run): its processes, not another
+    # machine's that happen to have the same pid.
+    base = trace.base_node(session)
+    roles = {p.pid: p for p in session.processes if p.header.get("node") in (None, base)}
     series: list[svg.Series] = []
     growths = {g.pid: g for g in m.activity.growths}
     for k, (pid, proc) in enumerate(sorted(s.procs.items())):

@@ -86,6 +86,9 @@ class _Span:
     args: dict[str, Any] = field(default_factory=dict)
 
 
+NODE_PID_STRIDE = 1 << 22  # above Linux's largest pid (pid_max ≤ 2^22)
+
+
 @dataclass
 class Trace:
     """The events (absolute times) and the notes that say what was left out or approximated."""
@@ -93,6 +96,15 @@ class Trace:
     origin: float
     events: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    base_node: int | None = None  # a merged multi-node run: the node whose samples it keeps
+
+    def pid_of(self, log: ProcessLog) -> int:
+        """A process's track id: its pid, or, for a process of another node of a merged run
+        (pids repeat across machines), the pid moved into that node's own range."""
+        node = log.header.get("node")
+        if not isinstance(node, int) or node == self.base_node:
+            return log.pid
+        return NODE_PID_STRIDE * (node + 1) + log.pid
 
     def us(self, t: float) -> int:
         return int(round((t - self.origin) * 1e6))
@@ -170,8 +182,8 @@ def _peaks(pts: list[tuple[float, float]], limit: int) -> list[tuple[float, floa
 def build(session: Session, m: Metrics) -> dict[str, Any]:
     """The trace of a loaded run, as the JSON object to write."""
     primary = session.primary
-    trace = Trace(_origin(session))
-    names = _process_names(session)
+    trace = Trace(_origin(session), base_node=base_node(session))
+    names = _process_names(session, trace)
     for pid, (name, order) in names.items():
         trace.meta(pid, "process_name", {"name": name})
         trace.meta(pid, "process_sort_index", {"sort_index": order})
@@ -180,7 +192,7 @@ def build(session: Session, m: Metrics) -> dict[str, Any]:
             _steps(trace, p, m if p is primary else None)
     if primary is not None:
         _phases(trace, session, primary, m)
-        _stacks(trace, primary.pid, session.spans, m)
+        _stacks(trace, trace.pid_of(primary), session.spans, m)
         _device(trace, primary)
     used = {(e["pid"], e["tid"]) for e in trace.events if e["ph"] in ("X", "B", "i")}
     for pid, tid in sorted(used):
@@ -225,20 +237,31 @@ def _origin(session: Session) -> float:
     return min(vals) if vals else 0.0
 
 
-def _process_names(session: Session) -> dict[int, tuple[str, int]]:
+def base_node(session: Session) -> int | None:
+    """The node of a merged run whose clock and host samples the session keeps."""
+    for n in session.meta.get("nodes") or []:
+        if isinstance(n, dict) and n.get("aligned_by") == "base":
+            return int(n["node"])
+    return None
+
+
+def _process_names(session: Session, trace: Trace) -> dict[int, tuple[str, int]]:
     """pid → (track name, sort order): main first, then ranks, workers, other processes.
-    Viewers show the pid beside the name themselves."""
+    Viewers show the pid beside the name themselves; a merged run's tracks name their node."""
     out: dict[int, tuple[str, int]] = {}
     for p in session.processes:
         h = p.header
+        node = h.get("node")
+        on = f" (node {node})" if isinstance(node, int) else ""
+        pid = trace.pid_of(p)
         if p.role == "worker":
             wid = h.get("worker_id")
             label = f"DataLoader worker {wid}" if wid is not None else "DataLoader worker"
-            out[p.pid] = (label, 100 + (wid or 0))
+            out[pid] = (label + on, 100 + (wid or 0))
         elif p.role == "rank":
-            out[p.pid] = (f"rank {h.get('rank')}", 1 + int(h.get("rank") or 0))
+            out[pid] = (f"rank {h.get('rank')}{on}", 1 + int(h.get("rank") or 0))
         else:
-            out[p.pid] = ("main process", 0)
+            out[pid] = ("main process" + on, 0)
     for pid, series in session.samples.procs.items():
         if pid not in out:
             out[pid] = (series.name or "process", 1000)
@@ -296,7 +319,7 @@ def _steps(trace: Trace, log: ProcessLog, m: Metrics | None) -> None:
             "starts, saves, evaluations) drawn one by one, the steady steps between them in "
             f"blocks of up to {block}"
         )
-    trace.spans(log.pid, TID_STEPS, spans)
+    trace.spans(trace.pid_of(log), TID_STEPS, spans)
 
 
 def _anomalous_steps(log: ProcessLog, m: Metrics | None) -> set[int]:
@@ -420,11 +443,11 @@ def _phases(trace: Trace, session: Session, log: ProcessLog, m: Metrics) -> None
         silent = hang.get("silent_s")
         what = f"no progress for {silent:.0f} s (hang)" if silent else "no progress (hang)"
         spans.append(_Span(what, last, float(launched) + float(wall), "hang", dict(hang)))
-    trace.spans(log.pid, TID_PHASES, spans)
+    trace.spans(trace.pid_of(log), TID_PHASES, spans)
     train_key = training_loader_key(log)
     for k, t_iter, first_wait in log.epochs:
         trace.instant(
-            log.pid,
+            trace.pid_of(log),
             TID_PHASES,
             "epoch start" if k == train_key else f"epoch start (loader {k})",
             log.t0 + t_iter / 1e6,
@@ -551,13 +574,13 @@ def _device(trace: Trace, log: ProcessLog) -> None:
             )
             at += dev / 1e6
     if spans:
-        trace.spans(log.pid, TID_DEVICE, spans)
+        trace.spans(trace.pid_of(log), TID_DEVICE, spans)
         trace.notes.append(
             "GPU track: durations on the GPU's clock (CUDA events), placed from the host's mark "
             "of each timed step's first batch; one step in 16 is timed"
         )
-    trace.counter(log.pid, "CUDA allocated (MiB)", alloc, "allocated")
-    trace.counter(log.pid, "CUDA reserved (MiB)", reserved, "reserved")
+    trace.counter(trace.pid_of(log), "CUDA allocated (MiB)", alloc, "allocated")
+    trace.counter(trace.pid_of(log), "CUDA reserved (MiB)", reserved, "reserved")
 
 
 # ---- counters ------------------------------------------------------------------------------
