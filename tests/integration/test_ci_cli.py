@@ -323,3 +323,14 @@ def test_help_documents_the_exit_codes() -> None:
         assert code in p.stdout, p.stdout
     p = subprocess.run(trainprof_cmd("compare", "-h"), capture_output=True, text=True)
     assert p.returncode == 0 and "samples/s" in p.stdout, p.stderr
+
+
+def test_a_fast_job_runs_past_its_steps_until_the_rules_can_judge(tmp: Path) -> None:
+    """--steps 5 of a ~5 ms step would end in 25 ms: the job runs on until its steps span
+    2 s, so the findings gate judges a steady state instead of saying "not measured"."""
+    r = ci(tmp, "fast", "--steps", "5", SMOKE)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.report is not None
+    summary = r.report["summary"]
+    assert summary["steps"] > 5
+    assert r.gate("findings")["status"] == "pass", r.gate("findings")
