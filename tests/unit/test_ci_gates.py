@@ -217,3 +217,65 @@ def test_no_finding_from_a_run_too_short_to_judge_is_not_a_pass() -> None:
     r["run"].update(exit_code=1, stopped_by=None)  # a crash: the job gate's news
     g, code = gate(r, "findings")
     assert g.status == "pass" and code == 3
+
+
+def waiting(rates: list[float], wait_share: float) -> list[Window]:
+    """Windows of 0.5 s whose main thread waited ``wait_share`` of it for a CPU."""
+    return [Window(20, 0.5, x, 40.0, 0.024, cpu_wait_s=0.5 * wait_share) for x in rates]
+
+
+def with_stored(r: dict[str, Any], windows: list[Window]) -> dict[str, Any]:
+    r = copy.deepcopy(r)
+    r["ci"] = {"windows": [w.to_json() for w in windows]}
+    return r
+
+
+def test_a_drop_that_cpu_contention_explains_passes_and_says_so() -> None:
+    base = with_stored(report(), waiting([1250.0] * 3, 0.0))
+    # 30 % slower on the wall clock, but the main thread waited 30 % of the time for a CPU:
+    # without the wait, 1250 × 0.7 / 0.7 = 1250 samples/s, as fast as the baseline.
+    cur = waiting([875.0] * 3, 0.30)
+    g = evaluate(report(), cur, GateOptions(baseline=base, tolerance=0.10, repeat=3)).gates[-1]
+    assert g.passed and "Passed for CPU contention" in g.message, g.message
+    assert "waited for a CPU 30% of the time" in g.message and "+0.0%" in g.message
+
+
+def test_a_regression_under_contention_still_fails() -> None:
+    base = with_stored(report(), waiting([1250.0] * 3, 0.0))
+    # 50 % slower while waiting 20 %: without the wait still 1250 × 0.5 / 0.8 = 781 (−37 %).
+    cur = waiting([625.0] * 3, 0.20)
+    g = evaluate(report(), cur, GateOptions(baseline=base, tolerance=0.10, repeat=3)).gates[-1]
+    assert g.status == "fail" and "Not the runner's load alone" in g.message, g.message
+    assert "waited for a CPU 20% of the time" in g.message and "-37.5%" in g.message
+    # A small wait excuses nothing, even when it would close the gap.
+    cur = waiting([1100.0] * 3, 0.04)
+    g = evaluate(report(), cur, GateOptions(baseline=base, tolerance=0.10, repeat=3)).gates[-1]
+    assert g.status == "fail"
+
+
+def test_windows_read_the_main_threads_cpu_wait_from_the_host_samples(tmp_path: Any) -> None:
+    import json
+
+    from trainprof.compare.windows import with_runner_load
+
+    # Samples every 0.5 s from t=10: the main thread (pid 7) waits 0.1 s per second; another
+    # process's counter is ignored. Windows [10.25, 10.75] and [10.75, 11.75] (the last ends
+    # after the last sample, at 11.5: its wait there is undercounted, never invented).
+    rows = [
+        {"t": 10.0 + 0.5 * i, "cpu": 50.0,
+         "procs": [{"pid": 7, "cpu": 90.0, "rq_wait": 0.05 * i}, {"pid": 8, "rq_wait": 9.0 * i}]}
+        for i in range(4)
+    ]  # fmt: skip
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ws = [
+        Window(10, 0.5, 100.0, 20.0, 0.05, span=(10.25, 10.75)),
+        Window(20, 1.0, 100.0, 20.0, 0.05, span=(10.75, 11.75)),
+    ]
+    a, b = with_runner_load(ws, path, pid=7)
+    assert a.cpu_wait_s == pytest.approx(0.05)
+    assert a.uncontended_samples_per_s == pytest.approx(100.0 * 0.5 / 0.45)
+    assert b.cpu_wait_s == pytest.approx(0.15 - 0.075)  # up to the last sample only
+    assert Window.from_json(a.to_json()).cpu_wait_s == pytest.approx(0.05)
+    (c,) = with_runner_load(ws[:1], path, pid=99)  # a pid never sampled: not measured
+    assert c.cpu_wait_s is None and c.uncontended_samples_per_s is None

@@ -11,6 +11,7 @@ from end to end is slow in every window, so the median still sees it.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import math
@@ -37,7 +38,19 @@ class Window:
     # CPUs kept busy by other processes of the machine meanwhile (a shared runner's load);
     # None: fewer than one host sample fell inside the window.
     other_cpus: float | None = None
+    # Seconds the main thread waited, runnable, for a CPU during the window (schedstat); None:
+    # not read (no host sample around the window, or no /proc).
+    cpu_wait_s: float | None = None
     span: tuple[float, float] = (0.0, 0.0)  # monotonic start and end (not stored)
+
+    @property
+    def uncontended_samples_per_s(self) -> float | None:
+        """samples/s had the main thread never waited for a CPU: the window's time less that
+        wait. On a shared runner this is what a change under test, not the load, decides."""
+        if self.samples_per_s is None or self.cpu_wait_s is None:
+            return None
+        busy = self.seconds - self.cpu_wait_s
+        return self.samples_per_s * self.seconds / busy if busy > 0 else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +60,7 @@ class Window:
             "steps_per_s": round(self.steps_per_s, 3),
             "p50_step_s": round(self.p50_step_s, 6),
             "other_cpus": round(self.other_cpus, 2) if self.other_cpus is not None else None,
+            "cpu_wait_s": round(self.cpu_wait_s, 4) if self.cpu_wait_s is not None else None,
         }
 
     @staticmethod
@@ -58,6 +72,7 @@ class Window:
             float(d["steps_per_s"]),
             float(d["p50_step_s"]),
             float(d["other_cpus"]) if d.get("other_cpus") is not None else None,
+            float(d["cpu_wait_s"]) if d.get("cpu_wait_s") is not None else None,
         )
 
 
@@ -80,7 +95,7 @@ def step_windows(session: Session, warmup: int, k: int) -> list[Window]:
     shifted = [
         dataclasses.replace(w, span=(primary.t0 + w.span[0], primary.t0 + w.span[1])) for w in out
     ]
-    return with_runner_load(shifted, Path(session.run_dir) / rundir.SAMPLES)
+    return with_runner_load(shifted, Path(session.run_dir) / rundir.SAMPLES, primary.pid)
 
 
 def windows_of(
@@ -113,19 +128,30 @@ def windows_of(
     return out
 
 
-def with_runner_load(windows: list[Window], samples_path: Path) -> list[Window]:
-    """Each window with the CPUs other processes used meanwhile: the machine's busy CPUs
-    (psutil's system-wide percent, over every CPU) less the job's own, from the host samples.
-    On a shared runner that load, not the change under test, is often why a window is slow."""
+def with_runner_load(
+    windows: list[Window], samples_path: Path, pid: int | None = None
+) -> list[Window]:
+    """Each window with the CPUs other processes used meanwhile (the machine's busy CPUs, from
+    psutil's system-wide percent, less the job's own) and the time the main thread ``pid``
+    waited for a CPU (its cumulative schedstat wait, read at each host sample, interpolated at
+    the window's ends). On a shared runner that load, not the change under test, is often why
+    a window is slow."""
     cpus = os.cpu_count() or 1
     rows: list[tuple[float, float]] = []
+    waits: list[tuple[float, float]] = []  # (t, the main thread's cumulative wait, s)
     try:
         with open(samples_path, encoding="utf-8") as f:
             for line in f:
                 try:
                     row = json.loads(line)
-                    job = sum(float(p.get("cpu") or 0.0) for p in row.get("procs") or [])
+                    procs = row.get("procs") or []
+                    job = sum(float(p.get("cpu") or 0.0) for p in procs)
                     rows.append((float(row["t"]), float(row["cpu"]) * cpus / 100 - job / 100))
+                    mine = [
+                        p for p in procs if p.get("pid") == pid and p.get("rq_wait") is not None
+                    ]
+                    if mine:
+                        waits.append((float(row["t"]), float(mine[0]["rq_wait"])))
                 except (ValueError, KeyError, TypeError, AttributeError):
                     continue
     except OSError:
@@ -134,8 +160,25 @@ def with_runner_load(windows: list[Window], samples_path: Path) -> list[Window]:
     for w in windows:
         inside = [v for t, v in rows if w.span[0] <= t <= w.span[1] and math.isfinite(v)]
         load = max(0.0, statistics.mean(inside)) if inside else None
-        out.append(dataclasses.replace(w, other_cpus=load))
+        a, b = _at(waits, w.span[0]), _at(waits, w.span[1])
+        wait = min(w.seconds, max(0.0, b - a)) if a is not None and b is not None else None
+        out.append(dataclasses.replace(w, other_cpus=load, cpu_wait_s=wait))
     return out
+
+
+def _at(series: list[tuple[float, float]], t: float) -> float | None:
+    """A cumulative counter at time ``t``, linear between the samples around it; before the
+    first sample or after the last, that sample's value: the wait is then undercounted, never
+    invented (the job's last steps usually end between two samples). None without samples."""
+    if not series:
+        return None
+    i = bisect.bisect_left(series, (t, -math.inf))
+    if i < len(series) and series[i][0] == t:
+        return series[i][1]
+    if i == 0 or i == len(series):
+        return series[min(i, len(series) - 1)][1]
+    (t0, v0), (t1, v1) = series[i - 1], series[i]
+    return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
 
 
 @dataclass(frozen=True)

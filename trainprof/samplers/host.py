@@ -88,6 +88,7 @@ def _read_process(proc: psutil.Process, first: bool, uss: bool = True) -> dict[s
                 "cpu": None if first else cpu,  # the first reading has no interval yet
                 "rss": mem.rss,
                 "uss": _optional(lambda: proc.memory_full_info().uss) if uss else None,
+                "rq_wait": _optional(lambda: run_queue_wait(proc.pid)),
                 "fds": _optional(proc.num_fds),
                 "threads": _optional(proc.num_threads),
             }
@@ -98,6 +99,13 @@ def _read_process(proc: psutil.Process, first: bool, uss: bool = True) -> dict[s
         return None
     except psutil.AccessDenied:
         return {"pid": proc.pid, "denied": True}
+
+
+def run_queue_wait(pid: int) -> float:
+    """Seconds the process's main thread has waited, runnable, for a CPU (the kernel's
+    schedstat): what a busy machine takes from a job, apart from what the job itself does."""
+    with open(f"/proc/{pid}/task/{pid}/schedstat", encoding="ascii") as f:
+        return int(f.read().split()[1]) / 1e9
 
 
 def _optional(read: Any) -> Any:
