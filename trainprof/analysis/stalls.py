@@ -167,6 +167,9 @@ def _cause(
     if (
         fwd >= FORWARD_SHARE
         and prof.share("backward") + prof.share("optimizer") < BACKWARD_MAX * fwd
+        # An evaluation runs the model; a pseudo-label refresh runs it once and then spends
+        # longer in its own Python (a search, a decode): that is CPU work, not evaluation.
+        and fwd > prof.share("other")
     ):
         return "eval-forward"
     if prof.share("idle") >= BLOCKED_SHARE:

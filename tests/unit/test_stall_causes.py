@@ -1,0 +1,43 @@
+"""What a CPU stall was, from the main thread's stacks during it: an evaluation runs the model
+(forward passes, no backward), while a pseudo-label refresh runs it once and then spends longer
+in its own Python: that is CPU work (found when a loaded machine slowed the cpu-stall zoo
+script's no_grad forward to 45 % of its stall)."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainprof.analysis.stalls import Stall, refine
+from trainprof.store.stacks import StackSpan
+
+TRAIN = "/home/user/proj/train.py"
+FORWARD = (
+    ("<module>", TRAIN, 1),
+    ("refresh", TRAIN, 20),
+    ("Module._call_impl", "/venv/site-packages/torch/nn/modules/module.py", 1),
+)
+SEARCH = (("<module>", TRAIN, 1), ("refresh", TRAIN, 21), ("viterbi", TRAIN, 40))
+LOADER = (
+    ("<module>", TRAIN, 1),
+    ("validate", TRAIN, 30),
+    ("_BaseDataLoaderIter.__next__", "/venv/site-packages/torch/utils/data/dataloader.py", 1),
+)
+
+
+def cause(forward: float, rest: tuple[tuple[str, str, int], ...]) -> str:
+    """A 1 s stall sampled every 10 ms: ``forward`` of it in the model, the rest in ``rest``."""
+    spans = []
+    for i in range(100):
+        frames = FORWARD if i < forward * 100 else rest
+        spans.append(StackSpan(10.0 + i * 0.01, 10.0 + (i + 1) * 0.01, frames))
+    (st,), _evals = refine([Stall(50, 10.0, 11.0, 0.95, "cpu")], spans, {}, [])
+    return st.cause
+
+
+@pytest.mark.parametrize(("forward", "expected"), [(0.45, "cpu"), (0.32, "cpu"), (0.7, "eval")])
+def test_a_forward_then_longer_python_work_is_cpu_work(forward: float, expected: str) -> None:
+    assert cause(forward, SEARCH) == expected
+
+
+def test_forward_passes_and_their_loader_are_an_evaluation() -> None:
+    assert cause(0.45, LOADER) == "eval"
