@@ -13,7 +13,14 @@ from collections.abc import Callable
 from trainprof.analysis import attribution
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules import checkpoint_stall, eval_stall, input_bound, memory_growth
+from trainprof.analysis.rules import (
+    blocking_stall,
+    checkpoint_stall,
+    cpu_stall,
+    eval_stall,
+    input_bound,
+    memory_growth,
+)
 from trainprof.analysis.rules._common import loader_caller, ms, suggested_workers
 from trainprof.analysis.rules._stalls import Stalls, judge
 from trainprof.analysis.rules.registry import ATTACH_VARIANTS, Check
@@ -163,23 +170,8 @@ def cpu_stall_attach(m: Metrics) -> Finding | None:
     found = judge(m, "cpu", "stall_compute")
     if found is None:
         return None
-    cs = found.site
-    name = cs.work if cs else "the CPU-bound work"
-    return Finding(
-        id="cpu-stall",
-        severity="warning",
-        title=f"Training stalls {_every(m, found)} on CPU work in the main process",
-        evidence=tuple(
-            _stall_evidence(m, found, "computing (not loading data, saving, evaluating or blocked)")
-        ),
-        fix=(
-            f"move {name} off the training loop: run it in a background process "
-            "(concurrent.futures.ProcessPoolExecutor) and pick up the result later",
-            "or precompute it before training, or vectorise it (torch/numpy instead of Python loops)",
-        ),
-        where=cs.where if cs else None,
-        hotspot=cs.hot_where if cs else None,
-    )
+    doing = "computing (not loading data, saving, evaluating or blocked)"
+    return cpu_stall.finding(found, _every(m, found), _stall_evidence(m, found, doing))
 
 
 @variant("blocking-stall")
@@ -187,21 +179,8 @@ def blocking_stall_attach(m: Metrics) -> Finding | None:
     found = judge(m, "blocked", "stall_blocked")
     if found is None:
         return None
-    cs = found.site
-    name = cs.work if cs else "the blocking call"
-    return Finding(
-        id="blocking-stall",
-        severity="warning",
-        title=f"Training stalls {_every(m, found)}, blocked waiting in the main process",
-        evidence=tuple(_stall_evidence(m, found, "blocked waiting (sleep, socket, lock or I/O)")),
-        fix=(
-            f"do {name} in a background thread (concurrent.futures.ThreadPoolExecutor) so the "
-            "loop does not wait for it",
-            "or do it less often, or with a timeout",
-        ),
-        where=cs.where if cs else None,
-        hotspot=cs.hot_where if cs else None,
-    )
+    doing = "blocked waiting (sleep, socket, lock or I/O)"
+    return blocking_stall.finding(found, _every(m, found), _stall_evidence(m, found, doing))
 
 
 @variant("checkpoint-stall")

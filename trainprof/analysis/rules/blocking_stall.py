@@ -25,6 +25,7 @@ from trainprof.analysis.rules._stalls import (
     MIN_COUNT,
     SHARE,
     SLOW,
+    Stalls,
     every,
     evidence,
     judge,
@@ -44,14 +45,19 @@ def check(m: Metrics) -> Finding | None:
     found = judge(m, "blocked", "stall_blocked")
     if found is None:
         return None
-    cs = found.site
     doing = "blocked waiting (its stack samples were idle: sleep, socket, lock or I/O)"
+    return finding(found, every(found), evidence(m, found, doing))
+
+
+def finding(found: Stalls, when: str, lines: list[str]) -> Finding:
+    """The finding for blocking stalls ``found``, recurring ``when``, from `run` or `attach`."""
+    cs = found.site
     name = cs.work if cs else "the blocking call"
     return Finding(
         id="blocking-stall",
         severity="warning",
-        title=f"Training stalls {every(found)}, blocked waiting in the main process",
-        evidence=tuple(evidence(m, found, doing)),
+        title=f"Training stalls {when}, blocked waiting in the main process",
+        evidence=tuple(lines),
         fix=(
             f"do {name} in a background thread (concurrent.futures.ThreadPoolExecutor) so the "
             "loop does not wait for it",

@@ -29,6 +29,7 @@ from trainprof.analysis.rules._stalls import (
     MIN_COUNT,
     SHARE,
     SLOW,
+    Stalls,
     every,
     evidence,
     judge,
@@ -48,14 +49,20 @@ def check(m: Metrics) -> Finding | None:
     found = judge(m, "cpu", "stall_compute")
     if found is None:
         return None
-    cs = found.site
     doing = "computing (not waiting for data, saving, evaluating or blocked)"
+    return finding(found, every(found), evidence(m, found, doing))
+
+
+def finding(found: Stalls, when: str, lines: list[str]) -> Finding:
+    """The finding for CPU stalls ``found``, recurring ``when`` (`every ~30 steps`), whether
+    they were found in step times (`run`) or in stacks alone (`attach`)."""
+    cs = found.site
     name = cs.work if cs else "the CPU-bound work"
     return Finding(
         id="cpu-stall",
         severity="warning",
-        title=f"Training stalls {every(found)} on CPU work in the main process",
-        evidence=tuple(evidence(m, found, doing)),
+        title=f"Training stalls {when} on CPU work in the main process",
+        evidence=tuple(lines),
         fix=(
             f"move {name} off the training loop: run it in a background process "
             "(concurrent.futures.ProcessPoolExecutor) and pick up the result later",
