@@ -31,7 +31,7 @@ def gpu_env() -> dict[str, str]:
 
 
 def keep(name: str, r: Result) -> None:
-    """Copy the report (and the end of stderr) to $GPU_CHECK_ARTIFACTS, when set."""
+    """Copy the report (JSON, console text, end of stderr) to $GPU_CHECK_ARTIFACTS, when set."""
     out = os.environ.get("GPU_CHECK_ARTIFACTS")
     if not out:
         return
@@ -41,3 +41,4 @@ def keep(name: str, r: Result) -> None:
     if json_path.is_file():
         shutil.copyfile(json_path, folder / f"{name}.json")
     (folder / f"{name}.stderr.txt").write_text(r.stderr[-20000:])
+    (folder / f"{name}.stdout.txt").write_text(r.stdout[-20000:])  # the console report

@@ -2,7 +2,11 @@
 forward, backward, optimizer and the device's idle gap before the next step are timed on the
 GPU's own clock. Imports nothing at start-up; torch is handed in once the job trains on CUDA.
 
-One step in ``EVERY`` is timed (and the first mark of the step after it, to close the gap).
+About one step in ``EVERY`` is timed (and the first mark of the step after it, to close the
+gap), at a jittered stride (``EVERY`` / 2 to 3 × ``EVERY`` / 2) so that no pattern of the loop
+with a period dividing the stride is always missed or always hit (an H200 run timed only the
+first step of each 8-step epoch, never the epoch's restart, and under-measured the idle gap by
+30 %), and at most ``MAX_PER_S`` times a second (a fast, host-bound loop pays per timed step).
 Events are recorded on the current stream and never waited for: a timed step's events are read
 (``query()``, then ``elapsed_time``) at a later step boundary, once the GPU has passed them, so
 the job never synchronizes because of trainprof. Allocator statistics are read at the same
@@ -16,13 +20,15 @@ forward is then counted from the previous step's end (the gap stays unknown).
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from typing import Any
 
 from trainprof.store.schema import DEVICE
 
-EVERY = 16  # time one step in this many (four event records each: ~20 µs a timed step)
+EVERY = 16  # time about one step in this many (five event records and a memory read each)
+MAX_PER_S = 8.0  # and no more timed steps than this a second
 MAX_PENDING = 8  # timed steps whose events the GPU has not passed yet; beyond, stop timing
 MARKS = ("batch", "backward", "optimizer", "end")
 
@@ -44,6 +50,10 @@ class Timeline:
         self.emit = emit
         self.us = us
         self.step = 0  # optimizer steps seen
+        self.stride = random.Random(EVERY)  # its own generator: the job's random state is untouched
+        self.next_timed = EVERY  # the next step to time
+        self.last_timed_at = -1e9  # when the last timed step started (monotonic s)
+        self.min_gap_s = 0.0  # and how long to wait after it (jittered like the stride)
         self.current: dict[str, tuple[Any, float]] | None = None  # marks of the timed step
         self.closing: tuple[int, dict[str, tuple[Any, float]]] | None = None  # waits for its gap
         self.pending: list[tuple[int, dict[str, tuple[Any, float]]]] = []
@@ -76,8 +86,13 @@ class Timeline:
             self.closing = (self.step, self.current)
             self.current = None
         self.step += 1
-        if self.step % EVERY == 0 and len(self.pending) < MAX_PENDING:
-            self.current = {}
+        if self.step >= self.next_timed:
+            now = _clock()
+            if now - self.last_timed_at >= self.min_gap_s and len(self.pending) < MAX_PENDING:
+                self.current = {}
+                self.last_timed_at = now
+                self.min_gap_s = self.stride.uniform(0.5, 1.5) / MAX_PER_S
+                self.next_timed = self.step + self.stride.randint(EVERY // 2, EVERY * 3 // 2)
         self.read_done()
 
     def read_done(self) -> None:
@@ -113,6 +128,11 @@ def cuda_timeline(torch: Any, emit: Callable[[str], None], us: Callable[[float],
     cuda = torch.cuda
 
     def memory() -> tuple[int, int, int]:
-        return cuda.memory_allocated(), cuda.memory_reserved(), cuda.max_memory_allocated()
+        # One allocator read: memory_allocated(), memory_reserved() and max_memory_allocated()
+        # each flatten and sort all of memory_stats() in Python (~80 µs apiece on a slow core).
+        stats = cuda.memory_stats_as_nested_dict()
+        allocated = stats.get("allocated_bytes", {}).get("all", {})
+        reserved = stats.get("reserved_bytes", {}).get("all", {})
+        return allocated.get("current", -1), reserved.get("current", -1), allocated.get("peak", -1)
 
     return Timeline(lambda: cuda.Event(enable_timing=True), memory, emit, us)
