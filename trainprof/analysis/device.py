@@ -152,8 +152,12 @@ def bottleneck(
             "host-bound", f"{idle_text}, while the host ran loop code, syncs or stalls"
         )
     if data_share < 0.1 and host_share < 0.1:
+        # The timeline's spans include the gaps between kernels, so its idle share is small
+        # here; NVML's utilization is the number that shows the waiting.
+        busy = f"the GPU was {util:.0f}% utilized (NVML)" if util is not None else idle_text
         return Bottleneck(
             "host-bound",
-            f"{idle_text} inside the step: the host launches kernels slower than the GPU runs them",
+            f"{busy}, with no data wait or host work to blame: the host launches kernels "
+            "slower than the GPU runs them",
         )
     return Bottleneck("mixed", f"{idle_text}; data and host work both hold it up")

@@ -248,6 +248,15 @@ def ledger_table(m: Metrics, verdict: Verdict) -> Table | None:
         else "the step not split (no stack samples)"
     )
     t.add_row("", "", Text(f"{_dur(led.window_s)} steady, host clock; {split}", style="dim"), "")
+    if m.bottleneck is not None and m.bottleneck.verdict == "gpu-bound":
+        # A GPU engineer's first question on seeing "68% syncs" on a busy GPU.
+        waits = " (its syncs wait for the GPU)" if led.share("sync") >= 0.01 else ""
+        t.add_row(
+            "",
+            "",
+            Text(f"gpu-bound: this host time overlaps the GPU's work{waits}", style="dim"),
+            "",
+        )
     return t
 
 
@@ -285,14 +294,22 @@ def _mfu_text(m: Metrics) -> str:
     if u is None:
         why = (m.activity.flops or {}).get("skipped") or "no steady state to time it against"
         return f"MFU not measured: {why}"
-    flops = f"{u.flops_per_step / 1e9:,.1f} GFLOP a step (step {u.counted_step}, counted)"
+    flops = f"{_sig(u.flops_per_step / 1e9)} GFLOP a step (step {u.counted_step}, counted)"
     if u.mfu is None:
         peak = f"no dense peak known for {u.gpu_name or 'this device'}: MFU not computed"
-        return f"{u.achieved_tflops:.2f} TFLOP/s achieved · {flops} · {peak}"
+        return f"{_sig(u.achieved_tflops)} TFLOP/s achieved · {flops} · {peak}"
     return (
-        f"MFU {u.mfu:.1%}: {u.achieved_tflops:.1f} of {u.peak_tflops:g} TFLOP/s "
+        f"MFU {_sig(u.mfu * 100)}%: {_sig(u.achieved_tflops)} of {u.peak_tflops:g} TFLOP/s "
         f"({u.precision} dense peak, {u.gpu_name}) · {flops}"
     )
+
+
+def _sig(x: float) -> str:
+    """One decimal, or two significant digits below 1 (a launch-bound job's 0.004 % MFU is a
+    measurement, not 0.0)."""
+    if x == 0 or abs(x) >= 1:
+        return f"{x:,.1f}"
+    return f"{x:.2g}"
 
 
 def relative_to(cwd: str | None) -> Callable[[str], str]:
