@@ -163,8 +163,9 @@ class ProbeSwitch:
 
     Finds them by what ``trainprof.probe.torch_hooks`` installs: ``functools.wraps`` wrappers
     (their ``__wrapped__`` is the original) on the DataLoader iterator and dataset fetchers,
-    ``torch.autograd.backward`` (the device timeline's backward mark), ``Optimizer.zero_grad``,
-    and global optimizer pre- and post-hooks, all functions whose globals are that module's.
+    ``torch.autograd.backward`` (the device timeline's backward mark and, outside it, the
+    collective timer's wrapper), ``Optimizer.zero_grad``, ``autocast.__enter__``, and global
+    optimizer pre- and post-hooks, all functions whose globals are those modules'.
     (The collate timer wraps each fetcher's collate_fn when the fetcher is built, so it cannot be
     switched inside a running epoch: ``bench.micro`` times it per call.)
     """
@@ -172,6 +173,7 @@ class ProbeSwitch:
     MODULE = "trainprof.probe.torch_hooks"
 
     def __init__(self) -> None:
+        import torch.amp.autocast_mode as amp_mod
         import torch.autograd as autograd
         import torch.optim.optimizer as optim_mod
         import torch.utils.data._utils.fetch as fetch_mod
@@ -185,6 +187,7 @@ class ProbeSwitch:
             "fetch": [],
             "backward": [],
             "zero_grad": [],
+            "autocast": [],
         }
         slots = [
             ("loader", dl._BaseDataLoaderIter, "__next__"),
@@ -194,11 +197,12 @@ class ProbeSwitch:
             ("fetch", fetch_mod._IterableDatasetFetcher, "fetch"),
             ("backward", autograd, "backward"),
             ("zero_grad", optim_mod.Optimizer, "zero_grad"),
+            ("autocast", amp_mod.autocast, "__enter__"),
         ]
         for part, owner, name in slots:
             fn = vars(owner).get(name)
-            orig = getattr(fn, "__wrapped__", None)
-            if orig is not None and _defined_in(fn, self.MODULE):
+            orig = _unwrapped(fn)
+            if orig is not fn:
                 self.parts[part].append((owner, name, fn, orig))
         self._step_hooks = {k: v for k, v in self._hooks.items() if _defined_in(v, self.MODULE)}
         self._pre_step_hooks = {
@@ -221,6 +225,20 @@ class ProbeSwitch:
                     installed.pop(k, None)
                 else:
                     installed[k] = v
+
+
+def _unwrapped(fn: Any) -> Any:
+    """``fn`` without the probe's ``functools.wraps`` wrappers around it: torch_hooks' and the
+    collective timer's, which wraps ``torch.autograd.backward`` outside torch_hooks' mark."""
+    while _defined_in(fn, ProbeSwitch.MODULE) or _defined_in(fn, COLLECTIVES):
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is None:
+            break
+        fn = inner
+    return fn
+
+
+COLLECTIVES = "trainprof.probe.collectives"
 
 
 def _defined_in(fn: Any, module: str) -> bool:

@@ -23,10 +23,13 @@ class HostSampler:
         self.root_pid = root_pid
         self._procs: dict[int, psutil.Process] = {}
         self._last_swap: tuple[float, int, int] | None = None
-        # USS walks /proc/PID/smaps_rollup under the process's memory-map lock: a suspect of
-        # the overhead on CUDA jobs (a huge address space). The GPU bench switches it off to
-        # measure that (TRAINPROF_PROBE_DISABLE=uss).
+        # USS walks every resident page of /proc/PID/smaps_rollup under the process's
+        # memory-map lock: 3 ms for a 290 MB CPU torch process here, more for a CUDA job's GBs,
+        # and most of this sampler's CPU. Only a forked DataLoader worker needs it (its RSS
+        # counts the parent's pages it touched), so only those are read (``_forked``); the GPU
+        # bench can switch it off entirely (TRAINPROF_PROBE_DISABLE=uss).
         self.uss = "uss" not in os.environ.get(ENV_DISABLE, "").split(",")
+        self._forked: dict[int, bool] = {}
         psutil.cpu_percent(None)  # prime the system-wide counter
 
     def sample(self) -> dict[str, Any]:
@@ -55,10 +58,14 @@ class HostSampler:
             if known is not None and known.create_time() == proc.create_time():
                 proc = known
             seen[proc.pid] = proc
-            row = _read_process(proc, first=known is None, uss=self.uss)
+            if known is None or proc.pid not in self._forked:
+                self._forked[proc.pid] = _is_fork_child(proc)
+            uss = self.uss and self._forked[proc.pid]
+            row = _read_process(proc, first=known is None, uss=uss)
             if row is not None:
                 rows.append(row)
         self._procs = seen
+        self._forked = {pid: v for pid, v in self._forked.items() if pid in seen}
         return rows
 
     def _swap(self, now: float) -> dict[str, Any] | None:
@@ -99,6 +106,17 @@ def _read_process(proc: psutil.Process, first: bool, uss: bool = True) -> dict[s
         return None
     except psutil.AccessDenied:
         return {"pid": proc.pid, "denied": True}
+
+
+def _is_fork_child(proc: psutil.Process) -> bool:
+    """A process forked from its parent without exec (a DataLoader worker under the fork start
+    method) has its parent's command line; a rank under torchrun, a spawned worker or a shell's
+    child has its own."""
+    try:
+        parent = proc.parent()
+        return parent is not None and parent.cmdline() == proc.cmdline()
+    except (psutil.Error, OSError):
+        return False
 
 
 def run_queue_wait(pid: int) -> float:
