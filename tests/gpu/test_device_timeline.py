@@ -64,7 +64,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
-ROWS, STEPS, WARMUP = 32768, 320, 32
+ROWS, STEPS, WARMUP = 32768, 1000, 32  # ~4 s: ~30 timed steps at 8 a second
 
 
 def main():

@@ -37,9 +37,7 @@ class FakeEvent:
         return (end.at or 0.0) - (self.at or 0.0)  # ms
 
 
-def drive(
-    tl: device.Timeline, steps: int, step_s: float, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def drive(tl: device.Timeline, steps: int, step_s: float, monkeypatch: pytest.MonkeyPatch) -> None:
     """``steps`` steps of forward 1 ms, backward 4, optimizer 6 and 2 ms of loop code on the
     fake GPU, which runs 5 ms behind the host; the host's clock advances ``step_s`` a step."""
     clock = {"now": 0.0}

@@ -577,7 +577,7 @@ def _device(trace: Trace, log: ProcessLog) -> None:
         trace.spans(trace.pid_of(log), TID_DEVICE, spans)
         trace.notes.append(
             "GPU track: durations on the GPU's clock (CUDA events), placed from the host's mark "
-            "of each timed step's first batch; one step in 16 is timed"
+            "of each timed step's first batch; about one step in 16 is timed (at most 8 a second)"
         )
     trace.counter(trace.pid_of(log), "CUDA allocated (MiB)", alloc, "allocated")
     trace.counter(trace.pid_of(log), "CUDA reserved (MiB)", reserved, "reserved")

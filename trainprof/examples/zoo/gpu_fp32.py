@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader
 
 IMAGES = 4096
 BATCH = 256
-EPOCHS = 15  # 16 steps an epoch: 240 steps, one in 16 timed on the GPU's clock
+EPOCHS = 15  # 16 steps an epoch: 240 steps, about one in 16 timed on the GPU's clock
 CLASSES = 10
 
 

@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 
 IMAGES = 4096
 BATCH = 256
-EPOCHS = 20  # 16 steps an epoch: 320 steps, one in 16 timed on the GPU's clock
+EPOCHS = 20  # 16 steps an epoch: 320 steps, about one in 16 timed on the GPU's clock
 CLASSES = 100
 
 
