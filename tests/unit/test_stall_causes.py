@@ -41,3 +41,18 @@ def test_a_forward_then_longer_python_work_is_cpu_work(forward: float, expected:
 
 def test_forward_passes_and_their_loader_are_an_evaluation() -> None:
     assert cause(0.45, LOADER) == "eval"
+
+
+PRINT_LOSS = (("<module>", TRAIN, 1), ("main", TRAIN, 70))
+SOURCE = {(TRAIN, 70): '    print(f"epoch {epoch}: loss {loss.item():.3f}")'}
+
+
+def test_a_stall_in_item_on_a_gpu_job_waits_for_the_gpu() -> None:
+    # An H200 fp32 run printed loss.item() every 80 steps: the host, far ahead of the busy
+    # GPU, waited 290 ms there each time, and the stall read "CPU work in the loop".
+    spans = [StackSpan(10.0 + i * 0.01, 10.0 + (i + 1) * 0.01, PRINT_LOSS) for i in range(100)]
+    stall = Stall(80, 10.0, 11.0, 0.95, "cpu")
+    (on_gpu,), _e = refine([stall], spans, SOURCE, [], cuda=True)
+    assert on_gpu.cause == "sync"
+    (on_cpu,), _e = refine([stall], spans, SOURCE, [], cuda=False)
+    assert on_cpu.cause == "cpu", "on a CPU job .item() is no sync: the line's own work counts"

@@ -103,10 +103,11 @@ def category(
     uf = user_frame(frames)
     if uf is not None:
         text = source.get((uf[1], uf[2]), "")
+        if cuda and SYNC_LINE.search(text):
+            # before printing: print(loss.item()) waits for the GPU far longer than it prints
+            return "sync"
         if _PRINTING.search(text):
             return "logging"
-        if cuda and SYNC_LINE.search(text):
-            return "sync"
         if uf is top and re.search(r"\bsleep\s*\(", text):
             return "idle"
     if top is not None and short_name(top[0]) in _IDLE_FUNCS and not is_user_file(top[1]):

@@ -67,7 +67,13 @@ _CATEGORY_BUCKET = {
     "idle": "idle",
     "compile": "compile",
 }
-_STALL_BUCKET = {"cpu": "stall_compute", "blocked": "stall_blocked", "compile": "compile"}
+# A sync stall (the host waiting in .item() for a GPU that drains its queue) is sync time.
+_STALL_BUCKET = {
+    "cpu": "stall_compute",
+    "blocked": "stall_blocked",
+    "compile": "compile",
+    "sync": "sync",
+}
 
 
 @dataclass(frozen=True)

@@ -308,7 +308,7 @@ def _activity(
     if primary is not None and stalls:
         train_key = training_loader_key(primary)
         others = sorted(primary.t0 + t / 1e6 for k, t, _w in primary.epochs if k != train_key)
-        stalls, stall_evals = refine(stalls, spans, session.source, others)
+        stalls, stall_evals = refine(stalls, spans, session.source, others, cuda)
         evals = sorted(evals + stall_evals, key=lambda g: g.t0)
     prof = attribution.profile(spans, session.source, *window, cuda) if spans and window else None
     busy = [(st.t0, st.t1) for st in stalls] + [(g.t0, g.t1) for g in evals + saves]

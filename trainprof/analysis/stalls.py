@@ -31,7 +31,7 @@ class Stall:
     t0: float  # monotonic
     t1: float
     excess_s: float  # time beyond a median step
-    cause: str  # "checkpoint" | "eval" | "data" | "compile" | "blocked" | "cpu"
+    cause: str  # "checkpoint" | "eval" | "data" | "compile" | "sync" | "blocked" | "cpu"
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,10 @@ MIN_COVERAGE = 0.3
 # compile / blocked: this share of the stall's sampled time.
 COMPILE_SHARE = 0.5
 BLOCKED_SHARE = 0.5
+# sync (CUDA jobs): this share of the stall in a device→host sync (.item(), .cpu()): the host
+# waited for the GPU to drain what it had queued (an H200 fp32 run's print of loss.item() every
+# 80 steps waited 290 ms each, and was called "CPU work").
+SYNC_SHARE = 0.5
 # eval without a mode switch: forward passes hold this share, backward + optimizer almost none.
 FORWARD_SHARE = 0.4
 BACKWARD_MAX = 0.1  # of the forward time
@@ -130,15 +134,17 @@ def refine(
     spans: Sequence[StackSpan],
     source: dict[tuple[str, int], str],
     other_loader_starts: Sequence[float],
+    cuda: bool = False,
 ) -> tuple[list[Stall], list[Segment]]:
     """Split "cpu" stalls by what the main thread did during them; return the stalls and the
-    evaluations found among them (as segments: the stall's excess, ending with the step)."""
+    evaluations found among them (as segments: the stall's excess, ending with the step).
+    ``cuda``: the job trains on a GPU, so ``.item()`` lines are syncs that wait for it."""
     out, evals = [], []
     for st in stalls:
         if st.cause != "cpu":
             out.append(st)
             continue
-        cause = _cause(st, spans, source, other_loader_starts)
+        cause = _cause(st, spans, source, other_loader_starts, cuda)
         if cause == "eval-forward" or cause == "eval-loader":
             evals.append(Segment(st.t1 - st.excess_s, st.t1, cause.split("-")[1]))
             cause = "eval"
@@ -151,18 +157,21 @@ def _cause(
     spans: Sequence[StackSpan],
     source: dict[tuple[str, int], str],
     other_loader_starts: Sequence[float],
+    cuda: bool = False,
 ) -> str:
     import bisect
 
     i = bisect.bisect_left(other_loader_starts, st.t0)
     if i < len(other_loader_starts) and other_loader_starts[i] < st.t1:
         return "eval-loader"
-    prof = window_profile(spans, source, [(st.t0, st.t1)])
+    prof = window_profile(spans, source, [(st.t0, st.t1)], cuda)
     total = prof.total
     if total < MIN_COVERAGE * (st.t1 - st.t0):
         return "cpu"
     if prof.share("compile") >= COMPILE_SHARE:
         return "compile"
+    if prof.share("sync") >= SYNC_SHARE:
+        return "sync"
     fwd = prof.share("forward")
     if (
         fwd >= FORWARD_SHARE

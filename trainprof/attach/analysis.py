@@ -41,6 +41,7 @@ _STALL_BUCKET = {
     "cpu": "stall_compute",
     "blocked": "stall_blocked",
     "compile": "compile",
+    "sync": "sync",
     "eval": "eval",
     "checkpoint": "save",
 }

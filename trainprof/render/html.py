@@ -40,7 +40,7 @@ MIB = 1024 * 1024
 STEP_POINTS = 1500  # step-time chart: beyond, per-bin means (and maxima) of steps
 WAIT_BINS = 120
 TIMELINE_DEPTH = 7  # stack frames drawn in the timeline, outermost first
-CAUSES = ("cpu", "blocked", "compile", "data", "eval", "checkpoint")
+CAUSES = ("cpu", "blocked", "compile", "sync", "data", "eval", "checkpoint")
 
 
 def check_view_path(path: Path, option: str) -> None:
@@ -528,6 +528,7 @@ polyline.line { fill: none; }
 .cause-cpu { fill: var(--cpu); stroke: var(--cpu); } .cause-blocked { fill: var(--blocked); stroke: var(--blocked); }
 .cause-compile { fill: var(--compile); stroke: var(--compile); } .cause-data { fill: var(--data); stroke: var(--data); }
 .cause-eval { fill: var(--eval); stroke: var(--eval); } .cause-checkpoint { fill: var(--save); stroke: var(--save); }
+.cause-sync { fill: var(--s4); stroke: var(--s4); }
 .k-sampler, .k-worker_start, .k-fetch, .k-collate, .k-pin, .k-data_wait { fill: var(--data); }
 .k-fetch { opacity: .85; } .k-collate { opacity: .7; } .k-pin { opacity: .55; } .k-sampler { opacity: .45; }
 .k-worker_start { opacity: .35; }

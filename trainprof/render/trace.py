@@ -69,6 +69,7 @@ CAUSE = {
     "cpu": "CPU work",
     "blocked": "blocked waiting",
     "compile": "torch.compile compiling",
+    "sync": "waiting for the GPU (device→host sync)",
     "data": "waiting for data",
     "eval": "evaluation",
     "checkpoint": "torch.save",
