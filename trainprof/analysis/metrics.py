@@ -20,6 +20,7 @@ from typing import Any
 
 from trainprof.analysis import attribution, ledger
 from trainprof.analysis import mfu as mfu_mod
+from trainprof.analysis.attach_view import AttachView
 from trainprof.analysis.device import Bottleneck, DeviceView, bottleneck, device_view
 from trainprof.analysis.ledger import DATA, Ledger
 from trainprof.analysis.memory import Growth, growth
@@ -34,7 +35,6 @@ from trainprof.analysis.stalls import (
     save_segments,
 )
 from trainprof.analysis.stats import bins, finite, int_percentiles, mean, scaled, tail
-from trainprof.attach.view import AttachView
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.analysis import attribution
+from trainprof.analysis.attach_view import AttachView, RankAttach, RateEstimate
 from trainprof.analysis.ledger import BUCKETS, Ledger
 from trainprof.analysis.memory import growth
 from trainprof.analysis.metrics import Activity, Metrics
 from trainprof.analysis.stalls import STALL_FACTOR, STALL_MIN_EXCESS_S, Segment, Stall, period
 from trainprof.analysis.stats import finite, mean
 from trainprof.attach import estimate
-from trainprof.attach.view import AttachView, RankAttach, RateEstimate
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan, load_spans
 

@@ -10,8 +10,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from trainprof.analysis.attach_view import SHARES, RateEstimate
 from trainprof.analysis.metrics import Metrics
-from trainprof.attach.view import SHARES, RateEstimate
 from trainprof.render.text import literal, shell_join
 from trainprof.units import fmt_bytes
 

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from trainprof.analysis import attribution
+from trainprof.analysis.attach_view import AttachView
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules import (
@@ -24,7 +25,6 @@ from trainprof.analysis.rules import (
 from trainprof.analysis.rules._common import loader_caller, ms, suggested_workers
 from trainprof.analysis.rules._stalls import Stalls, judge
 from trainprof.analysis.rules.registry import ATTACH_VARIANTS, Check
-from trainprof.attach.view import AttachView
 from trainprof.units import plural
 
 STACKS = ("stacks",)
