@@ -279,6 +279,24 @@ def test_compare_two_batch_sizes_says_it_per_s_is_not_comparable(tmp: Path) -> N
         timeout=60,
     )
     assert p2.returncode == 0 and "batch size: 8 → 32" in p2.stdout, p2.stderr
+    # --json -: the comparison as data on stdout, the table on stderr.
+    p3 = subprocess.run(
+        trainprof_cmd(
+            "compare",
+            str(tmp / "bs8" / "ci.json"),
+            str(tmp / "baseline" / "ci.json"),
+            "--json",
+            "-",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p3.returncode == 0 and "batch size: 8 → 32" in p3.stderr, p3.stderr
+    data = json.loads(p3.stdout)
+    assert data["verdict"]["trend"] in ("faster", "slower", "within noise")
+    assert {"key": "batch_size", "a": 8, "b": 32} in data["settings_differ"], data
+    assert data["a"]["samples_per_s"]["windows"] == 5 and data["findings"]["appeared"] == []
 
 
 # ---- usage errors: one line, exit 2, before any job runs -----------------------------------

@@ -69,3 +69,20 @@ def test_the_console_shows_both_runs_and_what_was_not_measured() -> None:
     assert "settings: B's report records none" in text
     assert "1010.0 (median of 3 windows, 1000.0–1020.0, ±1%)" in text
     assert "step time" in text and "not measured" in text
+
+
+def test_the_json_holds_what_the_console_shows_and_null_for_what_was_not_measured() -> None:
+    import json
+
+    crashed = report(samples_per_s=None, steps_per_s=None, step_time_s=None)
+    data = compare(side([1000, 1010, 1020], batch_size=8), Side("new.json", crashed, ())).to_json()
+    json.dumps(data)  # plain JSON types only
+    assert data["a"]["samples_per_s"] == {
+        "median": 1010,
+        "low": 1000,
+        "high": 1020,
+        "windows": 3,
+    }
+    assert data["b"]["samples_per_s"] is None and data["b"]["path"] == "new.json"
+    assert data["verdict"]["trend"] == "not measured"
+    assert data["verdict"]["samples_per_s_change"] is None

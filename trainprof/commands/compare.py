@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ from trainprof.compare.load import load_report
 from trainprof.compare.render import render_comparison
 from trainprof.compare.windows import Window, step_windows
 from trainprof.render.text import make_console
+from trainprof.store.rundir import check_user_file, write_user_file
 from trainprof.store.session import Session
 
 DEFAULT_WINDOWS = 5
@@ -40,6 +42,15 @@ def compare(
             "directory; a `trainprof ci --json` report keeps its own windows).",
         ),
     ] = DEFAULT_WINDOWS,
+    json_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            metavar="PATH",
+            help="Also write the comparison as JSON to this path (`-`: to stdout, the table "
+            "then goes to stderr).",
+        ),
+    ] = None,
 ) -> None:
     """Compare two runs: samples/s and step time with their spread, the verdict (faster,
     slower or within noise), the findings that appeared or disappeared, and the settings that
@@ -53,10 +64,18 @@ def compare(
       trainprof compare trainprof-runs/20261126-101500-train trainprof-runs/20261126-103000-train
 
       trainprof compare baseline.json current.json
+
+      trainprof compare baseline.json current.json --json - | jq .verdict
     """
+    if json_path is not None:
+        check_user_file(json_path)
     side_a = _side(a, "A", windows)
     side_b = _side(b, "B", windows)
-    render_comparison(make_console(), compare_sides(side_a, side_b))
+    result = compare_sides(side_a, side_b)
+    to_stderr = json_path is not None and str(json_path) == "-"
+    render_comparison(make_console(stderr=to_stderr), result)
+    if json_path is not None:
+        write_user_file(json_path, json.dumps(result.to_json(), indent=1) + "\n")
 
 
 def _side(path: Path, what: str, k: int) -> Side:

@@ -56,6 +56,35 @@ class Comparison:
     settings: tuple[tuple[str, Any, Any], ...]  # (key, A's, B's) for each that differs
     batch_note: str | None  # it/s vs samples/s across a changed batch size
 
+    def to_json(self) -> dict[str, Any]:
+        """``trainprof compare --json``: what the console shows, as data (schema in
+        docs/REPORT.md); a measure not measured is null, never 0."""
+        return {
+            "a": _side_json(self.a),
+            "b": _side_json(self.b),
+            "verdict": {"trend": self.trend, "samples_per_s_change": self.change, "why": self.why},
+            "findings": {"appeared": list(self.appeared), "disappeared": list(self.disappeared)},
+            "settings_differ": [{"key": k, "a": va, "b": vb} for k, va, vb in self.settings],
+            "batch_note": self.batch_note,
+        }
+
+
+def _side_json(side: Side) -> dict[str, Any]:
+    def spread_json(s: Spread | None) -> dict[str, Any] | None:
+        if s is None:
+            return None
+        return {"median": s.median, "low": s.low, "high": s.high, "windows": s.count}
+
+    summary = side.report.get("summary") or {}
+    return {
+        "path": side.label,
+        "samples_per_s": spread_json(side.samples),
+        "steps_per_s": spread_json(side.steps),
+        "step_time_s": summary.get("step_time_s"),
+        "findings": side.finding_ids(),
+        "settings": side.settings,
+    }
+
 
 def compare(a: Side, b: Side) -> Comparison:
     trend, change, why = _trend(a.samples, b.samples)
