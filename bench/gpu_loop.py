@@ -245,7 +245,7 @@ def toggle(
     from the mean (counts rare stalls too, such as a sampler's read every 0.5 s)."""
     import torch
 
-    from bench.loop import ProbeSwitch, _median
+    from bench.loop import ProbeSwitch, _median, interleave
 
     device = _device(torch, device_arg)
     built = trainers(torch, device, sizes)
@@ -265,19 +265,19 @@ def toggle(
         for tr in built:
             tr.run(warmup_s, min_steps=5)
             blocks: dict[str, list[tuple[Any, Any]]] = {name: [] for name, _ in modes}
-            t_end = time.perf_counter() + measure_s
-            cycle = 0
-            while time.perf_counter() < t_end or cycle < 3:
-                order = modes[cycle % len(modes) :] + modes[: cycle % len(modes)]
-                for name, off in order:
-                    switch.set(off)
-                    outside.set("outside" in off)
-                    tr.step()  # the first step after a switch refills Python's caches
-                    a = tr.clock.mark()
-                    for _ in range(block_steps):
-                        tr.step()
-                    blocks[name].append((a, tr.clock.mark()))
-                cycle += 1
+
+            def block(
+                name: str, off: frozenset[str], tr: Trainer = tr, blocks: Any = blocks
+            ) -> None:
+                switch.set(off)
+                outside.set("outside" in off)
+                tr.step()  # the first step after a switch refills Python's caches
+                a = tr.clock.mark()
+                for _ in range(block_steps):
+                    tr.step()
+                blocks[name].append((a, tr.clock.mark()))
+
+            interleave(modes, measure_s, block)
             switch.set(frozenset())
             outside.resume()
             tr.clock.sync()

@@ -42,6 +42,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 T_START = time.perf_counter()
@@ -267,15 +268,15 @@ def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) 
         tr.run(warmup_s, min_steps=3)
         n_block = max(1, int(round(tr.run(0.2, min_steps=2)[0] / 0.2 * block_s)))
         steps: dict[str, list[float]] = {name: [] for name, _ in modes}
-        t_end = time.perf_counter() + measure_s
-        cycle = 0
-        while time.perf_counter() < t_end or cycle < 3:
-            order = modes[cycle % len(modes) :] + modes[: cycle % len(modes)]
-            for name, off in order:
-                switch.set(off)
-                tr.run_each(1, [])  # the first step after a switch pays the type-cache refill
-                tr.run_each(n_block, steps[name])
-            cycle += 1
+
+        def block(
+            name: str, off: frozenset[str], tr: Any = tr, n: int = n_block, steps: Any = steps
+        ) -> None:
+            switch.set(off)
+            tr.run_each(1, [])  # the first step after a switch pays the type-cache refill
+            tr.run_each(n, steps[name])
+
+        cycle = interleave(modes, measure_s, block)
         switch.set(frozenset())
         # Median step time per mode: robust to the preemptions a shared machine adds to a
         # few steps; the rotation spreads slow drifts evenly over the modes.
@@ -291,6 +292,23 @@ def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) 
             }
         )
     return {"toggle": out, "parts_found": switch.found}
+
+
+def interleave(
+    modes: list[tuple[str, frozenset[str]]],
+    measure_s: float,
+    block: Callable[[str, frozenset[str]], None],
+) -> int:
+    """Run ``block(name, parts_off)`` for every mode, in a rotating order (a slow drift then
+    spreads evenly over the modes), until ``measure_s`` has passed and at least 3 cycles ran;
+    the cycles run."""
+    t_end = time.perf_counter() + measure_s
+    cycle = 0
+    while time.perf_counter() < t_end or cycle < 3:
+        for name, off in modes[cycle % len(modes) :] + modes[: cycle % len(modes)]:
+            block(name, off)
+        cycle += 1
+    return cycle
 
 
 def _median(values: list[float]) -> float:
