@@ -198,6 +198,10 @@ def test_cuda_memory_is_read_with_one_allocator_call() -> None:
         Event = FakeEvent
 
         @staticmethod
+        def is_current_stream_capturing() -> bool:
+            return False
+
+        @staticmethod
         def memory_stats_as_nested_dict() -> dict[str, object]:
             calls.append("nested")
             return {
@@ -211,3 +215,59 @@ def test_cuda_memory_is_read_with_one_allocator_call() -> None:
     tl = device.cuda_timeline(Torch, lambda _l: None, lambda t: 0)
     assert tl.memory is not None and tl.memory() == (10, 20, 30)
     assert calls == ["nested"]
+
+
+def test_no_cuda_call_inside_a_graph_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole step captured with torch.cuda.graph runs the probe's hooks inside the capture:
+    an event query there is illegal and would break the user's capture, so the timeline makes
+    no CUDA call while capturing, drops the step it cut, and goes on after it."""
+    capture = {"on": False}
+
+    class CaptureChecked(FakeEvent):
+        def record(self) -> None:
+            assert not capture["on"], "event recorded inside a capture"
+            super().record()
+
+        def query(self) -> bool:
+            assert not capture["on"], "event queried inside a capture"
+            return super().query()
+
+    lines: list[str] = []
+    tl = device.Timeline(CaptureChecked, None, lines.append, lambda t: 0, lambda: capture["on"])
+    clock = {"now": 0.0}
+    monkeypatch.setattr(device, "_clock", lambda: clock["now"])
+    gpu = FakeEvent.gpu
+    gpu["now"] = gpu["done"] = 0.0
+    for step in range(200):
+        capture["on"] = 40 <= step < 60  # warm-up done, the step is captured, then replayed
+        for name, ms in (("batch", 1.0), ("backward", 4.0), ("optimizer", 6.0)):
+            tl.mark(name)
+            gpu["now"] += ms
+        tl.step_ended()
+        gpu["now"] += 2.0
+        gpu["done"] = gpu["now"] - 5.0
+        clock["now"] += 1.0
+    capture["on"] = False
+    gpu["done"] = gpu["now"]
+    tl.read_done()
+    steps = timed_steps(lines)
+    assert any(s < 40 for s in steps) and any(s >= 60 for s in steps), steps
+    assert not any(40 <= s < 60 for s in steps), steps
+    for line in lines:
+        assert [int(v) for v in line.split()[3:7]] == [1000, 4000, 6000, 2000], line
+
+
+def test_a_stopped_timeline_is_said_in_the_report_and_the_json() -> None:
+    from rich.console import Console
+
+    from trainprof.render.console import summary_table
+    from trainprof.render.json_report import report_dict
+
+    s = gpu_session(fwd_ms=9.0, gap_ms=0.5, util=97.0)
+    error = "RuntimeError: CUDA error: operation not permitted when stream is capturing"
+    s.processes[0].add_line("X " + json.dumps({"t": 5, "device_timeline_error": error}))
+    m, verdict = analyze(s)
+    assert report_dict({}, m, verdict)["summary"]["device_timeline_error"] == error
+    console = Console(record=True, width=200, color_system=None)
+    console.print(summary_table({}, m))
+    assert f"device timeline stopped: {error}" in console.export_text()

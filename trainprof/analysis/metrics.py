@@ -112,6 +112,7 @@ class Activity:
     structure: dict[str, Any] | None = None  # the model and optimizer at the first step
     zero_grad_kept: bool = False  # zero_grad(set_to_none=False) was called
     flops: dict[str, Any] | None = None  # the probe's FLOP count of one step, or why none
+    timeline_error: str | None = None  # why the probe's device timeline stopped, if it did
 
 
 @dataclass(frozen=True)
@@ -360,6 +361,9 @@ def _activity(
         ),
         zero_grad_kept=any(i.get("zero_grad_set_to_none") is False for i in infos),
         flops=mfu_mod.flop_count(infos),
+        timeline_error=next(
+            (str(i["device_timeline_error"]) for i in infos if "device_timeline_error" in i), None
+        ),
         main_cpu_in_stalls=_cpu_in(session, primary, [(st.t0, st.t1) for st in stalls]),
     )
 

@@ -44,8 +44,12 @@ class Timeline:
         memory: Callable[[], tuple[int, int, int]] | None,
         emit: Callable[[str], None],
         us: Callable[[float], int],
+        capturing: Callable[[], bool] = lambda: False,
     ) -> None:
         self.make_event = make_event
+        # Inside a CUDA graph capture (a whole step captured with torch.cuda.graph) an event
+        # query is illegal and would invalidate the user's capture: no CUDA call then.
+        self.capturing = capturing
         self.memory = memory
         self.emit = emit
         self.us = us
@@ -64,15 +68,28 @@ class Timeline:
 
     def mark(self, name: str) -> None:
         """A step boundary: record an event if this step is timed (first mark of a name wins)."""
-        if self.closing is not None and name != "end":
+        closes = self.closing is not None and name != "end"
+        cur = self.current
+        if not closes and (cur is None or name in cur):
+            return  # the common case: no CUDA call at all
+        if self.capturing():
+            self._abandon()
+            return
+        if self.closing is not None and closes:
             # The first mark of the step after a timed one closes its gap.
             step, marks = self.closing
             self.closing = None
             marks["next"] = self._record()
             self.pending.append((step, marks))
-        cur = self.current
         if cur is not None and name not in cur:
             cur[name] = self._record()
+
+    def _abandon(self) -> None:
+        """Give up the timed step (and the gap being closed): a capture cut through it."""
+        for marks in (self.current, self.closing[1] if self.closing else None):
+            if marks:
+                self.pool.extend(ev for ev, _t in marks.values())
+        self.current = self.closing = None
 
     def _record(self) -> tuple[Any, float]:
         ev = self._event()
@@ -96,6 +113,8 @@ class Timeline:
         self.read_done()
 
     def read_done(self) -> None:
+        if self.pending and self.capturing():
+            return  # read them after the capture
         while self.pending:
             step, marks = self.pending[0]
             last = marks["next"][0]
@@ -135,4 +154,6 @@ def cuda_timeline(torch: Any, emit: Callable[[str], None], us: Callable[[float],
         reserved = stats.get("reserved_bytes", {}).get("all", {})
         return allocated.get("current", -1), reserved.get("current", -1), allocated.get("peak", -1)
 
-    return Timeline(lambda: cuda.Event(enable_timing=True), memory, emit, us)
+    return Timeline(
+        lambda: cuda.Event(enable_timing=True), memory, emit, us, cuda.is_current_stream_capturing
+    )

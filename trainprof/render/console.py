@@ -207,8 +207,12 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
         t.add_row(
             "bottleneck", Text(f"{m.bottleneck.verdict}: {m.bottleneck.reason}", style="bold")
         )
+    stopped = m.activity.timeline_error
     if m.device is not None:
         t.add_row("GPU step", _device_split(m))
+    if stopped is not None:
+        # The probe gave up its CUDA events (fail open); say so rather than show nothing.
+        t.add_row("" if m.device else "GPU step", literal(f"device timeline stopped: {stopped}"))
     if m.mfu is not None or (m.on_cuda and m.activity.flops):
         t.add_row("GPU math", literal(_mfu_text(m)))
     probe = meta.get("probe") or {}
