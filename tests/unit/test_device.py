@@ -118,11 +118,13 @@ def test_a_timeline_error_never_reaches_the_job() -> None:
 
 
 def gpu_session(
-    fwd_ms: float, gap_ms: float, util: float | None = None, wait_s: float = 0.0
+    fwd_ms: float, gap_ms: float, util: float | None = None, wait_s: float = 0.0, fp32: bool = False
 ) -> Session:
     log = process(200, step_s=0.02, wait_s=wait_s, loader=dict(DEFAULT_LOADER, pin_memory=True))
-    log.add_line("X " + json.dumps({"t": 1, "precision": CUDA}))
-    log.add_line("X " + json.dumps({"t": 1, "autocast": "cuda", "dtype": "torch.bfloat16"}))
+    precision = dict(CUDA, dtype="float32", matmul_precision="highest") if fp32 else CUDA
+    log.add_line("X " + json.dumps({"t": 1, "precision": precision}))
+    if not fp32:
+        log.add_line("X " + json.dumps({"t": 1, "autocast": "cuda", "dtype": "torch.bfloat16"}))
     for i in range(16, 200, 16):
         t = log.steps["t"][i]
         us = (int(fwd_ms * 1e3), 8000, 2000, int(gap_ms * 1e3))
@@ -271,3 +273,12 @@ def test_a_stopped_timeline_is_said_in_the_report_and_the_json() -> None:
     console = Console(record=True, width=200, color_system=None)
     console.print(summary_table({}, m))
     assert f"device timeline stopped: {error}" in console.export_text()
+
+
+def test_fp32_warns_where_the_gpu_bounds_the_job_and_informs_where_it_waits() -> None:
+    def severity(util: float) -> str:
+        _m, verdict = analyze(gpu_session(fwd_ms=9.0, gap_ms=0.5, util=util, fp32=True))
+        return next(f.severity for f in verdict.findings if f.id == "no-mixed-precision")
+
+    assert severity(97.0) == "warning"  # gpu-bound: faster math is the speed-up
+    assert severity(20.0) == "info"  # launch-bound: the GPU waits for the host anyway

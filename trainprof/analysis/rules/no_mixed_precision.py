@@ -58,9 +58,19 @@ def check(m: Metrics) -> Finding | None:
         )
     if ampere:
         fix.append('torch.set_float32_matmul_precision("high") enables TF32 for what stays in fp32')
+    severity = "warning"
+    b = m.bottleneck
+    if b is not None and b.verdict in ("input-bound", "host-bound"):
+        # Faster math does not speed up a step the GPU waits through (an H200 launch-bound job
+        # got this warning second, where autocast would only add cast kernels to launch).
+        severity = "info"
+        evidence.append(
+            f"the GPU is not what bounds this job ({b.verdict}): faster math pays off once "
+            "that is fixed"
+        )
     return Finding(
         id="no-mixed-precision",
-        severity="warning",
+        severity=severity,
         title="Training runs entirely in fp32 on a GPU with Tensor Cores",
         evidence=tuple(evidence),
         fix=tuple(fix),
