@@ -89,7 +89,8 @@ def check(m: Metrics) -> Finding | None:
             "persistent_workers=True, prefetch_factor=4"
         )
     fix.extend(_part_fix(part, loader))
-    if m.gpu_util_mean is not None:
+    if m.gpu_util_mean is not None and not cfg.get("pin_memory"):
+        # Not to a loader already pinned (the H200 input-bound job was told to pin it).
         fix.append("pin_memory=True and .to(device, non_blocking=True) for host→device copies")
     return Finding(
         id="input-bound",

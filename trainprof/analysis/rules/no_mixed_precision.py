@@ -17,7 +17,7 @@ Best practice::
 
 from __future__ import annotations
 
-from trainprof.analysis.findings import Finding
+from trainprof.analysis.findings import Finding, Severity
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._gpu import AMPERE, TENSOR_CORES, capability
 from trainprof.analysis.rules.registry import Threshold, rule
@@ -58,7 +58,7 @@ def check(m: Metrics) -> Finding | None:
         )
     if ampere:
         fix.append('torch.set_float32_matmul_precision("high") enables TF32 for what stays in fp32')
-    severity = "warning"
+    severity: Severity = "warning"
     b = m.bottleneck
     if b is not None and b.verdict in ("input-bound", "host-bound"):
         # Faster math does not speed up a step the GPU waits through (an H200 launch-bound job
