@@ -10,8 +10,9 @@ Phases, each with its own budget (what does not fit is said to be skipped):
    ``.pyspy/bin`` on PATH and the repository on an absolute PYTHONPATH; whether py-spy may
    attach to a process here.
 2. tests: ``python3 -m pytest -q <tests/gpu files> -x --timeout 300`` (the zoo first;
-   ``--keep-going`` drops ``-x``), output in ``$OUT/pytest.txt``, reports in ``$OUT/reports``,
-   the tests' measurements in ``$OUT/measurements.jsonl``.
+   ``--keep-going`` drops ``-x``), output in ``$OUT/pytest.txt``; the reports, console texts
+   and measurements the tests keep in ``$OUT/artifacts.tgz`` (the device tool brings back at
+   most 8 files).
 3. overhead: ``bench/gpu_loop.py`` calibrated to ≈1000 (or as fast as the host goes) and
    ≈100 steps/s; one run of ``gpu_loop.py --toggle`` under ``trainprof run`` (trainprof's cost
    inside one process, on the device's clock: hooks off, outside processes stopped, both, and
@@ -20,8 +21,8 @@ Phases, each with its own budget (what does not fit is said to be skipped):
    adds no USS reads and samplers idle, ``--interval 3600``), each round in the reverse order
    of the one before (A B … B A); every run times itself on the device's
    clock (CUDA events). Ratio to plain in the same round: median and min–max over rounds.
-4. summary: a Markdown report on stdout and in ``$OUT/gpu-check.md``, then one JSON line,
-   the last line of output.
+4. summary: a Markdown report on stdout and in ``$OUT/gpu-check.md`` (and
+   ``$OUT/gpu-check.json``), then one JSON line, the last line of output.
 
 ``--device cpu`` tries the whole harness on a machine without a GPU (the tests skip).
 """
@@ -700,6 +701,22 @@ def write_summary(c: Check) -> dict[str, Any]:
     }
 
 
+def bring_back(work: Path, out: Path, summary: dict[str, Any]) -> None:
+    """What comes back from the device machine: at most 8 files, no deep folders. The summary
+    (``gpu-check.md``, written already, and ``gpu-check.json``), pytest's output, and one
+    ``artifacts.tgz`` with every report, console text and measurement the tests kept."""
+    import tarfile
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu-check.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    if (work / "pytest.txt").is_file():
+        shutil.copyfile(work / "pytest.txt", out / "pytest.txt")
+    with tarfile.open(out / "artifacts.tgz", "w:gz") as tar:
+        for name in ("reports", "measurements.jsonl", "gpu-junit.xml"):
+            if (work / name).exists():
+                tar.add(work / name, arcname=name)
+
+
 def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__)
     # What fitted the first H200 session: tests took 195 s, a 6-variant round 72 s.
@@ -733,8 +750,7 @@ def main(argv: list[str] | None = None) -> int:
     out = a.out or (Path(os.environ["OUT"]) if os.environ.get("OUT") else None)
     c = Check(budget_s=a.budget_s, out=out)
     with tempfile.TemporaryDirectory(prefix="trainprof-gpu-check-") as tmp:
-        c.work = out if out is not None else Path(tmp)
-        c.work.mkdir(parents=True, exist_ok=True)
+        c.work = Path(tmp)
         phase_setup(c, a.device)
         reserve = 0.0 if a.skip_overhead else min(a.overhead_budget_s, 60.0)
         if a.skip_tests:
@@ -748,6 +764,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             phase_overhead(c, min(a.overhead_budget_s, c.left() - 10), a)
         summary = write_summary(c)
+        if out is not None:
+            bring_back(c.work, out, summary)
     log(json.dumps(summary, default=str))
     failed = bool(c.tests.get("failed")) or c.tests.get("rc", 0) not in (0, 5, None)
     return 1 if failed else 0
