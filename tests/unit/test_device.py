@@ -282,3 +282,11 @@ def test_fp32_warns_where_the_gpu_bounds_the_job_and_informs_where_it_waits() ->
 
     assert severity(97.0) == "warning"  # gpu-bound: faster math is the speed-up
     assert severity(20.0) == "info"  # launch-bound: the GPU waits for the host anyway
+
+
+def test_a_host_bound_verdict_names_the_host_work_that_holds_the_gpu() -> None:
+    s = gpu_session(fwd_ms=9.0, gap_ms=6.0, util=59.0)
+    loop_spans(s, {"norms.append(p.grad.norm().item())": 0.8, "model(x)": 0.2}, 102.5, 105.5)
+    m, _verdict = analyze(s)
+    assert m.bottleneck is not None and m.bottleneck.verdict == "host-bound"
+    assert "device→host syncs" in m.bottleneck.reason, m.bottleneck.reason

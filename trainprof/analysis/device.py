@@ -117,15 +117,29 @@ class Bottleneck:
         return {"verdict": self.verdict, "reason": self.reason}
 
 
+# The host-work buckets, as the verdict names the biggest of them.
+HOST_WORK_NAMES = {
+    "loop": "loop code",
+    "sync": "device→host syncs",
+    "logging": "logging",
+    "idle": "sleeping or waiting",
+    "stall_compute": "CPU stalls",
+    "stall_blocked": "blocked stalls",
+    "compile": "torch.compile",
+}
+
+
 def bottleneck(
     idle: float | None,
     util: float | None,
     data_share: float,
     host_share: float,
+    host_top: tuple[str, float] | None = None,
 ) -> Bottleneck | None:
     """What bounds a GPU job's step. ``idle``: the device's idle share (timeline); ``util``:
     NVML's mean utilization; ``data_share``/``host_share``: the host ledger's data buckets and
-    its host-work buckets (loop, syncs, logging, stalls), as shares of the steady time."""
+    its host-work buckets (loop, syncs, logging, stalls), as shares of the steady time;
+    ``host_top``: the biggest host-work bucket and its share, named in a host-bound verdict."""
     if idle is None and util is None:
         return None
     if (
@@ -148,9 +162,12 @@ def bottleneck(
     if data_share >= 0.2 and data_share >= 2 * host_share:
         return Bottleneck("input-bound", f"{idle_text}, while the loop waited for data")
     if host_share >= 0.2 and host_share >= 2 * data_share:
-        return Bottleneck(
-            "host-bound", f"{idle_text}, while the host ran loop code, syncs or stalls"
-        )
+        busy = "ran loop code, syncs or stalls"
+        if host_top is not None and host_top[0] in HOST_WORK_NAMES:
+            busy = (
+                f"was busy elsewhere ({HOST_WORK_NAMES[host_top[0]]} {host_top[1]:.0%} of its time)"
+            )
+        return Bottleneck("host-bound", f"{idle_text}, while the host {busy}")
     if data_share < 0.1 and host_share < 0.1:
         # The timeline's spans include the gaps between kernels, so its idle share is small
         # here; NVML's utilization is the number that shows the waiting.

@@ -229,7 +229,9 @@ HOST_WORK = ("loop", "sync", "logging", "idle", "stall_compute", "stall_blocked"
 
 def _bottleneck(led: Ledger, device: DeviceView | None, util: float | None) -> Bottleneck | None:
     idle = device.idle_share if device is not None else None
-    return bottleneck(idle, util, led.share(*DATA), led.share(*HOST_WORK))
+    top = max(HOST_WORK, key=led.share)
+    host_top = (top, led.share(top)) if led.share(top) > 0 else None
+    return bottleneck(idle, util, led.share(*DATA), led.share(*HOST_WORK), host_top)
 
 
 def _ledger(
