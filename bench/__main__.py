@@ -191,24 +191,7 @@ def _variant_legend(variants: list[overhead.Variant]) -> str:
 
 
 def _md_overhead(res: overhead.OverheadResult, rows: list[dict[str, Any]]) -> list[list[str]]:
-    plain = rows[0]["cells"]
-    head = ["variant"] + [
-        f"≈{overhead._nominal(c['steps_per_s'])} steps/s ({h})"
-        for c, h in zip(plain, res.sizes, strict=True)
-    ]
-    out = [head, ["plain (median)"] + [f"{c['steps_per_s']:.1f}" for c in plain]]
-    for r in rows[1:]:
-        cells = []
-        for c in r["cells"]:
-            if c["ratio"] is None:
-                cells.append("failed")
-            else:
-                loss = (1 - c["ratio"]) * 100
-                cells.append(
-                    f"{c['ratio']:.3f} ({c['ratio_min']:.2f}–{c['ratio_max']:.2f}), {loss:+.1f} %"
-                )
-        out.append([r["label"], *cells])
-    return out
+    return overhead.ratio_rows(rows, res.sizes, "plain (median steps/s)")
 
 
 def _distributed_table(micro: dict[str, Any]) -> str:

@@ -54,6 +54,7 @@ from bench.overhead import (
     RunResult,
     Variant,
     last_json,
+    ratio_rows,
     summarize,
 )
 
@@ -566,34 +567,7 @@ def overhead_markdown(c: Check) -> list[str]:
     rows = c.overhead.get("rows")
     if not rows:
         return []
-    sizes = c.overhead["sizes"]
-    plain = next(r for r in rows if r["key"] == "plain")
-    head = ["variant"] + [
-        f"≈{_nominal(cell['steps_per_s'])}/s ({size})"
-        for cell, size in zip(plain["cells"], sizes, strict=True)
-    ]
-    table = [head]
-    table.append(
-        ["plain (median steps/s)"]
-        + [
-            f"{cell['steps_per_s']:.1f}" if cell["steps_per_s"] else "n/a"
-            for cell in plain["cells"]
-        ]
-    )
-    for r in rows:
-        if r["key"] == "plain":
-            continue
-        cells = []
-        for cell in r["cells"]:
-            if cell["ratio"] is None:
-                cells.append("failed")
-                continue
-            loss = (1 - cell["ratio"]) * 100
-            cells.append(
-                f"{cell['ratio']:.3f} ({cell['ratio_min']:.3f}–{cell['ratio_max']:.3f}) "
-                f"[{loss:+.1f} %]"
-            )
-        table.append([r["label"], *cells])
+    table = ratio_rows(rows, c.overhead["sizes"], "plain (median steps/s)")
     spy = "with py-spy" if c.setup.get("py_spy_attach") == "ok" else "py-spy not working"
     lines = [
         f"## Overhead on {c.machine.get('card', '?')}",
@@ -611,12 +585,6 @@ def overhead_markdown(c: Check) -> list[str]:
     if errors:
         lines += ["", "Errors:", *errors]
     return lines
-
-
-def _nominal(rate: float | None) -> str:
-    """The measured rate to two significant digits (the H200 machine's host ran the smallest
-    loop at ~540 steps/s, which a fixed "≈1000" label misnamed)."""
-    return f"{float(f'{rate:.2g}'):g}" if rate else "?"
 
 
 # ---------------------------------------------------------------- summary

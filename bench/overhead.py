@@ -280,18 +280,18 @@ def summarize(res: OverheadResult, cpu: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
-def table(res: OverheadResult, cpu: bool = False) -> str:
-    rows = summarize(res, cpu)
+def ratio_rows(rows: list[dict[str, Any]], sizes: list[str], plain_label: str) -> list[list[str]]:
+    """The overhead table's cells (CPU and GPU benchmarks alike): a column per size, plain's
+    median rate, then each variant's ratio to plain: median (min–max) [median loss]."""
     plain = next(r for r in rows if r["key"] == "plain")
     heads = [
-        f"≈{_nominal(c['steps_per_s'])}/s ({h})"
-        for c, h in zip(plain["cells"], res.sizes, strict=True)
+        f"≈{_nominal(c['steps_per_s'])}/s ({h})" for c, h in zip(plain["cells"], sizes, strict=True)
     ]
     lines = [["variant", *heads]]
-    rates = [
-        f"{c['steps_per_s']:.1f} steps/s" if c["steps_per_s"] else "n/a" for c in plain["cells"]
-    ]
-    lines.append(["plain (median)", *rates])
+    lines.append(
+        [plain_label]
+        + [f"{c['steps_per_s']:.1f}" if c["steps_per_s"] else "n/a" for c in plain["cells"]]
+    )
     for r in rows:
         if r["key"] == "plain":
             continue
@@ -301,10 +301,15 @@ def table(res: OverheadResult, cpu: bool = False) -> str:
                 cells.append("failed")
                 continue
             cells.append(
-                f"{c['ratio']:.3f} ({c['ratio_min']:.2f}–{c['ratio_max']:.2f}) {_loss(c['ratio'])}"
+                f"{c['ratio']:.3f} ({c['ratio_min']:.3f}–{c['ratio_max']:.3f}) {_loss(c['ratio'])}"
             )
         lines.append([r["label"], *cells])
-    out = stats.format_table(lines)
+    return lines
+
+
+def table(res: OverheadResult, cpu: bool = False) -> str:
+    rows = summarize(res, cpu)
+    out = stats.format_table(ratio_rows(rows, res.sizes, "plain (median steps/s)"))
     notes = [f"  {r['key']}: {e}" for r in rows for e in r["errors"][:2]]
     what = "steps per CPU-second of the loop thread" if cpu else "wall-clock steps/s"
     footer = (
@@ -315,12 +320,9 @@ def table(res: OverheadResult, cpu: bool = False) -> str:
 
 
 def _nominal(rate: float | None) -> str:
-    if not rate:
-        return "?"
-    for nominal in (10, 100, 1000):
-        if nominal / 3 <= rate < nominal * 3:
-            return str(nominal)
-    return f"{rate:.0f}"
+    """The measured rate to two significant digits (a fixed "≈1000" label misnamed the H200
+    machine's ≈540 steps/s)."""
+    return f"{float(f'{rate:.2g}'):g}" if rate else "?"
 
 
 def _loss(ratio: float) -> str:
