@@ -15,6 +15,7 @@ There are no probe steps, so everything comes from the main thread's stack sampl
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
@@ -157,15 +158,22 @@ def loop_functions(
     return frozenset(f for f, w in weight.items() if w >= LOOP_SHARE * top)
 
 
-def _cause(prof: attribution.Profile, length: float, typical: float) -> str | None:
+def _cause(
+    prof: attribution.Profile, length: float, typical: float, frozen: bool = False
+) -> str | None:
     """A gap's cause from its stacks; None when it is no stall (a step whose backward the
-    sampling missed looks like a short run of forward passes)."""
+    sampling missed looks like a short run of forward passes). ``frozen``: one unchanged stack
+    held most of the gap (``_frozen``)."""
     if prof.share("save") >= 0.5:
         return "checkpoint"
     if prof.share("compile") >= 0.5:
         return "compile"
     if prof.share("forward") >= 0.4:
-        # forward passes with no backward over many steps: an evaluation
+        # forward passes with no backward over many steps: an evaluation, unless the thread
+        # never moved (one forward stack held, descheduled on a busy machine: a loaded CI run
+        # called a healthy job's 0.3 s of that an evaluation)
+        if frozen:
+            return None
         return "eval" if length >= max(EVAL_STEPS * typical, EVAL_MIN_S) else None
     if prof.share("data") >= 0.5:
         return "data"
@@ -187,10 +195,23 @@ def find_stalls(
         if b - a < limit:
             continue
         prof = attribution.window_profile(spans, source, [(a, b)])
-        cause = _cause(prof, b - a, typical)
+        cause = _cause(prof, b - a, typical, _frozen(spans, a, b))
         if cause is not None:
             out.append(Stall(len(out), a, b, (b - a) - typical, cause))
     return out
+
+
+def _frozen(spans: Sequence[StackSpan], a: float, b: float) -> bool:
+    """One unchanged stack (a span: py-spy saw no change) covers half of [a, b] or more: the
+    thread did not progress. An evaluation runs many forward passes, and its stacks change."""
+    starts = [s.t0 for s in spans]
+    i = max(0, bisect.bisect_left(starts, a) - 1)
+    longest = 0.0
+    for s in spans[i:]:
+        if s.t0 >= b:
+            break
+        longest = max(longest, min(s.t1, b) - max(s.t0, a))
+    return longest >= 0.5 * (b - a)
 
 
 def number_steps(stalls: list[Stall], t0: float, period_s: float | None) -> list[Stall]:
