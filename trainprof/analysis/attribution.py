@@ -27,6 +27,7 @@ _PRINTING = re.compile(
 SYNC_LINE = re.compile(
     r"\.(item|cpu|tolist|numpy)\(\)|torch\.cuda\.synchronize\(|\.to\([\"']cpu[\"']"
 )
+ZERO_GRAD_LINE = re.compile(r"\.zero_grad\(")
 # Python functions whose innermost frame means the thread waits in a C call (py-spy shows no
 # native frames): locks, queues, selectors, sockets, subprocesses.
 _IDLE_FUNCS = {
@@ -97,12 +98,18 @@ def category(
             return "backward"
         if "_tensor_str.py" in p or "/logging/" in p or "/tqdm/" in p:
             return "logging"
-        if "torch/nn/modules/" in p:
+        if "torch/nn/modules/" in p or "torch/nn/functional.py" in p:
+            # a loss or activation called as F.cross_entropy(...) is forward work too (it was
+            # "other host work" and pushed a cpu-stall job's loop-overhead to its threshold)
             return "forward"
     top = frames[-1] if frames else None
     uf = user_frame(frames)
     if uf is not None:
         text = source.get((uf[1], uf[2]), "")
+        if ZERO_GRAD_LINE.search(text):
+            # zero_grad runs behind torch's dynamo-disable wrapper: samples in that wrapper
+            # have no torch/optim frame yet, but the time is the optimizer's
+            return "optimizer"
         if cuda and SYNC_LINE.search(text):
             # before printing: print(loss.item()) waits for the GPU far longer than it prints
             return "sync"
