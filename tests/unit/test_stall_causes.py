@@ -56,3 +56,11 @@ def test_a_stall_in_item_on_a_gpu_job_waits_for_the_gpu() -> None:
     assert on_gpu.cause == "sync"
     (on_cpu,), _e = refine([stall], spans, SOURCE, [], cuda=False)
     assert on_cpu.cause == "cpu", "on a CPU job .item() is no sync: the line's own work counts"
+
+
+def test_a_thread_frozen_in_one_forward_stack_evaluated_nothing() -> None:
+    """One forward stack held unchanged through a stall: the thread did not run (descheduled
+    on a loaded machine); evaluations run many forward passes, and their stacks change."""
+    spans = [StackSpan(10.0, 10.8, FORWARD), StackSpan(10.8, 11.0, SEARCH)]
+    (st,), evals = refine([Stall(50, 10.0, 11.0, 0.95, "cpu")], spans, {}, [])
+    assert st.cause != "eval" and evals == []

@@ -174,7 +174,8 @@ def _cause(
         return "sync"
     fwd = prof.share("forward")
     if (
-        fwd >= FORWARD_SHARE
+        not frozen(spans, st.t0, st.t1)  # a thread that never moved evaluates nothing
+        and fwd >= FORWARD_SHARE
         and prof.share("backward") + prof.share("optimizer") < BACKWARD_MAX * fwd
         # An evaluation runs the model; a pseudo-label refresh runs it once and then spends
         # longer in its own Python (a search, a decode): that is CPU work, not evaluation.
@@ -184,3 +185,19 @@ def _cause(
     if prof.share("idle") >= BLOCKED_SHARE:
         return "blocked"
     return "cpu"
+
+
+def frozen(spans: Sequence[StackSpan], a: float, b: float) -> bool:
+    """One unchanged stack (a span: py-spy saw no change) covers half of [a, b] or more: the
+    thread did not progress (descheduled on a loaded machine, say: a loaded CI run's attach
+    called a healthy job's 0.3 s of one held forward stack an evaluation). An evaluation runs
+    many forward passes, and its stacks change."""
+    import bisect
+
+    i = max(0, bisect.bisect_left(spans, a, key=lambda s: s.t0) - 1)
+    longest = 0.0
+    for s in spans[i:]:
+        if s.t0 >= b:
+            break
+        longest = max(longest, min(s.t1, b) - max(s.t0, a))
+    return longest >= 0.5 * (b - a)

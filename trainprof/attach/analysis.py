@@ -15,7 +15,6 @@ There are no probe steps, so everything comes from the main thread's stack sampl
 
 from __future__ import annotations
 
-import bisect
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
@@ -27,7 +26,14 @@ from trainprof.analysis.attach_view import AttachView, RankAttach, RateEstimate
 from trainprof.analysis.ledger import BUCKETS, Ledger
 from trainprof.analysis.memory import growth
 from trainprof.analysis.metrics import Activity, Metrics
-from trainprof.analysis.stalls import STALL_FACTOR, STALL_MIN_EXCESS_S, Segment, Stall, period
+from trainprof.analysis.stalls import (
+    STALL_FACTOR,
+    STALL_MIN_EXCESS_S,
+    Segment,
+    Stall,
+    frozen,
+    period,
+)
 from trainprof.analysis.stats import finite, mean
 from trainprof.attach import estimate
 from trainprof.store.session import Session
@@ -163,7 +169,7 @@ def _cause(
 ) -> str | None:
     """A gap's cause from its stacks; None when it is no stall (a step whose backward the
     sampling missed looks like a short run of forward passes). ``frozen``: one unchanged stack
-    held most of the gap (``_frozen``)."""
+    held most of the gap (``stalls.frozen``)."""
     if prof.share("save") >= 0.5:
         return "checkpoint"
     if prof.share("compile") >= 0.5:
@@ -195,23 +201,10 @@ def find_stalls(
         if b - a < limit:
             continue
         prof = attribution.window_profile(spans, source, [(a, b)])
-        cause = _cause(prof, b - a, typical, _frozen(spans, a, b))
+        cause = _cause(prof, b - a, typical, frozen(spans, a, b))
         if cause is not None:
             out.append(Stall(len(out), a, b, (b - a) - typical, cause))
     return out
-
-
-def _frozen(spans: Sequence[StackSpan], a: float, b: float) -> bool:
-    """One unchanged stack (a span: py-spy saw no change) covers half of [a, b] or more: the
-    thread did not progress. An evaluation runs many forward passes, and its stacks change."""
-    starts = [s.t0 for s in spans]
-    i = max(0, bisect.bisect_left(starts, a) - 1)
-    longest = 0.0
-    for s in spans[i:]:
-        if s.t0 >= b:
-            break
-        longest = max(longest, min(s.t1, b) - max(s.t0, a))
-    return longest >= 0.5 * (b - a)
 
 
 def number_steps(stalls: list[Stall], t0: float, period_s: float | None) -> list[Stall]:
