@@ -57,7 +57,7 @@ DESCRIPTION: dict[str, str] = {
 }
 
 # Stack categories (attribution.category) → the step bucket they fill.
-_CATEGORY_BUCKET = {
+CATEGORY_BUCKET = {
     "forward": "forward",
     "backward": "backward",
     "optimizer": "optimizer",
@@ -68,7 +68,7 @@ _CATEGORY_BUCKET = {
     "compile": "compile",
 }
 # A sync stall (the host waiting in .item() for a GPU that drains its queue) is sync time.
-_STALL_BUCKET = {
+STALL_BUCKET = {
     "cpu": "stall_compute",
     "blocked": "stall_blocked",
     "compile": "compile",
@@ -182,7 +182,7 @@ def build(
             loading -= v * scale
     seconds["data_wait"] = max(0.0, loading)
     for st in stalls:
-        bucket = _STALL_BUCKET.get(st.cause)
+        bucket = STALL_BUCKET.get(st.cause)
         i = st.index
         if bucket is None or not lo <= i < n:
             continue
@@ -192,9 +192,7 @@ def build(
     split = "not split"
     if step_profile:
         shares = {
-            _CATEGORY_BUCKET[c]: s
-            for c, s in step_profile.items()
-            if c in _CATEGORY_BUCKET and s > 0
+            CATEGORY_BUCKET[c]: s for c, s in step_profile.items() if c in CATEGORY_BUCKET and s > 0
         }
         total = sum(shares.values())
         if total > 0 and rest > 0:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis import attribution
+from trainprof.analysis import attribution, ledger
 from trainprof.analysis.attach_view import AttachView, RankAttach, RateEstimate
 from trainprof.analysis.ledger import BUCKETS, Ledger
 from trainprof.analysis.memory import growth
@@ -39,30 +39,14 @@ from trainprof.attach import estimate
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan, load_spans
 
-PROGRESS = ("backward", "optimizer")
+PROGRESS = ("backward", "optimizer")  # a step advances: stacks inside these
 EVAL_STEPS = 5  # an evaluation: forward passes alone for this many typical steps...
 EVAL_MIN_S = 0.2  # ...and at least this long
 LOOP_SHARE = 0.2  # a loop function holds this share of the progress time its top one holds
-MIN_OF_RUNS = 0.85  # an estimate below this share of the steps the stacks prove is rejected  # a step advances: stacks inside these
-_STALL_BUCKET = {
-    "cpu": "stall_compute",
-    "blocked": "stall_blocked",
-    "compile": "compile",
-    "sync": "sync",
-    "eval": "eval",
-    "checkpoint": "save",
-}
-_CATEGORY_BUCKET = {
-    "forward": "forward",
-    "backward": "backward",
-    "optimizer": "optimizer",
-    "sync": "sync",
-    "logging": "logging",
-    "other": "loop",
-    "idle": "idle",
-    "compile": "compile",
-    "save": "save",
-}
+MIN_OF_RUNS = 0.85  # an estimate below this share of the steps the stacks prove is rejected
+# attach reads saves and evaluations from stacks alone, so they fill the ledger's buckets too.
+_STALL_BUCKET = {**ledger.STALL_BUCKET, "eval": "eval", "checkpoint": "save"}
+_CATEGORY_BUCKET = {**ledger.CATEGORY_BUCKET, "save": "save"}
 
 
 def is_attach(meta: dict[str, Any]) -> bool:

@@ -12,8 +12,8 @@ from rich.text import Text
 
 from trainprof.analysis.attach_view import SHARES, RateEstimate
 from trainprof.analysis.metrics import Metrics
+from trainprof.render.console import add_host_rows
 from trainprof.render.text import literal, shell_join
-from trainprof.units import fmt_bytes
 
 
 def rate_text(r: RateEstimate) -> str:
@@ -81,15 +81,5 @@ def attach_summary(meta: dict[str, Any], m: Metrics) -> Table:
             style="dim",
         ),
     )
-    t.add_row(
-        "CPU",
-        "—" if m.cpu_percent_mean is None else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)",
-    )
-    t.add_row("peak memory", f"{fmt_bytes(m.peak_rss_bytes)} RSS (job and workers)")
-    gpu = (
-        f"{m.gpu_util_mean:.0f}% mean"
-        if m.gpu_util_mean is not None
-        else f"not measured: {m.gpu_unavailable or 'no GPU samples'}"
-    )
-    t.add_row("GPU", literal(gpu))
+    add_host_rows(t, m)
     return t

@@ -22,7 +22,7 @@ from trainprof.analysis.rules import (
     input_bound,
     memory_growth,
 )
-from trainprof.analysis.rules._common import loader_caller, ms, suggested_workers
+from trainprof.analysis.rules._common import loader_caller, ms
 from trainprof.analysis.rules._stalls import Stalls, judge
 from trainprof.analysis.rules.registry import ATTACH_VARIANTS, Check
 from trainprof.units import plural
@@ -69,17 +69,7 @@ def input_bound_attach(m: Metrics) -> Finding | None:
         f"{plural(a.workers, 'DataLoader worker process')} seen under the job"
         + (f" on {m.usable_cpus} usable CPUs" if m.usable_cpus else ""),
     ]
-    fix = []
-    if a.workers == 0:
-        fix.append(
-            f"DataLoader(..., num_workers={suggested_workers(m)}, persistent_workers=True) "
-            "so batches are prepared in parallel with the training step"
-        )
-    else:
-        fix.append(
-            "more workers if CPUs are free (num_workers up to usable CPUs - 1), "
-            "persistent_workers=True, prefetch_factor=4"
-        )
+    fix = [input_bound.workers_fix(m, a.workers)]
     part = "collate" if led.share("collate") > led.share("fetch") else "getitem"
     fix.extend(input_bound._part_fix(part, None))
     return Finding(

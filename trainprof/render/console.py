@@ -192,17 +192,7 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
             else f"{s.data_wait_frac:.0%} of step time ({_dur(s.wait_per_step_s)} per step)",
         )
         t.add_row("step times", SparkScale(m.sparkline, len(m.durations_s)))
-    t.add_row(
-        "CPU",
-        "—" if m.cpu_percent_mean is None else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)",
-    )
-    t.add_row("peak memory", f"{fmt_bytes(m.peak_rss_bytes)} RSS (job and workers)")
-    gpu = (
-        f"{m.gpu_util_mean:.0f}% mean"
-        if m.gpu_util_mean is not None
-        else f"not measured: {m.gpu_unavailable or 'no GPU samples'}"
-    )
-    t.add_row("GPU", literal(gpu))
+    add_host_rows(t, m)
     if m.bottleneck is not None:
         t.add_row(
             "bottleneck", Text(f"{m.bottleneck.verdict}: {m.bottleneck.reason}", style="bold")
@@ -222,6 +212,21 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     elif not m.torch_seen:
         t.add_row("", Text("torch was never imported: host metrics only", style="dim"))
     return t
+
+
+def add_host_rows(t: Table, m: Metrics) -> None:
+    """CPU, peak memory and GPU utilization, as sampled from outside (run and attach alike)."""
+    t.add_row(
+        "CPU",
+        "—" if m.cpu_percent_mean is None else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)",
+    )
+    t.add_row("peak memory", f"{fmt_bytes(m.peak_rss_bytes)} RSS (job and workers)")
+    gpu = (
+        f"{m.gpu_util_mean:.0f}% mean"
+        if m.gpu_util_mean is not None
+        else f"not measured: {m.gpu_unavailable or 'no GPU samples'}"
+    )
+    t.add_row("GPU", literal(gpu))
 
 
 LEDGER_GROUPS = (("data", DATA), ("stalls", STALLS), ("step", STEP), ("", ("unattributed",)))

@@ -78,16 +78,8 @@ def check(m: Metrics) -> Finding | None:
     fix: list[str] = []
     if contention and contention[1]:
         fix.append(contention[1])
-    elif workers == 0:
-        fix.append(
-            f"DataLoader(..., num_workers={suggested_workers(m)}, persistent_workers=True) "
-            "so batches are prepared in parallel with the training step"
-        )
     else:
-        fix.append(
-            "more workers if CPUs are free (num_workers up to usable CPUs - 1), "
-            "persistent_workers=True, prefetch_factor=4"
-        )
+        fix.append(workers_fix(m, workers))
     fix.extend(_part_fix(part, loader))
     if m.gpu_util_mean is not None and not cfg.get("pin_memory"):
         # Not to a loader already pinned (the H200 input-bound job was told to pin it).
@@ -123,6 +115,19 @@ def _costly_part(loader: LoaderView | None) -> tuple[str | None, str | None]:
 
 def _ms(value_ms: float) -> str:
     return f"{value_ms:.2f} ms" if value_ms < 1 else f"{value_ms:.1f} ms"
+
+
+def workers_fix(m: Metrics, workers: int) -> str:
+    """Load batches in parallel with the step: start workers, or add some."""
+    if workers == 0:
+        return (
+            f"DataLoader(..., num_workers={suggested_workers(m)}, persistent_workers=True) "
+            "so batches are prepared in parallel with the training step"
+        )
+    return (
+        "more workers if CPUs are free (num_workers up to usable CPUs - 1), "
+        "persistent_workers=True, prefetch_factor=4"
+    )
 
 
 def _part_fix(part: str | None, loader: LoaderView | None) -> list[str]:
