@@ -18,6 +18,7 @@ from typing import Any
 
 from trainprof.output import TerminalLock, write_all
 from trainprof.render.text import no_color
+from trainprof.store import gpus
 from trainprof.store.events import EventTail
 from trainprof.store.schema import BATCH, STEP
 from trainprof.units import fmt_bytes
@@ -162,11 +163,9 @@ class LiveView:
             rss = sum(p.get("rss") or 0 for p in procs)
             parts.append((5, f"CPU {cpu:.0f}%"))
             parts.append((7, f"RSS {fmt_bytes(rss)}"))
-            gpus = sample.get("gpu")
-            if isinstance(gpus, list):  # a dict means "unavailable", with the reason
-                utils = [g["util"] for g in gpus if g.get("util") is not None]
-                if utils:
-                    parts.append((6, f"GPU {sum(utils) / len(utils):.0f}%"))
+            gpu = gpus.row_util(sample) if isinstance(sample.get("gpu"), list) else None
+            if gpu is not None:  # a dict means "unavailable", with the reason
+                parts.append((6, f"GPU {gpu:.0f}%"))
         return parts
 
     def status_text(

@@ -111,3 +111,14 @@ def test_mfu_is_measured_against_the_cards_peak(zoo_tmp: Path) -> None:
     assert u["precision"] == "bf16" and u["peak_tflops"] is not None, digest(r)
     assert 0.0 < u["mfu"] < 1.0, digest(r)
     assert r.report["summary"]["warmup_steps_excluded"] >= u["counted_step"], digest(r)
+
+
+def test_the_jobs_gpu_is_told_by_its_cuda_uuid(zoo_tmp: Path) -> None:
+    """torch's device UUID (as the probe records it) matches NVML's for the GPU the healthy
+    control trained on, so the utilization judged is that GPU's, not the machine's mean."""
+    r = run_case("gpu_healthy", zoo_tmp)
+    assert r.report is not None, digest(r)
+    gpus = r.report["summary"]["gpus"]
+    assert gpus is not None and gpus["by"] == "uuid", f"{gpus}\n{digest(r)}"
+    assert len(gpus["indices"]) == 1 and gpus["of"] >= 1, digest(r)
+    assert r.report["summary"]["gpu_util_mean"] is not None, digest(r)

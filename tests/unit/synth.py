@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainprof.store import gpus
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import Samples, Session
 
@@ -66,9 +67,9 @@ def session(
         "usable_cpus": 4,
     }
     m.update(meta)
-    return Session(
-        run_dir="/nonexistent", meta=m, processes=list(procs), samples=samples(sample_rows or [])
-    )
+    rows = samples(sample_rows or [])
+    gpus.select(rows, procs)  # as Session.load does
+    return Session(run_dir="/nonexistent", meta=m, processes=list(procs), samples=rows)
 
 
 def loop_spans(

@@ -193,30 +193,62 @@ def test_device_records_parse_and_torn_ones_are_counted() -> None:
     assert log.bad_lines == 1
 
 
+class StandInCuda:
+    """``torch.cuda`` as the timeline uses it, on a machine with two GPUs whose current device
+    is 0: it records which device each call names (``None``: the current one)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+        cuda = self
+
+        class Event(FakeEvent):
+            def __init__(self, enable_timing: bool = False) -> None:
+                assert enable_timing, "an event without timing has no elapsed_time"
+                super().__init__()
+
+            def record(self, stream: object = None) -> None:  # type: ignore[override]
+                cuda.calls.append(("record", stream))
+                super().record()
+
+        self.Event = Event
+
+    def current_stream(self, device: object = None) -> str:
+        return f"stream of {device}"
+
+    def is_current_stream_capturing(self) -> bool:
+        return False
+
+    def memory_stats_as_nested_dict(self, device: object = None) -> dict[str, object]:
+        self.calls.append(("memory", device))
+        return {
+            "allocated_bytes": {"all": {"current": 10, "peak": 30}},
+            "reserved_bytes": {"all": {"current": 20, "peak": 40}},
+        }
+
+
 def test_cuda_memory_is_read_with_one_allocator_call() -> None:
-    calls: list[str] = []
+    class Torch:
+        cuda = StandInCuda()
 
-    class Cuda:
-        Event = FakeEvent
+    tl = device.cuda_timeline(Torch, "cuda:0", lambda _l: None, lambda t: 0)
+    assert tl.memory is not None and tl.memory() == (10, 20, 30)
+    assert Torch.cuda.calls == [("memory", "cuda:0")]
 
-        @staticmethod
-        def is_current_stream_capturing() -> bool:
-            return False
 
-        @staticmethod
-        def memory_stats_as_nested_dict() -> dict[str, object]:
-            calls.append("nested")
-            return {
-                "allocated_bytes": {"all": {"current": 10, "peak": 30}},
-                "reserved_bytes": {"all": {"current": 20, "peak": 40}},
-            }
+def test_the_timeline_names_the_models_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job training on cuda:1 without torch.cuda.set_device: every event goes on cuda:1's
+    current stream and memory is read for cuda:1, never the current device (an event there
+    would time an idle GPU and create a CUDA context on GPU 0)."""
 
     class Torch:
-        cuda = Cuda
+        cuda = StandInCuda()
 
-    tl = device.cuda_timeline(Torch, lambda _l: None, lambda t: 0)
-    assert tl.memory is not None and tl.memory() == (10, 20, 30)
-    assert calls == ["nested"]
+    lines: list[str] = []
+    tl = device.cuda_timeline(Torch, "cuda:1", lines.append, lambda t: 0)
+    drive(tl, 4 * device.EVERY, step_s=1.0, monkeypatch=monkeypatch)
+    assert lines, "no timed step"
+    assert {what for what, _ in Torch.cuda.calls} == {"record", "memory"}
+    assert set(Torch.cuda.calls) == {("record", "stream of cuda:1"), ("memory", "cuda:1")}
 
 
 def test_no_cuda_call_inside_a_graph_capture(monkeypatch: pytest.MonkeyPatch) -> None:

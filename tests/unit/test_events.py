@@ -71,5 +71,18 @@ def test_status_line_with_gpu_unavailable_and_with_gpus() -> None:
         "gpu": {"unavailable": "no driver"},
     }
     assert "CPU 50%" in view.status_text(3.0) and "GPU" not in view.status_text(3.0)
-    view.latest_sample = {"procs": [], "gpu": [{"util": 40}, {"util": 60}]}
+    view.latest_sample = {"procs": [], "gpu": [{"util": 40}]}
+    assert "GPU 40%" in view.status_text(3.0)
+    # Of a machine's GPUs, those NVML lists a process of the job on: a neighbour's is not ours.
+    view.latest_sample = {
+        "procs": [{"pid": 7, "cpu": 100.0, "rss": 1}, {"pid": 8, "cpu": 0.0, "rss": 1}],
+        "gpu": [
+            {"util": 100, "procs": {"99": 1 << 30}},
+            {"util": 40, "procs": {"7": 1 << 30}},
+            {"util": 60, "procs": {"8": 1 << 30}},
+            {"util": 0, "procs": {}},
+        ],
+    }
     assert "GPU 50%" in view.status_text(3.0)
+    view.latest_sample = {"procs": [], "gpu": [{"util": 40}, {"util": 60}]}
+    assert "GPU" not in view.status_text(3.0), "two GPUs, neither known to be the job's"

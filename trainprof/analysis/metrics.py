@@ -36,6 +36,7 @@ from trainprof.analysis.stalls import (
 )
 from trainprof.analysis.stats import bins, finite, int_percentiles, mean, scaled, tail
 from trainprof.store.events import ProcessLog
+from trainprof.store.gpus import JobGpus
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan
 
@@ -131,8 +132,9 @@ class Metrics:
     usable_cpus: int | None = None
     cpu_percent_mean: float | None = None
     peak_rss_bytes: int | None = None
-    gpu_util_mean: float | None = None
+    gpu_util_mean: float | None = None  # over the job's GPUs (store/gpus.py)
     gpu_unavailable: str | None = None
+    gpus: JobGpus | None = None  # which of the machine's GPUs those are
     torch_seen: bool = False
     exit_code: int | None = None
     stopped_by: str | None = None
@@ -211,6 +213,7 @@ def compute(session: Session) -> Metrics:
         peak_rss_bytes=_peak(session.samples.tree_rss),
         gpu_util_mean=gpu_util,
         gpu_unavailable=session.samples.gpu_unavailable,
+        gpus=JobGpus.of_samples(session.samples),
         torch_seen=any(p.torch_imported_us is not None for p in session.processes),
         exit_code=meta.get("exit_code"),
         stopped_by=meta.get("stopped_by"),

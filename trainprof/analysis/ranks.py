@@ -21,8 +21,9 @@ from dataclasses import dataclass, replace
 
 from trainprof.analysis.findings import Finding, Verdict, rank
 from trainprof.analysis.stats import int_percentiles, mean, tail
+from trainprof.store import gpus
 from trainprof.store.events import ProcessLog
-from trainprof.store.session import ProcSeries, Session
+from trainprof.store.session import ProcSeries, Samples, Session
 
 # Backends whose collectives run on the device's streams: the host does not block in them.
 DEVICE_BACKENDS = frozenset({"nccl", "xccl", "hccl"})
@@ -46,7 +47,7 @@ class RankView:
     save_s: float = 0.0  # torch.save seconds inside the steady window
     cpu_percent: float | None = None  # the rank process, mean over its steady window
     peak_rss_bytes: int | None = None
-    gpu_util: float | None = None  # its GPU (index = local_rank, torchrun's convention), mean %
+    gpu_util: float | None = None  # its GPU's (store/gpus.py), mean %
     local_rank: int | None = None
     node: int | None = None  # the node's position in `trainprof report A B ...` (merged runs)
     primary: bool = False  # the rank whose steps and ledger describe the job (rank 0)
@@ -97,11 +98,23 @@ def rank_views(
             primary=p is primary,
             sampled=(p is primary and sampled_pid == p.pid and bool(session.spans)),
         )
-        gpu = samples.gpu_by_index.get(view.local_rank) if view.local_rank is not None else None
+        index = _gpu_index(samples, p, view.local_rank)
+        gpu = samples.gpu_by_index.get(index) if index is not None else None
         if gpu is not None and view.window is not None:
             view = replace(view, gpu_util=_mean_between(gpu[0], gpu[1], *view.window))
         views.append(view)
     return tuple(sorted(views, key=lambda v: v.rank))
+
+
+def _gpu_index(samples: Samples, p: ProcessLog, local_rank: int | None) -> int | None:
+    """The NVML index of a rank's GPU: the one it trains on (UUID, NVML's process list); else
+    torchrun's convention, GPU = local rank, where the machine's GPUs are all the job's (with
+    ``CUDA_VISIBLE_DEVICES=4,5`` local rank 0 is NVML's GPU 4)."""
+    index = gpus.gpu_of(samples, p)
+    if index is not None:
+        return index
+    every = samples.job_gpus is not None and len(samples.job_gpus) == len(samples.gpu_by_index)
+    return local_rank if every else None
 
 
 def _view(

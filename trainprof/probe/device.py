@@ -7,7 +7,7 @@ gap), at a jittered stride (``EVERY`` / 2 to 3 × ``EVERY`` / 2) so that no patt
 with a period dividing the stride is always missed or always hit (an H200 run timed only the
 first step of each 8-step epoch, never the epoch's restart, and under-measured the idle gap by
 30 %), and at most ``MAX_PER_S`` times a second (a fast, host-bound loop pays per timed step).
-Events are recorded on the current stream and never waited for: a timed step's events are read
+Events are recorded on the current stream of the model's device and never waited for: a timed step's events are read
 (``query()``, then ``elapsed_time``) at a later step boundary, once the GPU has passed them, so
 the job never synchronizes because of trainprof. Allocator statistics are read at the same
 time (they are host-side counters: no sync either).
@@ -45,8 +45,10 @@ class Timeline:
         emit: Callable[[str], None],
         us: Callable[[float], int],
         capturing: Callable[[], bool] = lambda: False,
+        record: Callable[[Any], None] = lambda event: event.record(),
     ) -> None:
         self.make_event = make_event
+        self.record = record  # records an event on the current stream of the model's device
         # Inside a CUDA graph capture (a whole step captured with torch.cuda.graph) an event
         # query is illegal and would invalidate the user's capture: no CUDA call then.
         self.capturing = capturing
@@ -93,7 +95,7 @@ class Timeline:
 
     def _record(self) -> tuple[Any, float]:
         ev = self._event()
-        ev.record()
+        self.record(ev)
         return ev, _clock()
 
     def step_ended(self) -> None:
@@ -141,19 +143,30 @@ class Timeline:
         return f"{DEVICE} " + " ".join(str(f) for f in fields) + "\n"
 
 
-def cuda_timeline(torch: Any, emit: Callable[[str], None], us: Callable[[float], int]) -> Timeline:
-    """A timeline on the current CUDA device (called once the first optimizer step shows the
-    model on CUDA)."""
+def cuda_timeline(
+    torch: Any, device: Any, emit: Callable[[str], None], us: Callable[[float], int]
+) -> Timeline:
+    """A timeline on the CUDA ``device`` the model trains on (called once the first optimizer
+    step shows its parameters there).
+
+    Every call names that device: a job that trains on ``cuda:1`` without
+    ``torch.cuda.set_device`` still has device 0 as its current device, and an event recorded
+    on the current stream would time an idle GPU and create a CUDA context on GPU 0 (hundreds
+    of MB there, in every rank of such a job)."""
     cuda = torch.cuda
+
+    def record(event: Any) -> None:
+        event.record(cuda.current_stream(device))
 
     def memory() -> tuple[int, int, int]:
         # One allocator read: memory_allocated(), memory_reserved() and max_memory_allocated()
         # each flatten and sort all of memory_stats() in Python (~80 µs apiece on a slow core).
-        stats = cuda.memory_stats_as_nested_dict()
+        stats = cuda.memory_stats_as_nested_dict(device)
         allocated = stats.get("allocated_bytes", {}).get("all", {})
         reserved = stats.get("reserved_bytes", {}).get("all", {})
         return allocated.get("current", -1), reserved.get("current", -1), allocated.get("peak", -1)
 
-    return Timeline(
-        lambda: cuda.Event(enable_timing=True), memory, emit, us, cuda.is_current_stream_capturing
-    )
+    # A capture is what this thread is doing now, on its current stream (torch.cuda.graph makes
+    # the capture stream current), whichever device the model is on.
+    capturing = cuda.is_current_stream_capturing
+    return Timeline(lambda: cuda.Event(enable_timing=True), memory, emit, us, capturing, record)

@@ -503,8 +503,13 @@ def _record_precision(optimizer: Any) -> None:
             info["gpu_name"] = torch.cuda.get_device_name(param.device)
             w = probe.writer()
             if w is not None and not _state.device_off:
-                _state.timeline = cuda_timeline(torch, w.add, w.us)
-            info["memory_total"] = torch.cuda.get_device_properties(param.device).total_memory
+                _state.timeline = cuda_timeline(torch, param.device, w.add, w.us)
+            props = torch.cuda.get_device_properties(param.device)
+            info["memory_total"] = props.total_memory
+            # Which of the machine's GPUs this is, in NVML's terms (store/gpus.py).
+            uuid = getattr(props, "uuid", None)
+            if uuid is not None:
+                info["gpu_uuid"] = str(uuid)
         counted = param.device.type == "cuda" or os.environ.get(ENV_FLOPS) == "cpu"
         if counted and "flops" not in probe.disabled_parts():
             _state.flops = StepFlops(torch)

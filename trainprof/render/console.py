@@ -223,6 +223,7 @@ def add_host_rows(t: Table, m: Metrics) -> None:
     t.add_row("peak memory", f"{fmt_bytes(m.peak_rss_bytes)} RSS (job and workers)")
     gpu = (
         f"{m.gpu_util_mean:.0f}% mean"
+        + (f" ({m.gpus.describe()})" if m.gpus and m.gpus.of > 1 else "")
         if m.gpu_util_mean is not None
         else f"not measured: {m.gpu_unavailable or 'no GPU samples'}"
     )

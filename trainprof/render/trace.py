@@ -615,7 +615,10 @@ def _counters(trace: Trace, session: Session) -> None:
     )
     trace.counter(MACHINE_PID, "swap in+out (MiB/s)", swap_io, "io")
     trace.counter(
-        MACHINE_PID, "GPU utilization % (mean of GPUs)", zip(s.t, s.gpu_util, strict=True), "util"
+        MACHINE_PID,
+        "GPU utilization % (mean of the job's GPUs)",
+        zip(s.t, s.gpu_util, strict=True),
+        "util",
     )
     if s.gpu_count:
         for index, points in _gpu_memory(Path(session.run_dir)).items():

@@ -15,6 +15,7 @@ class GpuSampler:
         self.unavailable: str | None = None
         self._nvml: Any = None
         self._handles: list[Any] = []
+        self._uuids: list[str | None] = []  # read once: which GPU is the job's (store/gpus.py)
         try:
             import pynvml
 
@@ -22,6 +23,7 @@ class GpuSampler:
             count = pynvml.nvmlDeviceGetCount()
             self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
             self._nvml = pynvml
+            self._uuids = [_uuid(pynvml, h) for h in self._handles]
             if not self._handles:
                 self.unavailable = "NVML found no GPU"
         except Exception as exc:
@@ -35,6 +37,8 @@ class GpuSampler:
     def _read(self, index: int, handle: Any) -> dict[str, Any]:
         nv = self._nvml
         row: dict[str, Any] = {"index": index, "util": None, "mem_used": None, "mem_total": None}
+        if self._uuids[index] is not None:
+            row["uuid"] = self._uuids[index]
         try:
             row["util"] = nv.nvmlDeviceGetUtilizationRates(handle).gpu
         except Exception as exc:
@@ -57,6 +61,14 @@ class GpuSampler:
                 self._nvml.nvmlShutdown()
             except Exception:
                 pass
+
+
+def _uuid(nv: Any, handle: Any) -> str | None:
+    try:
+        uuid = nv.nvmlDeviceGetUUID(handle)
+        return uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+    except Exception:
+        return None
 
 
 def describe_nvml_error(exc: BaseException) -> str:

@@ -306,6 +306,7 @@ PRECISION_FIELDS: dict[str, Any] = {
     "capability": lambda v: isinstance(v, list) and len(v) == 2 and all(map(_COUNT, v)),
     "gpu_name": _STR,
     "memory_total": _int_in(0, 1 << 62),
+    "gpu_uuid": _STR,
     "torch": _STR,
 }
 FLOPS_FIELDS: dict[str, Check] = {

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.errors import TrainprofError
+from trainprof.store import gpus
 from trainprof.store.dumps import ProcessDump
 from trainprof.store.dumps import parse as parse_dumps
 from trainprof.store.events import ProcessLog, load_processes
@@ -50,9 +51,9 @@ class Samples:
     swap_out_bps: array[float] = field(default_factory=lambda: array("d"))
     shm_used: array[float] = field(default_factory=lambda: array("d"))
     mem_available: array[float] = field(default_factory=lambda: array("d"))
-    gpu_util: array[float] = field(
-        default_factory=lambda: array("d")
-    )  # mean over GPUs, NaN if none
+    # Mean over the job's GPUs (store/gpus.py narrows it from every GPU once the processes are
+    # read), NaN if none.
+    gpu_util: array[float] = field(default_factory=lambda: array("d"))
     shm_total: int | None = None
     mem_total: int | None = None
     swap_total: int | None = None
@@ -61,6 +62,10 @@ class Samples:
     procs: dict[int, ProcSeries] = field(default_factory=dict)
     # Each GPU's own utilization by NVML index: (tick times, percent), for per-rank views.
     gpu_by_index: dict[int, tuple[array[float], array[float]]] = field(default_factory=dict)
+    gpu_uuid: dict[int, str] = field(default_factory=dict)  # NVML's UUID of each GPU
+    gpu_pids: dict[int, set[int]] = field(default_factory=dict)  # PIDs NVML saw on each GPU
+    job_gpus: tuple[int, ...] | None = None  # the job's GPUs by NVML index, once told
+    job_gpus_by: str | None = None  # how: "uuid", "pid" or "only" (see store/gpus.py)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -99,10 +104,19 @@ class Samples:
             utils = [u for u in (_num(g.get("util")) for g in gpus) if not math.isnan(u)]
             for g in gpus:
                 index = _int(g.get("index"))
-                if index is not None:
-                    ts, us = self.gpu_by_index.setdefault(index, (array("d"), array("d")))
-                    ts.append(t)
-                    us.append(_num(g.get("util")))
+                if index is None:
+                    continue
+                ts, us = self.gpu_by_index.setdefault(index, (array("d"), array("d")))
+                ts.append(t)
+                us.append(_num(g.get("util")))
+                if isinstance(g.get("uuid"), str):
+                    self.gpu_uuid[index] = g["uuid"]
+                seen = g.get("procs")
+                if isinstance(seen, dict):
+                    pids = self.gpu_pids.setdefault(index, set())
+                    pids.update(
+                        int(k) for k in seen if isinstance(k, str) and k.isascii() and k.isdigit()
+                    )
             self.gpu_util.append(sum(utils) / len(utils) if utils else nan)
             if not utils and gpus:
                 why = gpus[0].get("util_unavailable") or "utilization not reported"
@@ -216,13 +230,15 @@ class Session:
         inline = hang.get("stacks_text") if isinstance(hang, dict) else None
         text = _tail(run_dir / hang_file) if isinstance(hang_file, str) else inline
         dumps = parse_dumps(text) if isinstance(text, str) else []
+        processes = load_processes(str(run_dir))
+        gpus.select(samples, processes)
         return cls(
             run_dir=str(run_dir),
             meta=meta,
             hang_dumps=dumps,
             spans=spans,
             source=_source_lines(spans),
-            processes=load_processes(str(run_dir)),
+            processes=processes,
             samples=samples,
             stdout_tail=_tail(run_dir / STDOUT_LOG),
             stderr_tail=_tail(run_dir / STDERR_LOG),

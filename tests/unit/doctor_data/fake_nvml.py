@@ -32,6 +32,7 @@ class FakeGpu:
     persistence: Any = 1
     temperature: Any = 34
     processes: Any = field(default_factory=list)  # [(pid, used_bytes)]
+    uuid: Any = None  # None: GPU-<index>-… from its handle
 
 
 def _value(v: Any) -> Any:
@@ -88,6 +89,9 @@ def install(
         "nvmlDeviceGetTotalEccErrors": lambda h, kind, counter: _value(gpu(h).ecc_uncorrected),
         "nvmlDeviceGetPersistenceMode": lambda h: _value(gpu(h).persistence),
         "nvmlDeviceGetTemperature": lambda h, sensor: _value(gpu(h).temperature),
+        "nvmlDeviceGetUUID": lambda h: (
+            _value(gpu(h).uuid) or f"GPU-{h:08x}-0000-0000-0000-000000000000"
+        ),
         "nvmlDeviceGetComputeRunningProcesses": lambda h: [
             SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in _value(gpu(h).processes)
         ],

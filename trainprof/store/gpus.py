@@ -1,0 +1,126 @@
+"""Which of the machine's GPUs the job uses: its GPU utilization is that of its own GPUs, not
+the mean of every GPU NVML sees (a one-GPU job on an eight-GPU node would read 12 % busy while
+its GPU runs at 95 %, and a neighbour's job would count as ours).
+
+Told, in this order, by:
+
+- ``uuid``: the CUDA device each process trains on, as the probe recorded it (torch's device
+  UUID, which is NVML's without the ``GPU-`` prefix). Neither ``CUDA_VISIBLE_DEVICES`` nor
+  CUDA's device order (fastest first, NVML's is PCI order) can mislead it.
+- ``pid``: the GPUs whose NVML process list holds a process of the job (``attach`` has no
+  probe; inside a container NVML may list the host's PIDs, which then match nothing).
+- ``only``: the machine has one GPU.
+
+Otherwise the job's GPUs are unknown, and no utilization is claimed for it.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainprof.store.events import ProcessLog
+    from trainprof.store.session import Samples
+
+
+def normalized_uuid(uuid: str) -> str:
+    """``GPU-58d6e2a0-…`` (NVML) and ``58d6e2a0-…`` (torch) alike, lower case."""
+    uuid = uuid.strip().lower()
+    return uuid[4:] if uuid.startswith("gpu-") else uuid
+
+
+def process_uuid(process: ProcessLog) -> str | None:
+    """The UUID of the CUDA device the process trains on (its first optimizer step's)."""
+    for info in process.infos:
+        precision = info.get("precision")
+        if isinstance(precision, dict) and isinstance(precision.get("gpu_uuid"), str):
+            return normalized_uuid(precision["gpu_uuid"])
+    return None
+
+
+def gpu_of(samples: Samples, process: ProcessLog) -> int | None:
+    """The NVML index of the GPU one process trains on: by its UUID, else by NVML's process
+    lists, else None."""
+    uuid = process_uuid(process)
+    if uuid is not None:
+        for index, known in samples.gpu_uuid.items():
+            if normalized_uuid(known) == uuid:
+                return index
+    on = sorted(i for i, pids in samples.gpu_pids.items() if process.pid in pids)
+    return on[0] if len(on) == 1 else None
+
+
+def select(samples: Samples, processes: Iterable[ProcessLog]) -> None:
+    """Narrow ``samples.gpu_util`` to the job's GPUs, and say which they are and how they were
+    told (``samples.job_gpus``, ``samples.job_gpus_by``)."""
+    if not samples.gpu_by_index:
+        return
+    trainers = [p for p in processes if p.role != "worker"]
+    by_uuid = {normalized_uuid(u): i for i, u in samples.gpu_uuid.items()}
+    uuids = {u for u in (process_uuid(p) for p in trainers) if u is not None}
+    chosen = sorted({by_uuid[u] for u in uuids if u in by_uuid})
+    how = "uuid"
+    if not chosen:
+        pids = set(samples.procs) | {p.pid for p in trainers}
+        chosen = sorted(i for i, seen in samples.gpu_pids.items() if seen & pids)
+        how = "pid"
+    if not chosen and len(samples.gpu_by_index) == 1:
+        chosen, how = list(samples.gpu_by_index), "only"
+    if not chosen:
+        n = len(samples.gpu_by_index)
+        samples.gpu_util = array("d", [math.nan] * len(samples.gpu_util))
+        samples.gpu_unavailable = (
+            f"which of the {n} GPUs the job uses is unknown (no CUDA device UUID from the probe, "
+            "and NVML lists none of its processes)"
+        )
+        return
+    samples.job_gpus, samples.job_gpus_by = tuple(chosen), how
+    if len(chosen) == len(samples.gpu_by_index):
+        return  # every GPU: the mean the sampler rows gave is the job's
+    by_time = [dict(zip(*samples.gpu_by_index[i], strict=True)) for i in chosen]
+    util = array("d")
+    for t in samples.t:
+        values = [u for u in (series.get(t, math.nan) for series in by_time) if not math.isnan(u)]
+        util.append(sum(values) / len(values) if values else math.nan)
+    samples.gpu_util = util
+
+
+def row_util(row: dict[str, Any]) -> float | None:
+    """The job's GPU utilization in one sampler row (the live status line, which has no probe
+    records at hand): the GPUs NVML lists a process of the job on, else the only GPU."""
+    gpus = [g for g in row.get("gpu") or [] if isinstance(g, dict)]
+    pids = {str(p.get("pid")) for p in row.get("procs") or [] if isinstance(p, dict)}
+    ours = [g for g in gpus if isinstance(g.get("procs"), dict) and pids & set(g["procs"])]
+    if not ours and len(gpus) == 1:
+        ours = gpus
+    utils = [float(g["util"]) for g in ours if isinstance(g.get("util"), (int, float))]
+    return sum(utils) / len(utils) if utils else None
+
+
+@dataclass(frozen=True)
+class JobGpus:
+    """The job's GPUs among the machine's, by NVML index, and how they were told."""
+
+    indices: tuple[int, ...]
+    of: int  # GPUs NVML saw on the machine
+    by: str  # "uuid", "pid" or "only"
+
+    @classmethod
+    def of_samples(cls, samples: Samples) -> JobGpus | None:
+        if samples.job_gpus is None or samples.job_gpus_by is None:
+            return None
+        return cls(samples.job_gpus, samples.gpu_count, samples.job_gpus_by)
+
+    def describe(self) -> str:
+        """``GPU 3 of 8``, ``GPUs 0, 1 of 8``, ``1 GPU``."""
+        if self.of <= 1:
+            return "1 GPU"
+        word = "GPU" if len(self.indices) == 1 else "GPUs"
+        return f"{word} {', '.join(map(str, self.indices))} of {self.of}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"indices": list(self.indices), "of": self.of, "by": self.by}
