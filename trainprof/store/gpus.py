@@ -12,6 +12,11 @@ Told, in this order, by:
 - ``only``: the machine has one GPU.
 
 Otherwise the job's GPUs are unknown, and no utilization is claimed for it.
+
+A process's GPU is the one its parameters are on at the first optimizer step: under
+``nn.DataParallel`` (one process, every GPU) that is the first GPU only, and the report names it
+(``GPU 0 of 4``). NVML's process lists are not added to a UUID's answer: a DataLoader worker or a
+stray ``torch.cuda`` call that opens a context on GPU 0 would make an idle GPU the job's.
 """
 
 from __future__ import annotations

@@ -44,8 +44,8 @@ def check(m: Metrics) -> Finding | None:
         severity="warning",
         title=f"The GPU is busy only {util:.0f}% of the time",
         evidence=(
-            f"mean GPU utilization {util:.0f}% over the steady run; no input, stall or "
-            "logging problem explains it",
+            f"mean GPU utilization {util:.0f}% over the steady run{_which(m)}; no input, "
+            "stall or logging problem explains it",
             f"{s.steps_per_s:.1f} it/s, step p50 {ms(s.p50_s)}",
         ),
         fix=(
@@ -55,3 +55,8 @@ def check(m: Metrics) -> Finding | None:
         ),
         wants=tuple((b, 1.0 - util / 100.0) for b in BUCKETS),
     )
+
+
+def _which(m: Metrics) -> str:
+    """`` (GPU 3 of 8)`` where the machine has GPUs the job does not use."""
+    return f" ({m.gpus.describe()})" if m.gpus is not None and m.gpus.of > 1 else ""
