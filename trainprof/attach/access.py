@@ -14,7 +14,7 @@ from trainprof.doctor.ptrace import (
     ptrace_inputs,
 )
 from trainprof.errors import TrainprofError
-from trainprof.samplers.stacks import py_spy_path
+from trainprof.samplers.pyspy import py_spy_path
 
 DUMP_TIMEOUT_S = 20.0
 DUMP_TRIES = 3

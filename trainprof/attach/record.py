@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trainprof.samplers.stacks import interrupt, py_spy_path
-from trainprof.store.rundir import open_private, write_private_text
+from trainprof.samplers.pyspy import interrupt, py_spy_path, record_command, start_record
+from trainprof.store.rundir import write_private_text
 
 RAW = "py-spy-raw.json"
 LOG = "py-spy.log"
@@ -47,25 +47,13 @@ class SpyRecorder:
         if exe is None:
             self.error = "py-spy not found (pip install py-spy)"
             return False
-        cmd = [
-            exe, "record", "--pid", str(self.pid), "--nonblocking", "--idle", "--subprocesses",
-            "--full-filenames", "--rate", str(self.rate_hz),
-            "--duration", str(max(1, int(self.duration_s + 0.999))),
-            "--format", "chrometrace", "--output", str(self.raw),
-        ]  # fmt: skip
-        with open_private(self.run_dir / LOG, "ab") as log:
-            try:
-                self.proc = subprocess.Popen(
-                    cmd,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,  # a Ctrl-C at the terminal is ours to pass on
-                    umask=0o077,
-                )
-            except OSError as exc:
-                self.error = f"py-spy could not start: {exc.strerror}"
-                return False
+        duration = max(1, int(self.duration_s + 0.999))
+        cmd = record_command(exe, self.pid, self.rate_hz, duration, self.raw, subprocesses=True)
+        proc = start_record(cmd, self.run_dir / LOG)
+        if isinstance(proc, str):
+            self.error = proc
+            return False
+        self.proc = proc
         self.started_at = time.monotonic()
         return True
 

@@ -10,7 +10,7 @@ from typing import Any
 import psutil
 
 from trainprof.analysis.attribution import is_compiling
-from trainprof.samplers.stacks import py_spy_path
+from trainprof.samplers.pyspy import py_spy_path
 from trainprof.store.dumps import parse
 from trainprof.store.redact import redact
 from trainprof.store.rundir import write_private_text

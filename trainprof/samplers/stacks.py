@@ -10,22 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from trainprof.store.rundir import open_private
+from trainprof.samplers.pyspy import interrupt, py_spy_path, record_command, start_record
 
 DEFAULT_RATE_HZ = 50
-
-
-def py_spy_path() -> str | None:
-    here = Path(sys.executable).parent / "py-spy"
-    return str(here) if here.is_file() else shutil.which("py-spy")
 
 
 # py-spy keeps its trace in memory until it exits: record in 5-minute pieces
@@ -70,25 +61,13 @@ class StackRecorder:
         n = self._started
         rate = self.rate_hz if n < FAST_CHUNKS else min(self.rate_hz, LONG_RUN_RATE_HZ)
         name = f"stacks-{n}.json"
-        cmd = [
-            exe, "record", "--pid", str(self.pid), "--nonblocking", "--idle", "--full-filenames",
-            "--rate", str(rate), "--duration", str(CHUNK_S), "--format", "chrometrace",
-            "--output", str(self.run_dir / name),
-        ]  # fmt: skip
+        cmd = record_command(exe, self.pid, rate, CHUNK_S, self.run_dir / name)
         started = time.monotonic()
-        with open_private(self._log, "ab") as log:
-            try:
-                self._proc = subprocess.Popen(
-                    cmd,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                    umask=0o077,  # py-spy creates stacks-N.json itself: 0600, as every run file
-                )
-            except OSError as exc:
-                self.error = f"py-spy could not start: {exc.strerror}"
-                return False
+        proc = start_record(cmd, self._log)
+        if isinstance(proc, str):
+            self.error = proc
+            return False
+        self._proc = proc
         self.chunks.append({"file": name, "started_at": started, "rate_hz": rate})
         self._started += 1
         return True
@@ -119,15 +98,3 @@ class StackRecorder:
                 self.error = self._log.read_text(errors="replace").strip().splitlines()[-1][:300]
             except (OSError, IndexError):
                 self.error = "py-spy wrote no samples"
-
-
-def interrupt(proc: subprocess.Popen[Any], timeout: float) -> None:
-    """Stop a py-spy record: SIGINT makes it write what it recorded; killed if it hangs."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
