@@ -164,6 +164,116 @@ def _timed_steps(run_dir: Path) -> list[tuple[int, list[float]]]:
     return [(row[1], [us / 1e6 for us in row[2:6]]) for row in log.device if min(row[2:6]) >= 0]
 
 
+ACCUMULATING = """
+import json
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader
+
+ROWS, STEPS, WARMUP, ACCUM = 32768, 500, 16, 4  # four micro-batches per optimizer step
+
+
+def main():
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    g = torch.Generator(device=dev).manual_seed(0)
+    features = torch.randn(ROWS, 1024, device=dev, generator=g)
+    labels = torch.randint(0, 10, (ROWS,), device=dev, generator=g)
+    loader = DataLoader(range(ROWS), batch_size=1024, shuffle=True, drop_last=True,
+                        pin_memory=True, generator=torch.Generator().manual_seed(0))
+    model = nn.Sequential(
+        nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 4096), nn.GELU(), nn.Linear(4096, 10),
+    ).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    it = iter(loader)
+
+    def fetch():
+        nonlocal it
+        try:
+            return next(it)
+        except StopIteration:
+            it = iter(loader)
+            return next(it)
+
+    def event():
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    steps = []  # per step: [(phase, start event, end event)], closed by the next step's batch
+    for _ in range(STEPS):
+        spans, last = [], None
+        for i in range(ACCUM):
+            if i:
+                e_fetch = event()  # the GPU idles here only if it caught up with the host
+                spans.append(("backward", last, e_fetch))
+            idx = fetch()
+            e_batch = event()
+            if i:
+                spans.append(("data", e_fetch, e_batch))
+            elif steps:
+                steps[-1].append(("gap", steps[-1].pop()[1], e_batch))
+            idx = idx.to(dev, non_blocking=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(features[idx]), labels[idx]) / ACCUM
+            last = event()
+            spans.append(("forward", e_batch, last))
+            loss.backward()
+        e_opt = event()
+        spans.append(("backward", last, e_opt))
+        opt.step()
+        e_end = event()
+        spans.append(("optimizer", e_opt, e_end))
+        spans.append(("open", e_end, None))
+        opt.zero_grad(set_to_none=True)
+        steps.append(spans)
+    torch.cuda.synchronize()
+    rows = []
+    for spans in steps[:-1]:
+        total = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0, "gap": 0.0, "data": 0.0}
+        for phase, a, b in spans:
+            total[phase] += a.elapsed_time(b)
+        rows.append([total[k] for k in ("forward", "backward", "optimizer", "gap", "data")])
+    print("GROUND_TRUTH " + json.dumps({"warmup": WARMUP, "steps_ms": rows}))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_micro_batches_are_summed_against_the_jobs_own_cuda_events(tmp_path: Path) -> None:
+    """Gradient accumulation, 4 micro-batches a step: trainprof's forward and backward are the
+    sums over the step's micro-batches (not the first one's), and its wait for the later
+    micro-batches matches the job's own events around those fetches."""
+    script = write_script(tmp_path, "accumulating.py", ACCUMULATING)
+    r = run_trainprof(tmp_path, str(script), env=gpu_env(), timeout=180)
+    keep("device_timeline_micro_batches", r)
+    assert r.returncode == 0, r.stderr[-3000:]
+    job = tagged(r.stdout, "GROUND_TRUTH")
+    per_step = [[ms / 1e3 for ms in row] for row in job["steps_ms"]]
+    log = Session.load(r.run_dir).primary
+    assert log is not None
+    parts = (*PARTS, "data_between_micro_batches")
+    timed = [(row[1], [row[k] / 1e6 for k in (2, 3, 4, 5, 13)]) for row in log.device]
+    matched = [(s, p) for s, p in timed if s < len(per_step) and min(p) >= 0]
+    measured(
+        {
+            "measurement": "device_timeline_micro_batches",
+            "matched": [(s, p, per_step[s]) for s, p in matched[:12]],
+        }
+    )
+    assert len(matched) >= 8, f"timed steps {[s for s, _p in timed]} of {len(per_step)}"
+    for step, have in matched:
+        for k, part in enumerate(parts):
+            want = per_step[step][k]
+            assert abs(have[k] - want) <= max(0.05 * want, 50e-6), (
+                f"step {step} {part}: trainprof {have[k] * 1e3:.3f} ms, job {want * 1e3:.3f} ms"
+            )
+
+
 NO_SYNC_LOOP = """
 import json
 import time

@@ -76,7 +76,8 @@ def test_timed_steps_are_read_only_once_the_gpu_passed_them(
     fields = [int(v) for v in lines[0].split()[1:]]
     # device µs: forward (batch→backward) 1 ms, backward 4, optimizer 6, gap (end→next batch) 2
     assert fields[2:6] == [1000, 4000, 6000, 2000]
-    assert fields[10:] == [100, 200, 150]
+    assert fields[10:13] == [100, 200, 150]
+    assert fields[13:] == [-1, -1], "one batch a step: no micro-batch data wait"
     assert len(made) <= 2 * 5, "events are reused"
 
 
@@ -104,6 +105,83 @@ def test_a_fast_loop_times_at_most_max_per_s_steps_a_second(
     assert 2 * device.MAX_PER_S <= len(lines) <= 4 * device.MAX_PER_S + 1, timed_steps(lines)
 
 
+def test_micro_batches_are_summed_and_the_wait_for_them_is_idle_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Gradient accumulation over 4 micro-batches: forward and backward are summed over them
+    (the first micro-batch alone is a quarter of the forward), and the GPU's wait for each later
+    micro-batch (fetch → batch) is counted apart, as idle time of the step."""
+    clock = {"now": 0.0}
+    monkeypatch.setattr(device, "_clock", lambda: clock["now"])
+    gpu = FakeEvent.gpu
+    gpu["now"] = gpu["done"] = 0.0
+    lines: list[str] = []
+    tl = device.Timeline(FakeEvent, None, lines.append, lambda t: 0)
+    for _step in range(4 * device.EVERY):
+        for i in range(4):
+            if i:
+                tl.mark("fetch")
+            gpu["now"] += 0.5  # the GPU caught up and waits 0.5 ms for the micro-batch
+            tl.mark("batch")
+            gpu["now"] += 1.0
+            tl.mark("backward")
+            gpu["now"] += 4.0
+        tl.mark("optimizer")
+        gpu["now"] += 6.0
+        tl.step_ended()
+        gpu["now"] += 2.0
+        gpu["done"] = gpu["now"] - 5.0
+        clock["now"] += 1.0
+    gpu["done"] = gpu["now"]
+    tl.read_done()
+    assert len(lines) >= 2, lines
+    for line in lines:
+        f = [int(v) for v in line.split()[1:]]
+        # forward 4 × 1 ms, backward 4 × 4 ms, optimizer 6, gap 2 + the first batch's 0.5 ms
+        assert f[2:6] == [4000, 16000, 6000, 2500], line
+        assert f[13] == 1500, "three later micro-batches, 0.5 ms each"
+    log = ProcessLog({"pid": 1, "role": "main", "t0": 0.0, "version": 1})
+    for line in lines:
+        log.add_line(line.strip())
+    from trainprof.analysis.device import device_view
+
+    view = device_view(log.device, 0.0, (-1.0, 1e9))
+    assert view is not None and view.data_s == pytest.approx(1.5e-3)
+    assert view.idle_share == pytest.approx((2.5 + 1.5) / (4 + 16 + 6 + 2.5 + 1.5))
+
+
+def test_a_long_accumulation_still_closes_its_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More micro-batches than MAX_MARKS: the ones not marked count as backward (compute), not
+    as a wait for data, and the optimizer and end marks are still recorded (the step is read)."""
+    clock = {"now": 0.0}
+    monkeypatch.setattr(device, "_clock", lambda: clock["now"])
+    gpu = FakeEvent.gpu
+    gpu["now"] = gpu["done"] = 0.0
+    lines: list[str] = []
+    tl = device.Timeline(FakeEvent, None, lines.append, lambda t: 0)
+    for _step in range(3 * device.EVERY):
+        for i in range(device.MAX_MARKS):
+            if i:
+                tl.mark("fetch")
+            tl.mark("batch")
+            gpu["now"] += 0.1
+            tl.mark("backward")
+            gpu["now"] += 0.2
+        tl.mark("optimizer")
+        gpu["now"] += 6.0
+        tl.step_ended()
+        gpu["now"] += 2.0
+        gpu["done"] = gpu["now"]
+        clock["now"] += 1.0
+    tl.read_done()
+    assert lines
+    for line in lines:
+        f = [int(v) for v in line.split()[1:]]
+        assert f[4:6] == [6000, 2000], line
+        assert f[2] + f[3] == pytest.approx(device.MAX_MARKS * 300, abs=50), line
+        assert f[13] == 0, line
+
+
 def test_a_timeline_error_never_reaches_the_job() -> None:
     class Broken(FakeEvent):
         def record(self) -> None:
@@ -112,7 +190,7 @@ def test_a_timeline_error_never_reaches_the_job() -> None:
     from trainprof.probe import torch_hooks
 
     torch_hooks._state.timeline = device.Timeline(Broken, None, lambda _l: None, lambda t: 0)
-    torch_hooks._state.timeline.current = {}
+    torch_hooks._state.timeline.current = []
     torch_hooks._mark(torch_hooks._state.timeline, "batch")
     assert torch_hooks._state.timeline is None
 
@@ -170,7 +248,8 @@ def test_launch_bound_quiet_on_a_busy_gpu_and_skipped_without_nvml() -> None:
 def cuda_memory(mb_per_step: float) -> Session:
     log = gpu_session(fwd_ms=9.0, gap_ms=0.5).processes[0]
     log.device = [
-        (*row[:10], int((500 + mb_per_step * row[1]) * 2**20), 2**31, 2**31) for row in log.device
+        (*row[:10], int((500 + mb_per_step * row[1]) * 2**20), 2**31, 2**31, -1, -1)
+        for row in log.device
     ]
     return session(log)
 
@@ -189,7 +268,8 @@ def test_device_records_parse_and_torn_ones_are_counted() -> None:
     log = ProcessLog({"pid": 1, "t0": 0.0})
     log.add_line("G 100 16 1000 2000 300 50 900 1500 200 400 10 20 30")
     log.add_line("G 1 2 3")
-    assert log.device == [(100, 16, 1000, 2000, 300, 50, 900, 1500, 200, 400, 10, 20, 30)]
+    # a record written before micro-batches were timed reads as "one batch a step"
+    assert log.device == [(100, 16, 1000, 2000, 300, 50, 900, 1500, 200, 400, 10, 20, 30, -1, -1)]
     assert log.bad_lines == 1
 
 

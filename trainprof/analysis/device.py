@@ -4,6 +4,8 @@ bottleneck verdict that compares it with the host's. Pure.
 A timed step is split on the device clock into forward (with the host→device copy), backward,
 optimizer, and the gap before the next step's first kernel. The gap is the GPU idle between
 steps: the host was loading data, stalled, or doing loop work, and the GPU had nothing queued.
+A step that accumulates gradients over micro-batches has its forward and backward summed over
+them, and the GPU's wait for each later micro-batch (``data``) is idle time too.
 Inside forward/backward the GPU can be idle too, waiting for the host to launch kernels; NVML's
 utilization, sampled from outside, is the cross-check there.
 
@@ -36,22 +38,26 @@ class DeviceView:
     host_bwd_s: float | None
     host_opt_s: float | None
     host_gap_s: float | None
+    # The GPU waiting for later micro-batches inside a step (None: one batch a step).
+    data_s: float | None
+    host_data_s: float | None
     memory: tuple[tuple[float, int], ...]  # (monotonic t, allocated bytes) per timed step
     peak_allocated: int | None
     peak_reserved: int | None
 
     @property
     def step_s(self) -> float | None:
-        parts = (self.fwd_s, self.bwd_s, self.opt_s, self.gap_s)
+        parts = (self.fwd_s, self.bwd_s, self.opt_s, self.gap_s, self.data_s)
         return sum(p for p in parts if p is not None) if self.gap_s is not None else None
 
     @property
     def idle_share(self) -> float | None:
-        """The GPU's idle share of a step, between steps (None when not separable)."""
+        """The GPU's idle share of a step: between steps, and waiting for micro-batches within
+        one (None when not separable)."""
         step = self.step_s
         if step is None or step <= 0 or self.gap_s is None:
             return None
-        return min(1.0, self.gap_s / step)
+        return min(1.0, (self.gap_s + (self.data_s or 0.0)) / step)
 
     def to_json(self) -> dict[str, object]:
         def r(v: float | None) -> float | None:
@@ -64,12 +70,14 @@ class DeviceView:
                 "backward": r(self.bwd_s),
                 "optimizer": r(self.opt_s),
                 "idle_between_steps": r(self.gap_s),
+                "data_between_micro_batches": r(self.data_s),
             },
             "host_s": {
                 "forward": r(self.host_fwd_s),
                 "backward": r(self.host_bwd_s),
                 "optimizer": r(self.host_opt_s),
                 "between_steps": r(self.host_gap_s),
+                "data_between_micro_batches": r(self.host_data_s),
             },
             "idle_share": r(self.idle_share),
             "peak_allocated_bytes": self.peak_allocated,
@@ -102,6 +110,8 @@ def device_view(
         host_bwd_s=col(7),
         host_opt_s=col(8),
         host_gap_s=col(9),
+        data_s=col(13),
+        host_data_s=col(14),
         memory=tuple(alloc),
         peak_allocated=max(peaks) if peaks else None,
         peak_reserved=max(reserved) if reserved else None,

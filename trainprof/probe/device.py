@@ -7,14 +7,19 @@ gap), at a jittered stride (``EVERY`` / 2 to 3 × ``EVERY`` / 2) so that no patt
 with a period dividing the stride is always missed or always hit (an H200 run timed only the
 first step of each 8-step epoch, never the epoch's restart, and under-measured the idle gap by
 30 %), and at most ``MAX_PER_S`` times a second (a fast, host-bound loop pays per timed step).
-Events are recorded on the current stream of the model's device and never waited for: a timed step's events are read
-(``query()``, then ``elapsed_time``) at a later step boundary, once the GPU has passed them, so
-the job never synchronizes because of trainprof. Allocator statistics are read at the same
-time (they are host-side counters: no sync either).
+Events are recorded on the current stream of the model's device and never waited for: a
+timed step's events are read (``query()``, then ``elapsed_time``) at a later step boundary, once
+the GPU has passed them, so the job never synchronizes because of trainprof. Allocator
+statistics are read at the same time (they are host-side counters: no sync either).
 
 Marks, in step order: ``batch`` (a DataLoader batch returned: forward starts, with its
 host→device copy), ``backward`` (``torch.autograd.backward`` called), ``optimizer`` (the step's
-pre-hook) and ``end`` (its post-hook). A loop without a DataLoader has no ``batch`` mark: its
+pre-hook) and ``end`` (its post-hook). A step that accumulates gradients over micro-batches
+repeats ``fetch`` (a later micro-batch is asked of the DataLoader), ``batch`` and ``backward``
+once per micro-batch: each interval counts for the phase of the mark that opens it, so forward
+and backward are summed over the step's micro-batches (the first batch alone would be 1/k of
+the forward), and ``fetch`` → ``batch`` is the GPU's idle time waiting for a micro-batch (about
+nothing when the GPU is behind the host). A loop without a DataLoader has no ``batch`` mark: its
 forward is then counted from the previous step's end (the gap stays unknown).
 """
 
@@ -30,7 +35,16 @@ from trainprof.store.schema import DEVICE
 EVERY = 16  # time about one step in this many (five event records and a memory read each)
 MAX_PER_S = 8.0  # and no more timed steps than this a second
 MAX_PENDING = 8  # timed steps whose events the GPU has not passed yet; beyond, stop timing
-MARKS = ("batch", "backward", "optimizer", "end")
+MARKS = ("fetch", "batch", "backward", "optimizer", "end")
+# Marks repeated once per micro-batch, with the room each needs for the rest of its micro-batch:
+# past MAX_MARKS a step's last recorded mark is a backward, so the micro-batches not marked count
+# as backward (compute), never as a wait for data.
+REPEATED = {"fetch": 3, "batch": 2, "backward": 1}
+MAX_MARKS = 96  # per timed step: ~30 micro-batches
+# The phase an interval counts for, by the mark that opens it: G record positions (dev, host).
+PHASE = {"batch": 0, "backward": 1, "optimizer": 2, "end": 3, "fetch": 4}
+
+Mark = tuple[str, Any, float]  # name, event, host monotonic time
 
 _clock = time.monotonic
 
@@ -60,20 +74,27 @@ class Timeline:
         self.next_timed = EVERY  # the next step to time
         self.last_timed_at = -1e9  # when the last timed step started (monotonic s)
         self.min_gap_s = 0.0  # and how long to wait after it (jittered like the stride)
-        self.current: dict[str, tuple[Any, float]] | None = None  # marks of the timed step
-        self.closing: tuple[int, dict[str, tuple[Any, float]]] | None = None  # waits for its gap
-        self.pending: list[tuple[int, dict[str, tuple[Any, float]]]] = []
+        self.current: list[Mark] | None = None  # marks of the timed step, in order
+        self.closing: tuple[int, list[Mark]] | None = None  # a timed step waiting for its gap
+        self.pending: list[tuple[int, list[Mark]]] = []
         self.pool: list[Any] = []
 
     def _event(self) -> Any:
         return self.pool.pop() if self.pool else self.make_event()
 
     def mark(self, name: str) -> None:
-        """A step boundary: record an event if this step is timed (first mark of a name wins)."""
+        """A step boundary: record an event if this step is timed (``optimizer`` and ``end``
+        once a step, the micro-batch marks each time, up to ``MAX_MARKS``)."""
         closes = self.closing is not None and name != "end"
         cur = self.current
-        if not closes and (cur is None or name in cur):
+        if not closes and cur is None:
             return  # the common case: no CUDA call at all
+        if name in REPEATED:
+            records = cur is not None and len(cur) + REPEATED[name] <= MAX_MARKS
+        else:
+            records = cur is not None and all(m[0] != name for m in cur)
+        if not closes and not records:
+            return
         if self.capturing():
             self._abandon()
             return
@@ -81,22 +102,22 @@ class Timeline:
             # The first mark of the step after a timed one closes its gap.
             step, marks = self.closing
             self.closing = None
-            marks["next"] = self._record()
+            marks.append(self._record("next"))
             self.pending.append((step, marks))
-        if cur is not None and name not in cur:
-            cur[name] = self._record()
+        if cur is not None and records:
+            cur.append(self._record(name))
 
     def _abandon(self) -> None:
         """Give up the timed step (and the gap being closed): a capture cut through it."""
         for marks in (self.current, self.closing[1] if self.closing else None):
             if marks:
-                self.pool.extend(ev for ev, _t in marks.values())
+                self.pool.extend(ev for _name, ev, _t in marks)
         self.current = self.closing = None
 
-    def _record(self) -> tuple[Any, float]:
+    def _record(self, name: str) -> Mark:
         ev = self._event()
         self.record(ev)
-        return ev, _clock()
+        return name, ev, _clock()
 
     def step_ended(self) -> None:
         """The optimizer post-hook: close the timed step, decide on the next, read what is done."""
@@ -108,7 +129,7 @@ class Timeline:
         if self.step >= self.next_timed:
             now = _clock()
             if now - self.last_timed_at >= self.min_gap_s and len(self.pending) < MAX_PENDING:
-                self.current = {}
+                self.current = []
                 self.last_timed_at = now
                 self.min_gap_s = self.stride.uniform(0.5, 1.5) / MAX_PER_S
                 self.next_timed = self.step + self.stride.randint(EVERY // 2, EVERY * 3 // 2)
@@ -119,27 +140,25 @@ class Timeline:
             return  # read them after the capture
         while self.pending:
             step, marks = self.pending[0]
-            last = marks["next"][0]
-            if not last.query():
+            if not marks[-1][1].query():
                 return  # the GPU has not got there yet: read it at a later boundary
             self.pending.pop(0)
             self.emit(self._line(step, marks))
-            self.pool.extend(ev for ev, _t in marks.values())
+            self.pool.extend(ev for _name, ev, _t in marks)
 
-    def _line(self, step: int, marks: dict[str, tuple[Any, float]]) -> str:
+    def _line(self, step: int, marks: list[Mark]) -> str:
         """``G t step dev_fwd dev_bwd dev_opt dev_gap host_fwd host_bwd host_opt host_gap
-        allocated reserved peak`` — µs, -1 where a mark is missing; bytes."""
-        names = ("batch", "backward", "optimizer", "end", "next")
-        dev, host = [], []
-        for a, b in zip(names, names[1:], strict=False):
-            if a in marks and b in marks:
-                dev.append(int(marks[a][0].elapsed_time(marks[b][0]) * 1e3))
-                host.append(int((marks[b][1] - marks[a][1]) * 1e6))
-            else:
-                dev.append(-1)
-                host.append(-1)
+        allocated reserved peak dev_data host_data`` — µs summed over the step's intervals by
+        the phase of the mark that opens each (``data``: fetch → batch of later micro-batches),
+        -1 where no interval opened that phase; bytes."""
+        dev, host = [-1] * len(PHASE), [-1] * len(PHASE)
+        for (name, ev, t), (_next, ev_next, t_next) in zip(marks, marks[1:], strict=False):
+            k = PHASE[name]
+            dev[k] = max(dev[k], 0) + int(ev.elapsed_time(ev_next) * 1e3)
+            host[k] = max(host[k], 0) + int((t_next - t) * 1e6)
         alloc, reserved, peak = self.memory() if self.memory is not None else (-1, -1, -1)
-        fields = [self.us(marks["end"][1]), step, *dev, *host, alloc, reserved, peak]
+        end_t = next(t for name, _ev, t in marks if name == "end")
+        fields = [self.us(end_t), step, *dev[:4], *host[:4], alloc, reserved, peak, dev[4], host[4]]
         return f"{DEVICE} " + " ".join(str(f) for f in fields) + "\n"
 
 

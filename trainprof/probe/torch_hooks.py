@@ -267,17 +267,19 @@ def _wrap_loader(dl: Any) -> None:
 
     @functools.wraps(orig_next)
     def __next__(self: Any) -> Any:
+        s = _state
+        if s.fetches and s.timeline is not None:
+            _mark(s.timeline, "fetch")  # a later micro-batch of the step
         t0 = _clock()
         batch = orig_next(self)
         dt = _clock() - t0
-        s = _state
         s.wait += dt
         s.fetches += 1
         n = _leading_dim(batch)
+        if s.timeline is not None:
+            _mark(s.timeline, "batch")
         if s.fetches == 1:
             s.batch_size = n
-            if s.timeline is not None:
-                _mark(s.timeline, "batch")
         if n > 0:
             s.samples += n
         started = getattr(self, "_tp_epoch_start", None)

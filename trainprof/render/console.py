@@ -290,6 +290,7 @@ def _device_split(m: Metrics) -> str:
         ("forward", d.fwd_s, d.host_fwd_s),
         ("backward", d.bwd_s, d.host_bwd_s),
         ("optimizer", d.opt_s, d.host_opt_s),
+        ("waiting for micro-batches", d.data_s, d.host_data_s),
         ("idle between steps", d.gap_s, d.host_gap_s),
     ]
     shown = " · ".join(

@@ -564,10 +564,18 @@ def _device(trace: Trace, log: ProcessLog) -> None:
         host = r[6:9]
         if any(h < 0 for h in host):
             continue
-        at = end - sum(host) / 1e6
-        for name, dev in zip(
-            ("forward", "backward", "optimizer", "idle before next step"), r[2:6], strict=True
-        ):
+        # Summed phases, one bar each (a step of micro-batches interleaves them).
+        at = end - (sum(host) + max(r[14], 0)) / 1e6
+        names = (
+            "forward",
+            "backward",
+            "waiting for micro-batches",
+            "optimizer",
+            "idle before next step",
+        )
+        for name, dev in zip(names, (r[2], r[3], r[13], r[4], r[5]), strict=True):
+            if dev < 0 and name == "waiting for micro-batches":
+                continue
             if dev < 0:
                 break
             spans.append(

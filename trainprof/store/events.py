@@ -38,7 +38,9 @@ BATCH_FIELDS = ("t", "wait", "sampler", "batch_size")
 DEVICE_FIELDS = (
     "t", "step", "dev_fwd", "dev_bwd", "dev_opt", "dev_gap",
     "host_fwd", "host_bwd", "host_opt", "host_gap", "allocated", "reserved", "peak",
+    "dev_data", "host_data",  # later micro-batches' fetches (a run before them: -1)
 )  # fmt: skip
+_DEVICE_FIELDS_BEFORE_DATA = 13
 WIDE_FIELDS = frozenset({"t"})  # 8 bytes a step: array('q'); the rest start at 4 bytes
 _Q_MIN, _Q_MAX = -(1 << 63), (1 << 63) - 1
 READ_HINT = 1 << 18  # bytes of lines parsed at a time (a few MB of transient objects)
@@ -127,6 +129,8 @@ class ProcessLog:
                 self.infos.append(checked(_json_object(rest), INFO_FIELDS))
             elif kind == DEVICE:
                 vals = tuple(int(v) for v in rest.split())
+                if len(vals) == _DEVICE_FIELDS_BEFORE_DATA:
+                    vals += (-1, -1)
                 if len(vals) != len(DEVICE_FIELDS):
                     raise ValueError("short device record")
                 self.device.append(vals)
