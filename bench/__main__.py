@@ -143,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(
                 ("torch.distributed wrappers, per call", _distributed_table(micro), None)
             )
+        if micro.get("cuda_only"):
+            sections.append(("CUDA jobs only, per step", _cuda_only_table(micro), None))
         sections.append(
             ("Probe hooks switched off inside the loop", overhead.toggle_table(tog), None)
         )
@@ -200,6 +202,15 @@ def _distributed_table(micro: dict[str, Any]) -> str:
     return stats.format_table(rows) + (
         f"\nfor scale: the real backward it wraps took {micro['backward_plain_us']:.1f} µs "
         "(a two-node graph on this CPU); best case, min of 7 timed repeats, hot caches."
+    )
+
+
+def _cuda_only_table(micro: dict[str, Any]) -> str:
+    rows = [["probe work (per step)", "µs", "how often"]]
+    rows += [[d["name"], f"{d['us']:.2f}", d["calls"]] for d in micro["cuda_only"]]
+    return stats.format_table(rows) + (
+        "\nthe timeline's own Python, with stand-in events that cost nothing (real CUDA event "
+        "records, queries and the allocator read come on top); best case, min of 7 repeats."
     )
 
 

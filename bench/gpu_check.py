@@ -689,7 +689,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__)
     # What fitted the first H200 session: tests took 195 s, a 6-variant round 72 s.
     ap.add_argument("--budget-s", type=float, default=540.0, help="wall budget, all phases")
-    ap.add_argument("--tests-budget-s", type=float, default=250.0)
+    ap.add_argument("--tests-budget-s", type=float, default=280.0)
     ap.add_argument("--overhead-budget-s", type=float, default=280.0)
     ap.add_argument("--keep-going", action="store_true", help="pytest without -x")
     ap.add_argument("--per-test-s", type=int, default=300, help="pytest --timeout")

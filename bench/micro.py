@@ -206,6 +206,49 @@ def main() -> int:
         wrapped = coll._timed(inner)  # its counters written every 0.25 s: included
         return _added(lambda: wrapped(batch), lambda: inner(batch))
 
+    # The device timeline (CUDA jobs only; probe/device.py) with stand-in events that cost
+    # nothing: what is left is its own Python per step, on an untimed step (every step) and on a
+    # timed one (at most MAX_PER_S a second). Real CUDA event records and queries come on top.
+    from trainprof.probe import device as dev
+
+    class FreeEvent:
+        def record(self, stream: Any = None) -> None:
+            return None
+
+        def query(self) -> bool:
+            return True
+
+        def elapsed_time(self, other: Any) -> float:
+            return 1.0
+
+    cuda_only: list[dict[str, Any]] = []
+
+    def timeline(timed: bool) -> float:
+        tl = dev.Timeline(FreeEvent, lambda: (1, 2, 3), lambda _line: None, lambda _t: 0)
+
+        def step() -> None:
+            if timed:  # make this step a timed one, whatever the stride and the rate cap say
+                tl.next_timed, tl.last_timed_at = tl.step, -1e9
+            tl.mark("batch")
+            tl.mark("backward")
+            tl.mark("optimizer")
+            tl.step_ended()
+
+        return _added(step, lambda: None, CALLS // 4)
+
+    for name, calls, timed in (
+        ("device timeline, an untimed step (4 marks)", "every step", False),
+        (
+            "device timeline, a timed step (5 events, read-out)",
+            f"≤ {dev.MAX_PER_S:g} a second",
+            True,
+        ),
+    ):
+        try:
+            cuda_only.append({"name": name, "us": timeline(timed), "calls": calls})
+        except Exception as exc:  # internals moved: say so, keep going
+            missing.append(f"{name}: {type(exc).__name__}: {exc}")
+
     add("DataLoader __next__ wrapper", 1, loader_next)
     add("sampler _next_index wrapper", 1, next_index)
     add("dataset fetch timer", 1, fetch)
@@ -228,6 +271,7 @@ def main() -> int:
     result = {
         "hooks": hooks,
         "distributed": distributed,
+        "cuda_only": cuda_only,
         "backward_plain_us": _per_call(backward_of(plain_backward), BACKWARD_CALLS) * 1e6,
         "missing": missing,
         "writer_add_and_flush_us": queue_us,

@@ -9,6 +9,7 @@ import typer
 
 from trainprof.attach.runner import DEFAULT_DURATION_S, DEFAULT_RATE_HZ, AttachOptions
 from trainprof.attach.runner import attach as run_attach
+from trainprof.commands.options import Verbose
 
 
 def attach(
@@ -43,9 +44,7 @@ def attach(
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status line.")] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also show info findings and skipped rules.")
-    ] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Diagnose a job that is already running, without restarting it.
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from trainprof.analysis.rules import all_rules
+from trainprof.commands.options import JobRunDir, Quiet, Verbose
 from trainprof.commands.run import positive_seconds
 from trainprof.compare.load import load_report
 from trainprof.compare.windows import spread, step_windows
@@ -161,18 +162,9 @@ def ci(
             "run's --baseline.",
         ),
     ] = None,
-    run_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="Where to store this run (default ./trainprof-runs/<UTC time>-<script>)."
-        ),
-    ] = None,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No live status line while the job runs.")
-    ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also show info findings and skipped rules.")
-    ] = False,
+    run_dir: JobRunDir = None,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
 ) -> None:
     """Run a training job for a few steps as a CI smoke check and fail the build on a crash, a
     hang, a finding, a threshold or a throughput regression.

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from trainprof.commands.options import Verbose
 from trainprof.errors import TrainprofError
 from trainprof.store.rundir import RUNS_DIR, check_user_file, latest_run_dir
 from trainprof.store.session import Session, is_run_dir
@@ -39,9 +40,7 @@ def report(
         Path | None,
         typer.Option("--html", help="Also write a self-contained HTML report with plots."),
     ] = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also show info findings and skipped rules.")
-    ] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Analyse a stored run again and print its report (on standard output)."""
     nodes = list(run_dirs or [])

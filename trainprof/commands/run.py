@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from trainprof.commands.options import JobRunDir, Quiet, Verbose
 from trainprof.errors import TrainprofError
 from trainprof.runner import RunOptions
 from trainprof.runner import run as run_job
@@ -69,12 +70,7 @@ def run(
             callback=positive_seconds, help="Stop the job after this many seconds (exit code 124)."
         ),
     ] = None,
-    run_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="Where to store this run (default ./trainprof-runs/<UTC time>-<script>)."
-        ),
-    ] = None,
+    run_dir: JobRunDir = None,
     interval: Annotated[
         float | None,
         typer.Option(
@@ -83,9 +79,7 @@ def run(
             help="Seconds between host/GPU samples (default 0.5 s, 2 s after ten minutes).",
         ),
     ] = None,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No live status line while the job runs.")
-    ] = False,
+    quiet: Quiet = False,
     stacks: Annotated[
         bool,
         typer.Option(
@@ -115,9 +109,7 @@ def run(
             "stored and shown as ***; the job always gets its real arguments.",
         ),
     ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also show info findings and skipped rules.")
-    ] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Run a training job with trainprof's probe inside it, then print what slows it down.
 
