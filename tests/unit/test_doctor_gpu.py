@@ -215,3 +215,46 @@ def test_cuda_visible_devices_is_shown_allowlisted(monkeypatch: pytest.MonkeyPat
     install(monkeypatch, [FakeGpu()])
     got = rows(gather_nvml(), env={"CUDA_VISIBLE_DEVICES": "0"})
     assert "CUDA_VISIBLE_DEVICES=0" in got[("gpu-unavailable", "ok")].finding.evidence
+
+
+def busy_and_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three H100s: GPU 0 and 1 run other tenants' jobs, GPU 2 is idle."""
+    tenant = {"processes": [(4242, 30 * 1024**3)], "memory_used": 31 * 1024**3, "util": 95}
+    install(monkeypatch, [FakeGpu(**tenant), FakeGpu(**tenant), FakeGpu()])
+
+
+def test_gpus_hidden_by_cuda_visible_devices_are_not_judged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    busy_and_idle(monkeypatch)
+    snap = gather_nvml()
+    everything = [r for r in gpu.check_gpus(snap, CUDA_TORCH, {}) if r.finding.id == "gpu-busy"]
+    assert [r.finding.title for r in everything] == [
+        "GPU 0 is already in use",
+        "GPU 1 is already in use",
+    ]
+    for spec in ("2", "GPU-00000002", "GPU-00000002-0000-0000-0000-000000000000"):
+        got = rows(snap, env={"CUDA_VISIBLE_DEVICES": spec})
+        assert ("gpu-busy", "warn") not in got, spec
+        assert got[("gpu-busy", "ok")].finding.title == "1 GPU(s) idle (GPU 2)", spec
+    # CUDA stops at the first entry that names no GPU: "2,7,0" is GPU 2 alone
+    assert ("gpu-busy", "warn") not in rows(snap, env={"CUDA_VISIBLE_DEVICES": "2,7,0"})
+    both = [
+        r.finding.title
+        for r in gpu.check_gpus(snap, CUDA_TORCH, {"CUDA_VISIBLE_DEVICES": "1,2"})
+        if r.finding.id == "gpu-busy"
+    ]
+    assert both == ["GPU 1 is already in use"]
+
+
+def test_indices_of_mixed_gpu_models_are_not_trusted_to_be_nvmls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # CUDA numbers GPUs fastest first, NVML by PCI bus: with two models the index "1" may be
+    # either GPU, so both are judged (unless CUDA_DEVICE_ORDER=PCI_BUS_ID says the orders agree).
+    tenant = {"processes": [(4242, 30 * 1024**3)], "memory_used": 31 * 1024**3, "util": 95}
+    install(monkeypatch, [FakeGpu(name="NVIDIA A100-SXM4-40GB", **tenant), FakeGpu()])
+    snap = gather_nvml()
+    assert ("gpu-busy", "warn") in rows(snap, env={"CUDA_VISIBLE_DEVICES": "1"})
+    pci = {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert ("gpu-busy", "warn") not in rows(snap, env=pci)

@@ -7,6 +7,7 @@ Pure functions: tests feed snapshots built by faking ``pynvml`` (see nvml.py) or
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from trainprof.doctor.base import CheckResult, fmt_bytes, result
 from trainprof.doctor.nvml import GpuDevice, NvmlSnapshot
@@ -294,7 +295,8 @@ def check_busy(snap: NvmlSnapshot) -> list[CheckResult]:
             )
     if rows or not snap.devices:
         return rows
-    return [result(AREA, "ok", "gpu-busy", f"{len(snap.devices)} GPU(s) idle")]
+    which = ", ".join(str(d.index) for d in snap.devices)
+    return [result(AREA, "ok", "gpu-busy", f"{len(snap.devices)} GPU(s) idle (GPU {which})")]
 
 
 def check_ecc(snap: NvmlSnapshot) -> list[CheckResult]:
@@ -355,9 +357,40 @@ def check_mig(snap: NvmlSnapshot) -> list[CheckResult]:
 
 
 def check_gpus(snap: NvmlSnapshot, torch: TorchFacts, env: Mapping[str, str]) -> list[CheckResult]:
-    """Every GPU row: availability first, then per-device health when NVML answered."""
+    """Every GPU row: availability first, then per-device health when NVML answered, of the
+    GPUs the job will see (a busy GPU that CUDA_VISIBLE_DEVICES hides is no concern of its)."""
     rows = [check_gpu_available(snap, torch, env)]
     if snap.available:
+        seen = replace(snap, devices=visible_devices(snap.devices, env))
         for check in (check_throttle, check_pcie, check_busy, check_ecc, check_mig):
-            rows += check(snap)
+            rows += check(seen)
     return rows
+
+
+def visible_devices(
+    devices: tuple[GpuDevice, ...], env: Mapping[str, str]
+) -> tuple[GpuDevice, ...]:
+    """The GPUs CUDA_VISIBLE_DEVICES leaves the job, as CUDA reads it: indices or (prefixes of)
+    UUIDs, up to the first entry that names none. Indices are CUDA's order, NVML's (PCI bus
+    order) only with CUDA_DEVICE_ORDER=PCI_BUS_ID or on a machine of one GPU model (CUDA's
+    default, fastest first, then keeps PCI order): otherwise every GPU is judged. MIG entries
+    name instances NVML lists under their GPU: every GPU is judged too."""
+    spec = env.get("CUDA_VISIBLE_DEVICES")
+    if spec is None:
+        return devices
+    pci_order = env.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" or len({d.name for d in devices}) <= 1
+    chosen: list[GpuDevice] = []
+    for entry in (e.strip() for e in spec.split(",")):
+        if entry.startswith("MIG-"):
+            return devices
+        if entry.lstrip("-").isdigit():
+            index = int(entry)
+            if not pci_order:
+                return devices
+            match = [d for d in devices if d.index == index]
+        else:
+            match = [d for d in devices if d.uuid and entry and d.uuid.startswith(entry)]
+        if len(match) != 1 or match[0] in chosen:
+            break  # CUDA stops at the first entry it cannot use
+        chosen.append(match[0])
+    return tuple(chosen)

@@ -24,6 +24,7 @@ class GpuProcess:
 class GpuDevice:
     index: int
     name: str
+    uuid: str | None = None  # GPU-…, what CUDA_VISIBLE_DEVICES may name
     memory_total: int | None = None
     memory_used: int | None = None
     util_percent: int | None = None
@@ -120,6 +121,7 @@ def _device(nv: Any, get: Callable[..., Any], index: int, h: object) -> GpuDevic
     return GpuDevice(
         index=index,
         name=_text(get(nv.nvmlDeviceGetName, h) or "unknown"),
+        uuid=_opt_text(get(nv.nvmlDeviceGetUUID, h)),
         memory_total=None if mem is None else int(mem.total),
         memory_used=None if mem is None else int(mem.used),
         util_percent=None if util is None else int(util.gpu),
