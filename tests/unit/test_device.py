@@ -37,17 +37,34 @@ class FakeEvent:
         return (end.at or 0.0) - (self.at or 0.0)  # ms
 
 
-def drive(tl: device.Timeline, steps: int, step_s: float, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``steps`` steps of forward 1 ms, backward 4, optimizer 6 and 2 ms of loop code on the
-    fake GPU, which runs 5 ms behind the host; the host's clock advances ``step_s`` a step."""
+def drive(
+    tl: device.Timeline,
+    steps: int,
+    step_s: float,
+    monkeypatch: pytest.MonkeyPatch,
+    micro: int = 1,
+    fwd_ms: float = 1.0,
+    bwd_ms: float = 4.0,
+    wait_ms: float = 0.0,
+) -> None:
+    """``steps`` steps on the fake GPU of ``micro`` micro-batches each (the GPU waits ``wait_ms``
+    for each batch, then forward ``fwd_ms``, backward ``bwd_ms``), optimizer 6 ms and 2 ms of
+    loop code; it runs 5 ms behind the host, whose clock advances ``step_s`` a step."""
     clock = {"now": 0.0}
     monkeypatch.setattr(device, "_clock", lambda: clock["now"])
     gpu = FakeEvent.gpu
     gpu["now"] = gpu["done"] = 0.0
     for _step in range(steps):
-        for name, ms in (("batch", 1.0), ("backward", 4.0), ("optimizer", 6.0)):
-            tl.mark(name)
-            gpu["now"] += ms
+        for i in range(micro):
+            if i:
+                tl.mark("fetch")
+            gpu["now"] += wait_ms
+            tl.mark("batch")
+            gpu["now"] += fwd_ms
+            tl.mark("backward")
+            gpu["now"] += bwd_ms
+        tl.mark("optimizer")
+        gpu["now"] += 6.0
         tl.step_ended()
         gpu["now"] += 2.0  # the loop's own work before the next batch
         gpu["done"] = gpu["now"] - 5.0
@@ -111,29 +128,10 @@ def test_micro_batches_are_summed_and_the_wait_for_them_is_idle_time(
     """Gradient accumulation over 4 micro-batches: forward and backward are summed over them
     (the first micro-batch alone is a quarter of the forward), and the GPU's wait for each later
     micro-batch (fetch → batch) is counted apart, as idle time of the step."""
-    clock = {"now": 0.0}
-    monkeypatch.setattr(device, "_clock", lambda: clock["now"])
-    gpu = FakeEvent.gpu
-    gpu["now"] = gpu["done"] = 0.0
     lines: list[str] = []
     tl = device.Timeline(FakeEvent, None, lines.append, lambda t: 0)
-    for _step in range(4 * device.EVERY):
-        for i in range(4):
-            if i:
-                tl.mark("fetch")
-            gpu["now"] += 0.5  # the GPU caught up and waits 0.5 ms for the micro-batch
-            tl.mark("batch")
-            gpu["now"] += 1.0
-            tl.mark("backward")
-            gpu["now"] += 4.0
-        tl.mark("optimizer")
-        gpu["now"] += 6.0
-        tl.step_ended()
-        gpu["now"] += 2.0
-        gpu["done"] = gpu["now"] - 5.0
-        clock["now"] += 1.0
-    gpu["done"] = gpu["now"]
-    tl.read_done()
+    # the GPU caught up with the host and waits 0.5 ms for each micro-batch
+    drive(tl, 4 * device.EVERY, step_s=1.0, monkeypatch=monkeypatch, micro=4, wait_ms=0.5)
     assert len(lines) >= 2, lines
     for line in lines:
         f = [int(v) for v in line.split()[1:]]
@@ -153,27 +151,9 @@ def test_micro_batches_are_summed_and_the_wait_for_them_is_idle_time(
 def test_a_long_accumulation_still_closes_its_step(monkeypatch: pytest.MonkeyPatch) -> None:
     """More micro-batches than MAX_MARKS: the ones not marked count as backward (compute), not
     as a wait for data, and the optimizer and end marks are still recorded (the step is read)."""
-    clock = {"now": 0.0}
-    monkeypatch.setattr(device, "_clock", lambda: clock["now"])
-    gpu = FakeEvent.gpu
-    gpu["now"] = gpu["done"] = 0.0
     lines: list[str] = []
     tl = device.Timeline(FakeEvent, None, lines.append, lambda t: 0)
-    for _step in range(3 * device.EVERY):
-        for i in range(device.MAX_MARKS):
-            if i:
-                tl.mark("fetch")
-            tl.mark("batch")
-            gpu["now"] += 0.1
-            tl.mark("backward")
-            gpu["now"] += 0.2
-        tl.mark("optimizer")
-        gpu["now"] += 6.0
-        tl.step_ended()
-        gpu["now"] += 2.0
-        gpu["done"] = gpu["now"]
-        clock["now"] += 1.0
-    tl.read_done()
+    drive(tl, 3 * device.EVERY, 1.0, monkeypatch, micro=device.MAX_MARKS, fwd_ms=0.1, bwd_ms=0.2)
     assert lines
     for line in lines:
         f = [int(v) for v in line.split()[1:]]
