@@ -147,3 +147,13 @@ def test_the_sampler_rows_carry_each_gpus_uuid_and_processes(
     m, _ = analyze(by_uuid)
     assert m.gpus is not None and (m.gpus.indices, m.gpus.by) == ((2,), "uuid")
     assert m.gpu_util_mean == 100.0
+
+
+def test_a_job_training_on_the_cpu_owns_no_gpu_of_the_machine() -> None:
+    log = process(200, step_s=0.02)
+    log.add_line("X " + json.dumps({"t": 1, "precision": {"device": "cpu", "dtype": "float32"}}))
+    rows = [{"t": 100.0 + i, "procs": [], "gpu": [{"index": 0, "util": 0.0}]} for i in range(8)]
+    m, verdict = analyze(session(log, sample_rows=rows))
+    assert m.gpu_util_mean is None and m.gpus is None
+    assert m.gpu_unavailable == "the job trains on the CPU (no GPU of the machine is its)"
+    assert "gpu-underutilized" not in {f.id for f in verdict.findings}

@@ -38,13 +38,18 @@ def normalized_uuid(uuid: str) -> str:
     return uuid[4:] if uuid.startswith("gpu-") else uuid
 
 
-def process_uuid(process: ProcessLog) -> str | None:
-    """The UUID of the CUDA device the process trains on (its first optimizer step's)."""
+def _precision(process: ProcessLog) -> dict[str, Any]:
+    """Where the process trains, as the probe read it at its first optimizer step ({} if not)."""
     for info in process.infos:
-        precision = info.get("precision")
-        if isinstance(precision, dict) and isinstance(precision.get("gpu_uuid"), str):
-            return normalized_uuid(precision["gpu_uuid"])
-    return None
+        if isinstance(info.get("precision"), dict):
+            return info["precision"]
+    return {}
+
+
+def process_uuid(process: ProcessLog) -> str | None:
+    """The UUID of the CUDA device the process trains on."""
+    uuid = _precision(process).get("gpu_uuid")
+    return normalized_uuid(uuid) if isinstance(uuid, str) else None
 
 
 def gpu_of(samples: Samples, process: ProcessLog) -> int | None:
@@ -65,6 +70,11 @@ def select(samples: Samples, processes: Iterable[ProcessLog]) -> None:
     if not samples.gpu_by_index:
         return
     trainers = [p for p in processes if p.role != "worker"]
+    places = {_precision(p).get("device") for p in trainers} - {None}
+    if places == {"cpu"}:
+        samples.gpu_util = array("d", [math.nan] * len(samples.gpu_util))
+        samples.gpu_unavailable = "the job trains on the CPU (no GPU of the machine is its)"
+        return
     by_uuid = {normalized_uuid(u): i for i, u in samples.gpu_uuid.items()}
     uuids = {u for u in (process_uuid(p) for p in trainers) if u is not None}
     chosen = sorted({by_uuid[u] for u in uuids if u in by_uuid})
