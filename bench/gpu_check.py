@@ -432,8 +432,16 @@ def run_loop(
     return RunResult(v.key, rnd, [float(r["steps_per_s"]) for r in out["rates"]], wall)
 
 
-def calibrate(c: Check, device: str, timeout: float) -> list[str] | None:
-    cmd = [sys.executable, str(GPU_LOOP), "--device", device]
+def pinned_cpu() -> int | None:
+    """The CPU every overhead run pins the loop to: the last this process may use (CPU 0 takes
+    most interrupts); None with fewer than 4 (pinning would crowd trainprof's own processes).
+    The first H200 run saw plain runs of the host-bound loop differ by ±14 % between processes."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[-1] if len(cpus) >= 4 else None
+
+
+def calibrate(c: Check, device: str, timeout: float, pin: list[str]) -> list[str] | None:
+    cmd = [sys.executable, str(GPU_LOOP), "--device", device, *pin]
     cmd += ["--calibrate", ",".join(str(t) for t in TARGET_RATES)]
     try:
         proc = subprocess.run(cmd, env=c.env, capture_output=True, text=True, timeout=timeout)
@@ -458,15 +466,19 @@ def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
         c.skip(f"overhead: only {budget_s:.0f} s left")
         return
     t_start = time.monotonic()
+    cpu = pinned_cpu() if a.pin else None
+    c.overhead["pinned_cpu"] = cpu
+    pin = ["--cpu", str(cpu)] if cpu is not None else []
+    log(f"  the loop pinned to CPU {cpu}" if cpu is not None else "  the loop not pinned")
     sizes = a.sizes.split(",") if a.sizes else None
     if sizes is None and a.calibrate:
-        sizes = calibrate(c, a.device, timeout=min(90.0, budget_s / 3))
+        sizes = calibrate(c, a.device, timeout=min(90.0, budget_s / 3), pin=pin)
     if sizes is None:
         from bench.gpu_loop import DEFAULT_SIZES
 
         sizes = DEFAULT_SIZES.split(",")
         log(f"  sizes {sizes} (not calibrated)")
-    loop_args = ["--device", a.device, "--sizes", ",".join(sizes)]
+    loop_args = ["--device", a.device, "--sizes", ",".join(sizes), *pin]
     probe_cost(c, [*loop_args, "--warmup-s", str(a.warmup_s), "--measure-s", str(a.toggle_s)])
     loop_args += ["--warmup-s", str(a.warmup_s), "--measure-s", str(a.measure_s)]
     wanted = a.variants.split(",") if a.variants else [v.key for v in VARIANTS]
@@ -576,7 +588,7 @@ def overhead_markdown(c: Check) -> list[str]:
         "",
         f"Steps/s on the device's clock (CUDA events inside the loop), ratio to plain in the "
         f"same round: median (min–max) over {c.overhead['rounds']} rounds, [median loss]; a "
-        f"ratio > 1 is noise. {spy}. Variants: "
+        f"ratio > 1 is noise. {spy}. {_pinned(c)} Variants: "
         + "; ".join(
             f"**{v.label}**: {v.meaning}" for v in VARIANTS if v.key in {r["key"] for r in rows}
         ),
@@ -585,6 +597,13 @@ def overhead_markdown(c: Check) -> list[str]:
     if errors:
         lines += ["", "Errors:", *errors]
     return lines
+
+
+def _pinned(c: Check) -> str:
+    cpu = c.overhead.get("pinned_cpu")
+    if cpu is None:
+        return "The loop ran on any CPU."
+    return f"The loop was pinned to CPU {cpu} in every run (trainprof's processes were not)."
 
 
 # ---------------------------------------------------------------- summary
@@ -651,6 +670,7 @@ def write_summary(c: Check) -> dict[str, Any]:
             "sizes": c.overhead.get("sizes"),
             "rounds": c.overhead.get("rounds"),
             "calibrated": (c.overhead.get("calibration") or {}).get("measured"),
+            "pinned_cpu": c.overhead.get("pinned_cpu"),
             "rows": [
                 {
                     "key": r["key"],
@@ -698,6 +718,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--sizes", default="", help="HxBxD,... for the loop (skips calibration)")
     ap.add_argument("--no-calibrate", dest="calibrate", action="store_false")
+    ap.add_argument("--no-pin", dest="pin", action="store_false", help="leave the loop on any CPU")
     ap.add_argument("--min-rounds", type=int, default=2)
     ap.add_argument("--max-rounds", type=int, default=6)
     ap.add_argument(

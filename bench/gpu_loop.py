@@ -364,7 +364,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--toggle", action="store_true", help="in-process probe on/off blocks")
     ap.add_argument("--block-steps", type=int, default=20, help="--toggle: steps per block")
     ap.add_argument("--by-part", action="store_true", help="--toggle: each hook part off too")
+    ap.add_argument(
+        "--cpu",
+        type=int,
+        default=None,
+        help="pin the loop to this CPU (the same in every run compared: the host-bound loop's "
+        "speed then does not depend on where the scheduler put it)",
+    )
     args = ap.parse_args(argv)
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})  # trainprof's own processes stay free to move
     if args.toggle:
         out = toggle(
             args.device,
