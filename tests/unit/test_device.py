@@ -382,3 +382,17 @@ def test_a_host_bound_verdict_names_the_host_work_that_holds_the_gpu() -> None:
     m, _verdict = analyze(s)
     assert m.bottleneck is not None and m.bottleneck.verdict == "host-bound"
     assert "device→host syncs" in m.bottleneck.reason, m.bottleneck.reason
+
+
+def test_a_mixed_verdict_names_what_was_measured() -> None:
+    from trainprof.analysis.device import bottleneck
+
+    # an idle share between gpu-bound and the rest, data 13 % of the loop, no host work seen
+    b = bottleneck(idle=0.12, util=70.0, data_share=0.13, host_share=0.0)
+    assert b is not None and b.verdict == "mixed"
+    assert b.reason == (
+        "the GPU sat idle 12% of each step; the loop waited for data 13% and ran host work 0% "
+        "of its time"
+    )
+    both = bottleneck(idle=0.4, util=50.0, data_share=0.3, host_share=0.25)
+    assert both is not None and both.verdict == "mixed" and "data 30%" in both.reason

@@ -187,4 +187,10 @@ def bottleneck(
             f"{busy}, with no data wait or host work to blame: the host launches kernels "
             "slower than the GPU runs them",
         )
-    return Bottleneck("mixed", f"{idle_text}; data and host work both hold it up")
+    # Neither dominates: name the measured shares rather than blame both (host work may be 0
+    # where no stacks were sampled).
+    return Bottleneck(
+        "mixed",
+        f"{idle_text}; the loop waited for data {data_share:.0%} and ran host work "
+        f"{host_share:.0%} of its time",
+    )
