@@ -25,6 +25,8 @@ from trainprof.examples.zoo import ZOO, script_path
 
 GPU_CASES = sorted(n for n, c in ZOO.items() if c.kind == "gpu")
 MIN_TIMED = 8
+# Cases that train on the CPU of the GPU machine: no device timeline to check.
+ON_CPU = {"gpu_forgot_device"}
 
 
 pytestmark = pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
@@ -85,9 +87,10 @@ def test_gpu_zoo_case(name: str, zoo_tmp: Path) -> None:
     r = run_case(name, zoo_tmp)
     assert r.returncode == 0, digest(r)
     assert r.report is not None, digest(r)
-    device = r.report.get("device")
-    assert device is not None, f"{name}: no device timeline\n{digest(r)}"
-    assert device["timed_steps"] >= MIN_TIMED, f"{name}: too few timed steps\n{digest(r)}"
+    if name not in ON_CPU:
+        device = r.report.get("device")
+        assert device is not None, f"{name}: no device timeline\n{digest(r)}"
+        assert device["timed_steps"] >= MIN_TIMED, f"{name}: too few timed steps\n{digest(r)}"
     expect = ZOO[name].expect
     if expect is None:
         assert r.problems == [], f"{name} must get no warning\n{digest(r)}"

@@ -189,3 +189,14 @@ def test_stack_sampling_hands_over_between_chunks(
     later = float(chunks[1]["started_at"])
     assert any(s.t0 < later for s in spans) and any(s.t0 > later for s in spans)
     assert r.report["findings"][0]["id"] == "cpu-stall"
+
+
+def test_the_probe_records_where_the_model_trains(workers_run) -> None:  # type: ignore[no-untyped-def]
+    """What gpu-unused reads, from a real CPU job: the parameters' device, the CUDA version this
+    torch was built for (None: the CPU wheel here) and CUDA_VISIBLE_DEVICES (unset: None)."""
+    primary = Session.load(workers_run.run_dir).primary
+    assert primary is not None
+    precision = next(i["precision"] for i in primary.infos if "precision" in i)
+    assert precision["device"] == "cpu"
+    assert "cuda_build" in precision and precision["cuda_build"] is None
+    assert "cuda_visible_devices" in precision

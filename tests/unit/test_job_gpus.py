@@ -157,3 +157,38 @@ def test_a_job_training_on_the_cpu_owns_no_gpu_of_the_machine() -> None:
     assert m.gpu_util_mean is None and m.gpus is None
     assert m.gpu_unavailable == "the job trains on the CPU (no GPU of the machine is its)"
     assert "gpu-underutilized" not in {f.id for f in verdict.findings}
+
+
+def cpu_job(cuda_build: str | None = "12.4", visible: str | None = None) -> ProcessLog:
+    log = process(200, step_s=0.02)
+    precision = {"device": "cpu", "dtype": "float32", "torch": "2.4.0", "cuda_build": cuda_build}
+    precision["cuda_visible_devices"] = visible
+    log.add_line("X " + json.dumps({"t": 1, "precision": precision}))
+    return log
+
+
+def test_a_cpu_job_beside_an_idle_gpu_is_told_to_use_it() -> None:
+    s = session(cpu_job(), sample_rows=machine({0: 100.0, 1: 2.0}))
+    _m, verdict = analyze(s)
+    f = next(f for f in verdict.findings if f.id == "gpu-unused")
+    # GPU 1 is idle; GPU 0 runs someone else's job and is not offered
+    assert "GPU 1 (2% utilized)" in f.evidence[0] and "GPU 0" not in f.evidence[0]
+    assert "CUDA 12.4" in " ".join(f.evidence)
+    assert any("model.to(device)" in fix for fix in f.fix)
+
+
+def test_a_cpu_only_torch_is_told_to_install_a_cuda_build() -> None:
+    one_gpu = [{"t": 100.0 + i, "procs": [], "gpu": [{"index": 0, "util": 0.0}]} for i in range(8)]
+    _m, verdict = analyze(session(cpu_job(cuda_build=None), sample_rows=one_gpu))
+    f = next(f for f in verdict.findings if f.id == "gpu-unused")
+    assert "CPU-only build" in " ".join(f.evidence)
+    assert "install a CUDA build of torch" in f.fix[0]
+
+
+def test_gpus_hidden_on_purpose_or_busy_are_not_unused() -> None:
+    hidden = session(cpu_job(visible=""), sample_rows=machine({}))
+    busy = session(cpu_job(), sample_rows=machine(dict.fromkeys(range(8), 90.0)))
+    on_gpu = session(gpu_job(uuid=UUIDS[0][4:]), sample_rows=machine({0: 95.0}))
+    for s in (hidden, busy, on_gpu):
+        _m, verdict = analyze(s)
+        assert "gpu-unused" not in {f.id for f in verdict.findings}

@@ -165,6 +165,16 @@ def gpu_underutilized(util: float) -> Session:
     return session(process(100), sample_rows=rows)
 
 
+def gpu_unused(util: float) -> Session:
+    """A job training on the CPU (torch built for CUDA) on a machine whose one GPU is ``util`` %
+    busy (another job's, if anyone's)."""
+    log = process(100)
+    cpu = {"device": "cpu", "dtype": "float32", "torch": "2.4.0+cu124", "cuda_build": "12.4"}
+    log.add_line("X " + json.dumps({"t": 1, "precision": cpu}))
+    rows = [{"t": 100.0 + i, "procs": [], "gpu": [{"index": 0, "util": util}]} for i in range(12)]
+    return session(log, sample_rows=rows)
+
+
 def no_mixed_precision(major: float) -> Session:
     log = process(100, loader=pinned())
     log.add_line("X " + json.dumps({"t": 1, "precision": dict(CUDA, capability=[int(major), 0])}))
@@ -304,6 +314,7 @@ CASES = [
         "GPU not measured",
     ),
     Case("no-mixed-precision", no_mixed_precision, 7, 6, lambda: session(process(100)), "CUDA"),
+    Case("gpu-unused", gpu_unused, 9, 11, lambda: session(process(100)), "no NVIDIA GPU seen"),
     Case("pageable-memory", pageable_memory, 0, 1, lambda: session(process(100)), "CUDA"),
     Case(
         "host-sync", host_sync, 0.12, 0.08, lambda: session(cuda(process(100))), "no stack samples"

@@ -36,7 +36,7 @@ from trainprof.analysis.stalls import (
 )
 from trainprof.analysis.stats import bins, finite, int_percentiles, mean, scaled, tail
 from trainprof.store.events import ProcessLog
-from trainprof.store.gpus import JobGpus
+from trainprof.store.gpus import JobGpus, machine_utils
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan
 
@@ -135,6 +135,8 @@ class Metrics:
     gpu_util_mean: float | None = None  # over the job's GPUs (store/gpus.py)
     gpu_unavailable: str | None = None
     gpus: JobGpus | None = None  # which of the machine's GPUs those are
+    # Every GPU NVML sees, with its mean utilization (the job's or not: gpu-unused reads it).
+    machine_gpus: tuple[tuple[int, float | None], ...] = ()
     torch_seen: bool = False
     exit_code: int | None = None
     stopped_by: str | None = None
@@ -214,6 +216,7 @@ def compute(session: Session) -> Metrics:
         gpu_util_mean=gpu_util,
         gpu_unavailable=session.samples.gpu_unavailable,
         gpus=JobGpus.of_samples(session.samples),
+        machine_gpus=machine_utils(session.samples, window),
         torch_seen=any(p.torch_imported_us is not None for p in session.processes),
         exit_code=meta.get("exit_code"),
         stopped_by=meta.get("stopped_by"),

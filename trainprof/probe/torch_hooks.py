@@ -499,7 +499,12 @@ def _record_precision(optimizer: Any) -> None:
             "cuda_matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
             "cudnn_tf32": bool(torch.backends.cudnn.allow_tf32),
             "torch": str(torch.__version__),
+            # the CUDA version torch was built for, None for a CPU-only build (no CUDA call)
+            "cuda_build": torch.version.cuda,
         }
+        if param.device.type != "cuda":
+            # a GPU hidden on purpose (CUDA_VISIBLE_DEVICES="") is no GPU left unused
+            info["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
         if param.device.type == "cuda":
             info["capability"] = list(torch.cuda.get_device_capability(param.device))
             info["gpu_name"] = torch.cuda.get_device_name(param.device)

@@ -312,6 +312,8 @@ PRECISION_FIELDS: dict[str, Any] = {
     "memory_total": _int_in(0, 1 << 62),
     "gpu_uuid": _STR,
     "torch": _STR,
+    "cuda_build": _STR,
+    "cuda_visible_devices": _STR,
 }
 FLOPS_FIELDS: dict[str, Check] = {
     "step": _COUNT,

@@ -104,6 +104,20 @@ def select(samples: Samples, processes: Iterable[ProcessLog]) -> None:
     samples.gpu_util = util
 
 
+def machine_utils(
+    samples: Samples, window: tuple[float, float] | None
+) -> tuple[tuple[int, float | None], ...]:
+    """Every GPU NVML sees, the job's or not, with its mean utilization over ``window`` (the
+    whole run without one; None where NVML gave none): what `gpu-unused` reads."""
+    out = []
+    for index, (ts, us) in sorted(samples.gpu_by_index.items()):
+        pairs = [(t, u) for t, u in zip(ts, us, strict=True) if not math.isnan(u)]
+        inside = [u for t, u in pairs if window is None or window[0] <= t <= window[1]]
+        vals = inside or [u for _t, u in pairs]
+        out.append((index, sum(vals) / len(vals) if vals else None))
+    return tuple(out)
+
+
 def row_util(row: dict[str, Any]) -> float | None:
     """The job's GPU utilization in one sampler row (the live status line, which has no probe
     records at hand): the GPUs NVML lists a process of the job on, else the only GPU."""

@@ -62,6 +62,13 @@ def _gpu(m: Metrics) -> str | None:
     return f"GPU not measured: {m.gpu_unavailable or 'no GPU samples'}"
 
 
+def _machine_gpus(m: Metrics) -> str | None:
+    if m.machine_gpus:
+        return None
+    why = m.gpu_unavailable or "no GPU samples"
+    return f"no NVIDIA GPU seen on this machine ({why})"
+
+
 def _flops(m: Metrics) -> str | None:
     u = m.mfu
     if u is not None:
@@ -90,6 +97,7 @@ SIGNALS: dict[str, Callable[[Metrics], str | None]] = {
     "cuda": _cuda,
     "ranks": _ranks,
     "gpu": _gpu,
+    "machine_gpus": _machine_gpus,
     "flops": _flops,
     "gpu_memory": _gpu_memory,
     "stderr": _stderr,

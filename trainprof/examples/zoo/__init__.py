@@ -267,6 +267,14 @@ _CASES: tuple[ZooCase, ...] = (
         120.0,
     ),
     ZooCase(
+        "gpu_forgot_device",
+        "gpu-unused",
+        "gpu",
+        "GPU machine, CPU training: the model and its batches are never moved to the GPU, "
+        "which sits idle",
+        120.0,
+    ),
+    ZooCase(
         "gpu_memory_creep",
         "cuda-memory-growth",
         "gpu",
