@@ -36,7 +36,7 @@ from trainprof.analysis.stalls import (
 )
 from trainprof.analysis.stats import finite, mean
 from trainprof.attach import estimate
-from trainprof.store.gpus import JobGpus
+from trainprof.store.gpus import JobGpus, machine_utils
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan, load_spans
 
@@ -465,6 +465,7 @@ def compute(session: Session) -> Metrics:
         gpu_util_mean=_window_mean(session, session.samples.gpu_util, window),
         gpu_unavailable=session.samples.gpu_unavailable,
         gpus=JobGpus.of_samples(session.samples),
+        machine_gpus=machine_utils(session.samples, window),
         torch_seen=any("torch/" in f[1] for s in spans[:2000] for f in s.frames),
         exit_code=None,
         stopped_by=meta.get("stopped_by"),
