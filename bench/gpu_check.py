@@ -569,7 +569,8 @@ def toggle_markdown(c: Check) -> list[str]:
         "",
         "`gpu_loop.py --toggle` under `trainprof run`: interleaved blocks with the probe's hooks "
         "on, unchanged (`same`: the A/A noise), all hooks off (`all`), trainprof's outside "
-        "processes stopped (`outside`: the parent's psutil/NVML sampler and py-spy, SIGSTOP) and "
+        "processes stopped (`outside`: the parent's psutil/NVML sampler and py-spy, SIGSTOP; "
+        "`runner`: the parent alone; `py-spy`: py-spy alone) and "
         'both (`everything`); a block\'s step time against "on", from the median block (the '
         "steady cost) and from the mean (rare stalls count too). Positive: what it costs.",
     ]
@@ -727,7 +728,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         help="overhead rounds: these variant keys, comma-separated (plain always); all: "
         + ",".join(v.key for v in VARIANTS),
     )
-    ap.add_argument("--toggle-s", type=float, default=8.0, help="in-process toggle, per size")
+    ap.add_argument("--toggle-s", type=float, default=10.0, help="in-process toggle, per size")
     ap.add_argument("--warmup-s", type=float, default=0.5)
     ap.add_argument("--measure-s", type=float, default=1.5)
     ap.add_argument("--out", type=Path, default=None, help="default: $OUT, if set")

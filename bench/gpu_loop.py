@@ -182,6 +182,9 @@ def measure(device_arg: str, sizes: list[str], warmup_s: float, measure_s: float
     return {"rates": rates, "device": device_name(torch, device), "startup_s": startup}
 
 
+OUTSIDE = ("outside", "runner", "py-spy")  # the toggle's modes that stop outside processes
+
+
 class OutsideSwitch:
     """Stops trainprof's processes outside the job (the ``trainprof run`` parent with its
     psutil/NVML sampler and watchdog, and py-spy) with SIGSTOP for an "outside off" block, and
@@ -204,16 +207,23 @@ class OutsideSwitch:
     def found(self) -> bool:
         return self.parent is not None
 
-    def set(self, off: bool) -> None:
-        if off and not self.stopped and self.parent is not None:
+    def set(self, which: str | None) -> None:
+        """Stop ``which`` of trainprof's outside processes: ``outside`` (all of them),
+        ``runner`` (the ``trainprof run`` parent alone: its samplers) or ``py-spy`` (alone);
+        None lets them all go on."""
+        if which is None:
+            self.resume()
+            return
+        if self.stopped or self.parent is None:
+            return
+        if which in ("outside", "runner"):
             self._stop(self.parent.pid)  # first: it starts no new py-spy while we list
+        if which in ("outside", "py-spy"):
             mine = {os.getpid(), *(c.pid for c in self.psutil.Process().children(recursive=True))}
             with contextlib.suppress(self.psutil.Error):
                 for child in self.parent.children(recursive=True):
-                    if child.pid not in mine:
+                    if child.pid not in mine and (which == "outside" or "py-spy" in child.name()):
                         self._stop(child.pid)
-        elif not off:
-            self.resume()
 
     def _stop(self, pid: int) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -256,6 +266,8 @@ def toggle(
     if outside.found:
         modes += [
             ("outside", frozenset({"outside"})),
+            ("runner", frozenset({"runner"})),  # the psutil/NVML sampler's process alone
+            ("py-spy", frozenset({"py-spy"})),
             ("everything", frozenset([*parts, "outside"])),
         ]
     if by_part:
@@ -270,7 +282,7 @@ def toggle(
                 name: str, off: frozenset[str], tr: Trainer = tr, blocks: Any = blocks
             ) -> None:
                 switch.set(off)
-                outside.set("outside" in off)
+                outside.set(next((w for w in OUTSIDE if w in off), None))
                 tr.step()  # the first step after a switch refills Python's caches
                 a = tr.clock.mark()
                 for _ in range(block_steps):
