@@ -174,6 +174,8 @@ def test_a_cpu_job_beside_an_idle_gpu_is_told_to_use_it() -> None:
     # GPU 1 is idle; GPU 0 runs someone else's job and is not offered
     assert "GPU 1 (2% utilized)" in f.evidence[0] and "GPU 0" not in f.evidence[0]
     assert "CUDA 12.4" in " ".join(f.evidence)
+    assert "forward, backward and the optimizer take 100% of the steady time" in f.evidence[1]
+    assert f.impact is None, "what a GPU would save is not measured"
     assert any("model.to(device)" in fix for fix in f.fix)
 
 

@@ -23,12 +23,13 @@ Best practice::
 from __future__ import annotations
 
 from trainprof.analysis.findings import Finding
-from trainprof.analysis.ledger import STEP
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules.registry import Threshold, rule
 
 IDLE_UTIL = Threshold("idle_util", 10.0, "%", "a GPU counts as unused below this mean utilization")
 HIDDEN = ("", "-1", "NoDevFiles")  # CUDA_VISIBLE_DEVICES values that hide every GPU
+# The ledger buckets a GPU would run ("step": the whole step where no stacks split it).
+COMPUTE = ("forward", "backward", "optimizer", "step")
 
 
 @rule(
@@ -51,10 +52,10 @@ def check(m: Metrics) -> Finding | None:
         f"{gpus} on this machine"
     ]
     if m.ledger is not None:
-        compute = m.ledger.share(*(b for b in STEP if b not in ("sync", "logging", "idle")))
+        compute = m.ledger.share(*COMPUTE)
         evidence.append(
-            f"forward, backward, optimizer and loop code take {compute:.0%} of the steady time "
-            "on the CPU: the work a GPU would take (its speed-up is not measured here)"
+            f"forward, backward and the optimizer take {compute:.0%} of the steady time on the "
+            "CPU: the work a GPU would take over (its speed-up is not measured here)"
         )
     build = p.get("cuda_build")
     fix: tuple[str, ...]
