@@ -194,3 +194,18 @@ def test_gpus_hidden_on_purpose_or_busy_are_not_unused() -> None:
     for s in (hidden, busy, on_gpu):
         _m, verdict = analyze(s)
         assert "gpu-unused" not in {f.id for f in verdict.findings}
+
+
+def test_a_data_parallel_model_is_judged_on_every_gpu_it_runs_on() -> None:
+    # nn.DataParallel: one process, parameters on GPU 0, replicas on GPUs 0-3 (NVML lists the
+    # process on each); GPU 0, which gathers, is the busiest: it alone would hide idle replicas.
+    log = gpu_job(uuid=UUIDS[0][4:])
+    log.add_line("X " + json.dumps({"t": 2, "structure": {"model": "DataParallel"}}))
+    rows = machine({0: 90.0, 1: 30.0, 2: 30.0, 3: 30.0}, on={i: [1000] for i in range(4)})
+    m, _ = analyze(session(log, sample_rows=rows))
+    assert m.gpus is not None and m.gpus.indices == (0, 1, 2, 3) and m.gpus.by == "uuid"
+    assert m.gpu_util_mean is not None and abs(m.gpu_util_mean - 45.0) < 0.01
+    # the same NVML lists without DataParallel: a stray context on other GPUs is not the job's
+    plain = session(gpu_job(uuid=UUIDS[0][4:]), sample_rows=rows)
+    m, _ = analyze(plain)
+    assert m.gpus is not None and m.gpus.indices == (0,)

@@ -13,10 +13,12 @@ Told, in this order, by:
 
 Otherwise the job's GPUs are unknown, and no utilization is claimed for it.
 
-A process's GPU is the one its parameters are on at the first optimizer step: under
-``nn.DataParallel`` (one process, every GPU) that is the first GPU only, and the report names it
-(``GPU 0 of 4``). NVML's process lists are not added to a UUID's answer: a DataLoader worker or a
-stray ``torch.cuda`` call that opens a context on GPU 0 would make an idle GPU the job's.
+A process's GPU is the one its parameters are on at the first optimizer step. NVML's process
+lists are not added to a UUID's answer (a DataLoader worker or a stray ``torch.cuda`` call that
+opens a context on GPU 0 would make an idle GPU the job's), but for a model wrapped in
+``nn.DataParallel`` (one process that runs on every GPU it lists, its parameters on the first;
+seen when the job calls ``train()`` on the wrapper): there the GPUs NVML lists the process on
+are its replicas'.
 """
 
 from __future__ import annotations
@@ -44,6 +46,15 @@ def _precision(process: ProcessLog) -> dict[str, Any]:
         if isinstance(info.get("precision"), dict):
             return info["precision"]
     return {}
+
+
+def _data_parallel(process: ProcessLog) -> bool:
+    """The model the process trains is an ``nn.DataParallel`` (the probe's structure facts)."""
+    for info in process.infos:
+        facts = info.get("structure")
+        if isinstance(facts, dict) and facts.get("model") == "DataParallel":
+            return True
+    return False
 
 
 def process_uuid(process: ProcessLog) -> str | None:
@@ -79,6 +90,10 @@ def select(samples: Samples, processes: Iterable[ProcessLog]) -> None:
     uuids = {u for u in (process_uuid(p) for p in trainers) if u is not None}
     chosen = sorted({by_uuid[u] for u in uuids if u in by_uuid})
     how = "uuid"
+    replicas = {p.pid for p in trainers if _data_parallel(p)}
+    if chosen and replicas:
+        on = {i for i, seen in samples.gpu_pids.items() if seen & replicas}
+        chosen = sorted(set(chosen) | on)
     if not chosen:
         pids = set(samples.procs) | {p.pid for p in trainers}
         chosen = sorted(i for i, seen in samples.gpu_pids.items() if seen & pids)
