@@ -5,6 +5,7 @@ sampling starts; when the kernel refuses, the message names the same facts and f
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Sequence
 
 from trainprof.doctor.ptrace import (
@@ -17,7 +18,10 @@ from trainprof.errors import TrainprofError
 from trainprof.samplers.pyspy import py_spy_path
 
 DUMP_TIMEOUT_S = 20.0
-DUMP_TRIES = 3
+# A non-blocking dump of a hot pure-Python loop fails ~1 time in 8 here on a quiet machine (the
+# frames change under the read), more on a loaded one: 3 tries once all failed in a CI run.
+DUMP_TRIES = 10
+RETRY_PAUSE_S = 0.02
 _DENIED = ("permission denied", "operation not permitted", "os error 1)", "os error 13)")
 
 
@@ -76,7 +80,8 @@ def check(pid: int, runner: Sequence[str] = ()) -> str:
             # py-spy's own advice is to re-run under sudo: never passed on
             raise TrainprofError(denied_message(pid, "permission denied", gather(exe)))
         # else: a non-blocking read can catch the stacks mid-change ("Failed to get stack
-        # traces"); another try usually reads them
+        # traces"); another try, a moment later, usually reads them
+        time.sleep(RETRY_PAUSE_S)
     raise TrainprofError(f"py-spy cannot read the Python stacks of pid {pid}: {detail}")
 
 
