@@ -141,56 +141,86 @@ def run(opts: RunOptions) -> int:
     stacks = _StackStarter(run_dir, job, command, stacks_started) if opts.stacks else None
     watch = HangWatch(opts, run_dir)
     stopped_by = _supervise(job, live, sampler, opts, stacks, watch, recording)
-    if watch.hang is not None:
-        meta["hang"] = watch.hang
-    live.erase()
-    sampler.stop()
-    job.finish()
-    if stacks is not None:
-        meta["stacks"] = stacks.finish()
-    guard.done()
-    assert job.proc is not None and job.proc.returncode is not None
-    rc = job.proc.returncode
-    meta.update(
-        exit_code=exit_code_of(rc),
-        signal=signal.Signals(-rc).name if rc < 0 else None,
-        wall_s=time.monotonic() - job.started_at,
-        forwarded=job.forwarded,
-        samples=sampler.count,
-        output={
-            "stdout_bytes": job.pumps[0].total_bytes,
-            "stdout_lines": job.pumps[0].total_lines,
-            "stderr_bytes": job.pumps[1].total_bytes,
-            "stderr_lines": job.pumps[1].total_lines,
-        },
-    )
-    meta["probe"] = _probe_state(run_dir, blocked)
-    recording.check(job, sampler, live)
-    recording.save_meta(meta)
-    session = Session.load(run_dir)
-    meta["stopped_by"] = stopped_by or _stop_reason(session)
-    meta["exception"] = _job_exception(session)
-    session.meta = meta
-    recording.save_meta(meta)
-    console = make_console(stderr=True)
-    data = report(
-        session,
-        opts.json_path,
-        verbose=opts.verbose,
-        console=console,
-        live=live,
-        trace_path=opts.trace_path,
-        html_path=opts.html_path,
-    )
-    if opts.on_report is not None:
-        opts.on_report(session, data)
-    hint = console_render.rerender_hint(meta)
-    if hint is not None:
-        console.print(hint)
-    rundir.release_space(run_dir)
-    if stopped_by in ("timeout", "hang"):
-        return TIMEOUT_EXIT
-    return exit_code_of(rc)
+    with _Finishing():  # the job has ended: a Ctrl-C now must not cost its report
+        if watch.hang is not None:
+            meta["hang"] = watch.hang
+        live.erase()
+        sampler.stop()
+        job.finish()
+        if stacks is not None:
+            meta["stacks"] = stacks.finish()
+        guard.done()
+        assert job.proc is not None and job.proc.returncode is not None
+        rc = job.proc.returncode
+        meta.update(
+            exit_code=exit_code_of(rc),
+            signal=signal.Signals(-rc).name if rc < 0 else None,
+            wall_s=time.monotonic() - job.started_at,
+            forwarded=job.forwarded,
+            samples=sampler.count,
+            output={
+                "stdout_bytes": job.pumps[0].total_bytes,
+                "stdout_lines": job.pumps[0].total_lines,
+                "stderr_bytes": job.pumps[1].total_bytes,
+                "stderr_lines": job.pumps[1].total_lines,
+            },
+        )
+        meta["probe"] = _probe_state(run_dir, blocked)
+        recording.check(job, sampler, live)
+        recording.save_meta(meta)
+        session = Session.load(run_dir)
+        meta["stopped_by"] = stopped_by or _stop_reason(session)
+        meta["exception"] = _job_exception(session)
+        session.meta = meta
+        recording.save_meta(meta)
+        console = make_console(stderr=True)
+        data = report(
+            session,
+            opts.json_path,
+            verbose=opts.verbose,
+            console=console,
+            live=live,
+            trace_path=opts.trace_path,
+            html_path=opts.html_path,
+        )
+        if opts.on_report is not None:
+            opts.on_report(session, data)
+        hint = console_render.rerender_hint(meta)
+        if hint is not None:
+            console.print(hint)
+        rundir.release_space(run_dir)
+        if stopped_by in ("timeout", "hang"):
+            return TIMEOUT_EXIT
+        return exit_code_of(rc)
+
+
+class _Finishing:
+    """While trainprof stops its samplers and writes the report of a job that has ended, a
+    first Ctrl-C (or SIGTERM, SIGHUP) is said, not obeyed: the report is what the user ran the
+    job for, and a Ctrl-C meant for the job often lands just after it ended. A second one stops
+    trainprof at once, without the report."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self) -> _Finishing:
+        self.seen = 0
+        self.previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
+        return self
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.seen += 1
+        if self.seen > 1:
+            raise KeyboardInterrupt
+        with contextlib.suppress(OSError, ValueError):  # a closed terminal: go on quietly
+            sys.stderr.write(
+                "trainprof: the job has ended; finishing its report "
+                "(press Ctrl-C again to stop without it)\n"
+            )
+            sys.stderr.flush()
+
+    def __exit__(self, *_exc: object) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
 
 
 class _StackStarter:

@@ -305,3 +305,48 @@ def test_dataloader_error_traceback_is_as_without_trainprof(tmp_path: Path) -> N
             # race, with or without trainprof); the worker's traceback text must be identical.
             worker_part = plain.stderr[plain.stderr.index("Original Traceback") :]
             assert job_stderr.endswith(worker_part)
+
+
+def test_a_ctrl_c_after_the_job_ended_does_not_cost_the_report(tmp_path: Path) -> None:
+    """A Ctrl-C meant for the job often lands just after it ended, while trainprof writes the
+    report (an attach test's SIGINT did, and the report was lost): it is said, not obeyed. The
+    signal is delivered exactly then: trainprof is stopped (SIGSTOP) as soon as run.json has the
+    job's exit code, sent SIGINT, and let go on."""
+    import os
+    import time
+
+    script = write_script(tmp_path, "short.py", "print('done', flush=True)\n")
+    run_dir, json_path = tmp_path / "run", tmp_path / "report.json"
+    cmd = trainprof_cmd("run", "-q", "--run-dir", str(run_dir), "--json", str(json_path))
+    proc = subprocess.Popen(
+        [
+            *cmd,
+            "--html",
+            str(tmp_path / "r.html"),
+            "--trace",
+            str(tmp_path / "t.json"),
+            str(script),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "run.json never got the exit code"
+        try:
+            meta = json.loads((run_dir / "run.json").read_text())
+        except (OSError, ValueError):
+            meta = {}
+        if meta.get("exit_code") is not None:
+            break
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGSTOP)  # the job has ended; the report is not written yet
+    os.kill(proc.pid, signal.SIGINT)
+    os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]  # the job's exit code, not 130
+    assert "the job has ended; finishing its report" in err
+    assert json.loads(json_path.read_text())["run"]["exit_code"] == 0
+    assert out == "done\n"
