@@ -163,8 +163,8 @@ class LiveView:
             rss = sum(p.get("rss") or 0 for p in procs)
             parts.append((5, f"CPU {cpu:.0f}%"))
             parts.append((7, f"RSS {fmt_bytes(rss)}"))
-            gpu = gpus.row_util(sample) if isinstance(sample.get("gpu"), list) else None
-            if gpu is not None:  # a dict means "unavailable", with the reason
+            gpu = gpus.row_util(sample)  # None where the row says "unavailable" (a dict)
+            if gpu is not None:
                 parts.append((6, f"GPU {gpu:.0f}%"))
         return parts
 

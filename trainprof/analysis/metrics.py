@@ -215,7 +215,7 @@ def compute(session: Session) -> Metrics:
         peak_rss_bytes=_peak(session.samples.tree_rss),
         gpu_util_mean=gpu_util,
         gpu_unavailable=session.samples.gpu_unavailable,
-        gpus=JobGpus.of_samples(session.samples),
+        gpus=session.samples.job_gpus,
         machine_gpus=machine_utils(session.samples, window),
         torch_seen=any(p.torch_imported_us is not None for p in session.processes),
         exit_code=meta.get("exit_code"),

@@ -113,7 +113,8 @@ def _gpu_index(samples: Samples, p: ProcessLog, local_rank: int | None) -> int |
     index = gpus.gpu_of(samples, p)
     if index is not None:
         return index
-    every = samples.job_gpus is not None and len(samples.job_gpus) == len(samples.gpu_by_index)
+    job = samples.job_gpus
+    every = job is not None and len(job.indices) == len(samples.gpu_by_index)
     return local_rank if every else None
 
 

@@ -12,6 +12,7 @@ lock, a socket), else CPU work (cpu). Stalls found among the warm-up steps are i
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -192,8 +193,6 @@ def frozen(spans: Sequence[StackSpan], a: float, b: float) -> bool:
     thread did not progress (descheduled on a loaded machine, say: a loaded CI run's attach
     called a healthy job's 0.3 s of one held forward stack an evaluation). An evaluation runs
     many forward passes, and its stacks change."""
-    import bisect
-
     i = max(0, bisect.bisect_left(spans, a, key=lambda s: s.t0) - 1)
     longest = 0.0
     for s in spans[i:]:

@@ -36,7 +36,7 @@ from trainprof.analysis.stalls import (
 )
 from trainprof.analysis.stats import finite, mean
 from trainprof.attach import estimate
-from trainprof.store.gpus import JobGpus, machine_utils
+from trainprof.store.gpus import machine_utils
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan, load_spans
 
@@ -150,10 +150,10 @@ def loop_functions(
 
 
 def _cause(
-    prof: attribution.Profile, length: float, typical: float, frozen: bool = False
+    prof: attribution.Profile, length: float, typical: float, held: bool = False
 ) -> str | None:
     """A gap's cause from its stacks; None when it is no stall (a step whose backward the
-    sampling missed looks like a short run of forward passes). ``frozen``: one unchanged stack
+    sampling missed looks like a short run of forward passes). ``held``: one unchanged stack
     held most of the gap (``stalls.frozen``)."""
     if prof.share("save") >= 0.5:
         return "checkpoint"
@@ -163,7 +163,7 @@ def _cause(
         # forward passes with no backward over many steps: an evaluation, unless the thread
         # never moved (one forward stack held, descheduled on a busy machine: a loaded CI run
         # called a healthy job's 0.3 s of that an evaluation)
-        if frozen:
+        if held:
             return None
         return "eval" if length >= max(EVAL_STEPS * typical, EVAL_MIN_S) else None
     if prof.share("data") >= 0.5:
@@ -464,7 +464,7 @@ def compute(session: Session) -> Metrics:
         peak_rss_bytes=int(max(tree_rss)) if tree_rss else None,
         gpu_util_mean=_window_mean(session, session.samples.gpu_util, window),
         gpu_unavailable=session.samples.gpu_unavailable,
-        gpus=JobGpus.of_samples(session.samples),
+        gpus=session.samples.job_gpus,
         machine_gpus=machine_utils(session.samples, window),
         torch_seen=any("torch/" in f[1] for s in spans[:2000] for f in s.frames),
         exit_code=None,

@@ -35,7 +35,6 @@ from trainprof.store.schema import DEVICE
 EVERY = 16  # time about one step in this many (five event records and a memory read each)
 MAX_PER_S = 8.0  # and no more timed steps than this a second
 MAX_PENDING = 8  # timed steps whose events the GPU has not passed yet; beyond, stop timing
-MARKS = ("fetch", "batch", "backward", "optimizer", "end")
 # Marks repeated once per micro-batch, with the room each needs for the rest of its micro-batch:
 # past MAX_MARKS a step's last recorded mark is a backward, so the micro-batches not marked count
 # as backward (compute), never as a wait for data.

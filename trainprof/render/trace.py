@@ -566,16 +566,11 @@ def _device(trace: Trace, log: ProcessLog) -> None:
             continue
         # Summed phases, one bar each (a step of micro-batches interleaves them).
         at = end - (sum(host) + max(r[14], 0)) / 1e6
-        names = (
-            "forward",
-            "backward",
-            "waiting for micro-batches",
-            "optimizer",
-            "idle before next step",
-        )
-        for name, dev in zip(names, (r[2], r[3], r[13], r[4], r[5]), strict=True):
-            if dev < 0 and name == "waiting for micro-batches":
-                continue
+        parts = [("forward", r[2]), ("backward", r[3])]
+        if r[13] >= 0:  # a step of one batch has no wait for a later micro-batch
+            parts.append(("waiting for micro-batches", r[13]))
+        parts += [("optimizer", r[4]), ("idle before next step", r[5])]
+        for name, dev in parts:
             if dev < 0:
                 break
             spans.append(

@@ -63,21 +63,24 @@ def process_uuid(process: ProcessLog) -> str | None:
     return normalized_uuid(uuid) if isinstance(uuid, str) else None
 
 
+def _index_by_uuid(samples: Samples) -> dict[str, int]:
+    return {normalized_uuid(u): i for i, u in samples.gpu_uuid.items()}
+
+
 def gpu_of(samples: Samples, process: ProcessLog) -> int | None:
     """The NVML index of the GPU one process trains on: by its UUID, else by NVML's process
     lists, else None."""
     uuid = process_uuid(process)
-    if uuid is not None:
-        for index, known in samples.gpu_uuid.items():
-            if normalized_uuid(known) == uuid:
-                return index
+    index = _index_by_uuid(samples).get(uuid) if uuid is not None else None
+    if index is not None:
+        return index
     on = sorted(i for i, pids in samples.gpu_pids.items() if process.pid in pids)
     return on[0] if len(on) == 1 else None
 
 
 def select(samples: Samples, processes: Iterable[ProcessLog]) -> None:
     """Narrow ``samples.gpu_util`` to the job's GPUs, and say which they are and how they were
-    told (``samples.job_gpus``, ``samples.job_gpus_by``)."""
+    told (``samples.job_gpus``)."""
     if not samples.gpu_by_index:
         return
     trainers = [p for p in processes if p.role != "worker"]
@@ -86,7 +89,7 @@ def select(samples: Samples, processes: Iterable[ProcessLog]) -> None:
         samples.gpu_util = array("d", [math.nan] * len(samples.gpu_util))
         samples.gpu_unavailable = "the job trains on the CPU (no GPU of the machine is its)"
         return
-    by_uuid = {normalized_uuid(u): i for i, u in samples.gpu_uuid.items()}
+    by_uuid = _index_by_uuid(samples)
     uuids = {u for u in (process_uuid(p) for p in trainers) if u is not None}
     chosen = sorted({by_uuid[u] for u in uuids if u in by_uuid})
     how = "uuid"
@@ -108,7 +111,7 @@ def select(samples: Samples, processes: Iterable[ProcessLog]) -> None:
             "and NVML lists none of its processes)"
         )
         return
-    samples.job_gpus, samples.job_gpus_by = tuple(chosen), how
+    samples.job_gpus = JobGpus(tuple(chosen), samples.gpu_count, how)
     if len(chosen) == len(samples.gpu_by_index):
         return  # every GPU: the mean the sampler rows gave is the job's
     by_time = [dict(zip(*samples.gpu_by_index[i], strict=True)) for i in chosen]
@@ -152,12 +155,6 @@ class JobGpus:
     indices: tuple[int, ...]
     of: int  # GPUs NVML saw on the machine
     by: str  # "uuid", "pid" or "only"
-
-    @classmethod
-    def of_samples(cls, samples: Samples) -> JobGpus | None:
-        if samples.job_gpus is None or samples.job_gpus_by is None:
-            return None
-        return cls(samples.job_gpus, samples.gpu_count, samples.job_gpus_by)
 
     def describe(self) -> str:
         """``GPU 3 of 8``, ``GPUs 0, 1 of 8``, ``1 GPU``."""

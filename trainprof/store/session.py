@@ -64,8 +64,7 @@ class Samples:
     gpu_by_index: dict[int, tuple[array[float], array[float]]] = field(default_factory=dict)
     gpu_uuid: dict[int, str] = field(default_factory=dict)  # NVML's UUID of each GPU
     gpu_pids: dict[int, set[int]] = field(default_factory=dict)  # PIDs NVML saw on each GPU
-    job_gpus: tuple[int, ...] | None = None  # the job's GPUs by NVML index, once told
-    job_gpus_by: str | None = None  # how: "uuid", "pid" or "only" (see store/gpus.py)
+    job_gpus: gpus.JobGpus | None = None  # the job's GPUs, once told (store/gpus.py)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -99,10 +98,10 @@ class Samples:
         self.mem_available.append(_num(mem.get("available")))
         gpu = row.get("gpu")
         if isinstance(gpu, list):
-            gpus = [g for g in gpu if isinstance(g, dict)]
+            devices = [g for g in gpu if isinstance(g, dict)]
             self.gpu_count = max(self.gpu_count, len(gpu))
-            utils = [u for u in (_num(g.get("util")) for g in gpus) if not math.isnan(u)]
-            for g in gpus:
+            utils = [u for u in (_num(g.get("util")) for g in devices) if not math.isnan(u)]
+            for g in devices:
                 index = _int(g.get("index"))
                 if index is None:
                     continue
@@ -118,8 +117,8 @@ class Samples:
                         int(k) for k in seen if isinstance(k, str) and k.isascii() and k.isdigit()
                     )
             self.gpu_util.append(sum(utils) / len(utils) if utils else nan)
-            if not utils and gpus:
-                why = gpus[0].get("util_unavailable") or "utilization not reported"
+            if not utils and devices:
+                why = devices[0].get("util_unavailable") or "utilization not reported"
                 self.gpu_unavailable = str(why)
         else:
             self.gpu_util.append(nan)
