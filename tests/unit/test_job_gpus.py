@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from doctor_data.fake_nvml import FakeGpu, install
 from rich.console import Console
-from synth import DEFAULT_LOADER, process, session
+from synth import DEFAULT_LOADER, loop_spans, process, session
 
 from trainprof.analysis.pipeline import analyze
 from trainprof.render import console as console_render
@@ -174,7 +174,10 @@ def test_a_cpu_job_beside_an_idle_gpu_is_told_to_use_it() -> None:
     # GPU 1 is idle; GPU 0 runs someone else's job and is not offered
     assert "GPU 1 (2% utilized)" in f.evidence[0] and "GPU 0" not in f.evidence[0]
     assert "CUDA 12.4" in " ".join(f.evidence)
-    assert "forward, backward and the optimizer take 100% of the steady time" in f.evidence[1]
+    # no stack samples here: the step is not split, and the text does not claim it is
+    assert f.evidence[1].startswith(
+        "the step (its loop code too: not split without stack samples) takes 100% of the steady"
+    )
     assert f.impact is None, "what a GPU would save is not measured"
     assert any("model.to(device)" in fix for fix in f.fix)
 
@@ -209,3 +212,13 @@ def test_a_data_parallel_model_is_judged_on_every_gpu_it_runs_on() -> None:
     plain = session(gpu_job(uuid=UUIDS[0][4:]), sample_rows=rows)
     m, _ = analyze(plain)
     assert m.gpus is not None and m.gpus.indices == (0,)
+
+
+def test_with_stacks_the_compute_share_leaves_loop_code_out() -> None:
+    s = session(cpu_job(), sample_rows=machine({1: 0.0}))
+    loop_spans(s, {"model(x)": 0.6, "loss.backward()": 0.2, "metrics.append(x)": 0.2}, 102.5, 105.5)
+    _m, verdict = analyze(s)
+    f = next(f for f in verdict.findings if f.id == "gpu-unused")
+    share = int(f.evidence[1].split("take ")[1].split("%")[0])
+    assert f.evidence[1].startswith("forward, backward and the optimizer take"), f.evidence[1]
+    assert share < 100, "the loop's own code is not work a GPU would take"

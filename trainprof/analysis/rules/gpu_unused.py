@@ -53,9 +53,14 @@ def check(m: Metrics) -> Finding | None:
     ]
     if m.ledger is not None:
         compute = m.ledger.share(*COMPUTE)
+        what = (
+            "forward, backward and the optimizer take"
+            if m.ledger.step_split == "stack samples"
+            else "the step (its loop code too: not split without stack samples) takes"
+        )
         evidence.append(
-            f"forward, backward and the optimizer take {compute:.0%} of the steady time on the "
-            "CPU: the work a GPU would take over (its speed-up is not measured here)"
+            f"{what} {compute:.0%} of the steady time on the CPU: the work a GPU would take "
+            "over (its speed-up is not measured here)"
         )
     build = p.get("cuda_build")
     fix: tuple[str, ...]
