@@ -16,6 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from trainprof.analysis.usercode import is_user_path
 from trainprof.store.stacks import Frame, StackSpan
@@ -276,6 +277,16 @@ def loop_functions(
         if category(s.frames, source) in _DRIVES_TRAINING:
             out.update((f[0], f[1]) for f in s.frames if is_user_file(f[1]))
     return frozenset(out)
+
+
+def step_callers(infos: Iterable[dict[str, Any]]) -> frozenset[tuple[str, str]]:
+    """(function, file) of the user frames on the stack that stepped the optimizer first, as
+    the probe read it: the loop functions even where sampling caught none of its steps."""
+    for info in infos:
+        callers = info.get("step_callers")
+        if isinstance(callers, list):
+            return frozenset((f[0], f[1]) for f in callers if is_user_file(f[1]))
+    return frozenset()
 
 
 @dataclass(frozen=True)

@@ -361,7 +361,8 @@ def _activity(
         swap_io_bps_mean=mean(finite(swap_io)) if finite(swap_io) else None,
         output_lines=(out.get("stdout_lines", 0) + out.get("stderr_lines", 0)) if out else None,
         output_bytes=(out.get("stdout_bytes", 0) + out.get("stderr_bytes", 0)) if out else None,
-        loop_funcs=attribution.loop_functions(loop_spans, session.source),
+        loop_funcs=attribution.loop_functions(loop_spans, session.source)
+        | attribution.step_callers(infos),
         compile_s=_compile_s(spans, window),
         optimizers=next((i["optimizers"] for i in reversed(infos) if "optimizers" in i), None),
         structure=next(

@@ -18,7 +18,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import time
+from types import FrameType
 from typing import Any
 
 from trainprof import probe
@@ -28,6 +30,7 @@ from trainprof.probe.flops import StepFlops
 from trainprof.store.schema import BATCH, ENV_FLOPS, EPOCH, FETCH, LOADER, MODE, SAVE, TORCH
 
 _clock = time.monotonic
+MAX_CALLERS = 64  # frames kept from the first step's stack (deep frameworks nest further)
 
 
 class _State:
@@ -176,6 +179,7 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         s.primary_opt_id = key
     elif s.primary_opt_id is None:
         s.primary_opt_id = key
+        _record_step_callers()
         _record_precision(optimizer)
     elif key != s.primary_opt_id:
         # A GAN's two optimizers alternate: keep counting the first. One that steps twice while
@@ -204,6 +208,23 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         probe.record_info({"stop": "steps", "steps": s.steps})
         w.flush()
         raise SystemExit(0)
+
+
+def _record_step_callers() -> None:
+    """The functions on the stack that steps the optimizer, read once, at the first step: the
+    training loop and its train-step helpers as a fact. Stack samples alone can miss them (a
+    loop whose steps take a few ms between long stalls gets a handful of backward samples).
+    Names as py-spy gives them (``co_qualname`` on 3.11+), so the analysis can match them."""
+    try:
+        frame: FrameType | None = sys._getframe(1)
+        callers: list[list[str]] = []
+        while frame is not None and len(callers) < MAX_CALLERS:
+            code = frame.f_code
+            callers.append([getattr(code, "co_qualname", code.co_name), code.co_filename])
+            frame = frame.f_back
+        probe.record_info({"step_callers": callers})
+    except Exception:
+        pass
 
 
 def _count_flops(s: _State) -> None:

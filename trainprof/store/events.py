@@ -335,6 +335,10 @@ INFO_FIELDS: dict[str, Any] = {  # a dict value: the fields of an object inside
     "message": _STR,
     "probe_error": _STR,
     "device_timeline_error": _STR,
+    "step_callers": lambda v: (
+        isinstance(v, list)
+        and all(isinstance(f, list) and len(f) == 2 and all(map(_STR, f)) for f in v)
+    ),
 }
 
 
