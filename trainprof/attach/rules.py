@@ -71,7 +71,7 @@ def input_bound_attach(m: Metrics) -> Finding | None:
     ]
     fix = [input_bound.workers_fix(m, a.workers)]
     part = "collate" if led.share("collate") > led.share("fetch") else "getitem"
-    fix.extend(input_bound._part_fix(part, None))
+    fix.extend(input_bound.part_fix(part, None))
     return Finding(
         id="input-bound",
         severity="warning",

@@ -80,7 +80,7 @@ def check(m: Metrics) -> Finding | None:
         fix.append(contention[1])
     else:
         fix.append(workers_fix(m, workers))
-    fix.extend(_part_fix(part, loader))
+    fix.extend(part_fix(part, loader))
     if m.gpu_util_mean is not None and not cfg.get("pin_memory"):
         # Not to a loader already pinned (the H200 input-bound job was told to pin it).
         fix.append("pin_memory=True and .to(device, non_blocking=True) for host→device copies")
@@ -130,7 +130,9 @@ def workers_fix(m: Metrics, workers: int) -> str:
     )
 
 
-def _part_fix(part: str | None, loader: LoaderView | None) -> list[str]:
+def part_fix(part: str | None, loader: LoaderView | None) -> list[str]:
+    """The fix for the dataset part that costs most (collate or __getitem__); ``attach`` gives
+    the same one, without a loader's configuration."""
     if part == "collate":
         name = ((loader.config.get("collate_fn") if loader else None) or "collate_fn").rsplit(".")[
             -1
