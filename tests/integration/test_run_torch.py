@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import run_trainprof, trainprof_cmd, write_script
 
+from trainprof.analysis.attribution import step_callers
 from trainprof.store.session import Session
 
 WORKERS_JOB = """
@@ -200,3 +201,16 @@ def test_the_probe_records_where_the_model_trains(workers_run) -> None:  # type:
     assert precision["device"] == "cpu"
     assert "cuda_build" in precision and precision["cuda_build"] is None
     assert "cuda_visible_devices" in precision
+
+
+def test_the_probe_records_the_loop_that_steps_the_optimizer(workers_run) -> None:  # type: ignore[no-untyped-def]
+    """The loop's functions as a fact (attribution.step_callers), read from a real job's first
+    optimizer step: main and the module, the user's frames; torch's hook wrapper is not."""
+    primary = Session.load(workers_run.run_dir).primary
+    assert primary is not None
+    callers = step_callers(primary.infos)
+    script = str(workers_run.run_dir.parent / "train_workers.py")
+    assert {(f, Path(p).resolve()) for f, p in callers} == {
+        ("main", Path(script).resolve()),
+        ("<module>", Path(script).resolve()),
+    }
