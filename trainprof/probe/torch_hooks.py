@@ -30,7 +30,7 @@ from trainprof.probe.flops import StepFlops
 from trainprof.store.schema import BATCH, ENV_FLOPS, EPOCH, FETCH, LOADER, MODE, SAVE, TORCH
 
 _clock = time.monotonic
-MAX_CALLERS = 64  # frames kept from the first step's stack (deep frameworks nest further)
+MAX_CALLERS = 256  # frames kept, innermost first: a framework's loop (Lightning, HF) nests deep below the user's
 
 
 class _State:
