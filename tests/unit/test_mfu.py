@@ -136,3 +136,36 @@ def test_memory_headroom_quiet_when_memory_is_used_or_the_gpu_waits_for_data() -
     no_total = gpu_job(COUNTED, precision={k: v for k, v in H100.items() if k != "memory_total"})
     reasons = {s.id: s.reason for s in analyze(no_total)[1].skipped}
     assert reasons["batch-memory-headroom"] == "CUDA memory not read (no timed steps)"
+
+
+def ranks_job(world_size: int, backend: str) -> Session:
+    """The MFU job as rank 0 of ``world_size``, its probe having seen DDP's process group."""
+    s = gpu_job(COUNTED)
+    primary = s.primary
+    assert primary is not None
+    primary.header["world_size"] = world_size
+    collectives = {"s": 0.0, "n": 0, "ddp_s": 0.5, "ddp_n": 200, "backend": backend}
+    primary.add_line("X " + json.dumps({"t": 3_000_000, "collectives": collectives}))
+    return s
+
+
+def test_an_nccl_jobs_busy_gpu_includes_its_collectives_and_says_so() -> None:
+    """With NCCL the compute stream waits for the all-reduce inside the step and NCCL's kernels
+    count as utilization: 'gpu-bound' then holds communication too, which is not measured
+    apart. The verdict and low-mfu say so instead of presenting it all as math."""
+    m, verdict = analyze(ranks_job(8, "nccl"))
+    assert m.bottleneck is not None and m.bottleneck.verdict == "gpu-bound"
+    assert "nccl collectives included, not measured apart" in m.bottleneck.reason
+    f = next(f for f in verdict.findings if f.id == "low-mfu")
+    assert any("nccl collectives" in e for e in f.evidence)
+    assert any("on one GPU" in x for x in f.fix)
+
+
+@pytest.mark.parametrize(("world", "backend"), [(1, "nccl"), (8, "gloo")])
+def test_one_process_or_a_host_backend_has_no_collectives_in_the_gpus_time(
+    world: int, backend: str
+) -> None:
+    m, verdict = analyze(ranks_job(world, backend))
+    assert m.bottleneck is not None and "collectives" not in m.bottleneck.reason
+    f = next(f for f in verdict.findings if f.id == "low-mfu")
+    assert not any("collectives" in e for e in f.evidence)

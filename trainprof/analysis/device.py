@@ -145,11 +145,14 @@ def bottleneck(
     data_share: float,
     host_share: float,
     host_top: tuple[str, float] | None = None,
+    collectives_on_device: str | None = None,
 ) -> Bottleneck | None:
     """What bounds a GPU job's step. ``idle``: the device's idle share (timeline); ``util``:
     NVML's mean utilization; ``data_share``/``host_share``: the host ledger's data buckets and
     its host-work buckets (loop, syncs, logging, stalls), as shares of the steady time;
-    ``host_top``: the biggest host-work bucket and its share, named in a host-bound verdict."""
+    ``host_top``: the biggest host-work bucket and its share, named in a host-bound verdict;
+    ``collectives_on_device``: the backend (``nccl``) of a multi-rank job whose collectives run
+    on the GPU's streams, inside the busy time the timeline and NVML see."""
     if idle is None and util is None:
         return None
     if (
@@ -160,6 +163,10 @@ def bottleneck(
             if idle is not None
             else (f"{util:.0f}% utilized (NVML)")
         )
+        if collectives_on_device:
+            # The compute stream waits for the gradient all-reduce inside the step, and NCCL's
+            # kernels count as utilization: busy is compute and communication, not told apart.
+            busy += f" ({collectives_on_device} collectives included, not measured apart)"
         return Bottleneck(
             "gpu-bound",
             f"the GPU was {busy}: host work overlaps it and costs nothing",

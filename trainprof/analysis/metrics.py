@@ -25,7 +25,7 @@ from trainprof.analysis.device import Bottleneck, DeviceView, bottleneck, device
 from trainprof.analysis.ledger import DATA, Ledger
 from trainprof.analysis.memory import Growth, growth
 from trainprof.analysis.mfu import Mfu
-from trainprof.analysis.ranks import RankView, rank_views
+from trainprof.analysis.ranks import DEVICE_BACKENDS, RankView, backend_of, rank_views
 from trainprof.analysis.stalls import (
     Segment,
     Stall,
@@ -144,6 +144,9 @@ class Metrics:
     ledger: Ledger | None = None  # where the steady time went (None without a steady state)
     device: DeviceView | None = None  # timed steps on the GPU's clock (CUDA jobs)
     bottleneck: Bottleneck | None = None  # what bounds a GPU job's step (None on CPU)
+    # a multi-rank job's collectives backend where they run on the GPU's streams (nccl): inside
+    # the device's busy time, not measured apart
+    collectives_on_device: str | None = None
     mfu: Mfu | None = None  # FLOPs of one counted step at the steady rate (CUDA jobs)
     attach: AttachView | None = None  # `trainprof attach`: no probe steps, stacks only
 
@@ -200,6 +203,7 @@ def compute(session: Session) -> Metrics:
     device = device_view(primary.device, primary.t0, window) if primary and window else None
     gpu_util = _window_mean(session, session.samples.gpu_util, window)
     cuda = trains_on_cuda(activity.precision)
+    comm = _collectives_on_device(primary)
     return Metrics(
         unit=unit,
         total_steps=n,
@@ -223,7 +227,8 @@ def compute(session: Session) -> Metrics:
         activity=activity,
         ledger=led,
         device=device,
-        bottleneck=_bottleneck(led, device, gpu_util) if cuda and led else None,
+        collectives_on_device=comm,
+        bottleneck=_bottleneck(led, device, gpu_util, comm) if cuda and led else None,
         mfu=mfu_mod.mfu(
             flops, steady.steps_per_s if steady else None, activity.precision, activity.autocast
         ),
@@ -233,11 +238,23 @@ def compute(session: Session) -> Metrics:
 HOST_WORK = ("loop", "sync", "logging", "idle", "stall_compute", "stall_blocked", "compile")
 
 
-def _bottleneck(led: Ledger, device: DeviceView | None, util: float | None) -> Bottleneck | None:
+def _bottleneck(
+    led: Ledger, device: DeviceView | None, util: float | None, comm: str | None
+) -> Bottleneck | None:
     idle = device.idle_share if device is not None else None
     top = max(HOST_WORK, key=led.share)
     host_top = (top, led.share(top)) if led.share(top) > 0 else None
-    return bottleneck(idle, util, led.share(*DATA), led.share(*HOST_WORK), host_top)
+    return bottleneck(idle, util, led.share(*DATA), led.share(*HOST_WORK), host_top, comm)
+
+
+def _collectives_on_device(primary: ProcessLog | None) -> str | None:
+    """The backend of a job of several ranks whose collectives run on the GPU's streams (NCCL),
+    as the primary rank's probe saw it; None for one process or a host backend (gloo)."""
+    world = primary.header.get("world_size") if primary else None
+    if primary is None or not isinstance(world, int) or world < 2:
+        return None
+    backend = backend_of(primary)
+    return backend if backend in DEVICE_BACKENDS else None
 
 
 def _ledger(

@@ -158,15 +158,20 @@ def _view(
         primary=primary,
         sampled=sampled,
         exception=exc,
-        backend=next(
-            (
-                str(c["backend"])
-                for i in reversed(p.infos)
-                if isinstance(c := i.get("collectives"), dict) and c.get("backend")
-            ),
-            None,
-        ),
+        backend=backend_of(p),
         window=(lo, hi),
+    )
+
+
+def backend_of(p: ProcessLog) -> str | None:
+    """The process group's backend, as the rank's probe last recorded it."""
+    return next(
+        (
+            str(c["backend"])
+            for i in reversed(p.infos)
+            if isinstance(c := i.get("collectives"), dict) and c.get("backend")
+        ),
+        None,
     )
 
 

@@ -48,6 +48,11 @@ def check(m: Metrics) -> Finding | None:
     ]
     if u.failed_ops:
         evidence.append(f"{u.failed_ops} ops could not be counted: the true MFU is higher")
+    if m.collectives_on_device:
+        evidence.append(
+            f"the step includes the ranks' {m.collectives_on_device} collectives (not measured "
+            "apart): time spent communicating lowers MFU as much as slow math"
+        )
     fix = []
     if u.precision in ("fp32", "tf32"):
         fix.append(
@@ -56,6 +61,12 @@ def check(m: Metrics) -> Finding | None:
         )
     if facts(m).get("misaligned"):
         fix.append("pad Linear/Conv widths to multiples of 8 (see misaligned-dims)")
+    if m.collectives_on_device:
+        fix.append(
+            "tell communication from math: run the same per-rank batch on one GPU and compare "
+            "its steps/s (`trainprof compare`); if it is much faster, overlap and shrink the "
+            "all-reduce (DDP's bucket_cap_mb, no_sync() over accumulation steps, the bf16_compress_hook comm hook)"
+        )
     fix += [
         "torch.compile(model): fuses the elementwise kernels between the matmuls",
         "F.scaled_dot_product_attention for attention (flash kernels), fused optimizers",
