@@ -30,7 +30,9 @@ from trainprof.probe.flops import StepFlops
 from trainprof.store.schema import BATCH, ENV_FLOPS, EPOCH, FETCH, LOADER, MODE, SAVE, TORCH
 
 _clock = time.monotonic
-MAX_CALLERS = 256  # frames kept, innermost first: a framework's loop (Lightning, HF) nests deep below the user's
+# Frames kept of the first step's stack, innermost first: the user's frames are the outermost,
+# and a framework's loop (Lightning, HF Trainer) nests deep below them.
+MAX_CALLERS = 256
 
 
 class _State:

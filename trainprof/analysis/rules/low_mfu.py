@@ -65,7 +65,8 @@ def check(m: Metrics) -> Finding | None:
         fix.append(
             "tell communication from math: run the same per-rank batch on one GPU and compare "
             "its steps/s (`trainprof compare`); if it is much faster, overlap and shrink the "
-            "all-reduce (DDP's bucket_cap_mb, no_sync() over accumulation steps, the bf16_compress_hook comm hook)"
+            "all-reduce (DDP's bucket_cap_mb, no_sync() over accumulation steps, the "
+            "bf16_compress_hook comm hook)"
         )
     fix += [
         "torch.compile(model): fuses the elementwise kernels between the matmuls",
