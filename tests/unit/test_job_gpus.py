@@ -176,7 +176,7 @@ def test_a_cpu_job_beside_an_idle_gpu_is_told_to_use_it() -> None:
     assert "CUDA 12.4" in " ".join(f.evidence)
     # no stack samples here: the step is not split, and the text does not claim it is
     assert f.evidence[1].startswith(
-        "the step (its loop code too: not split without stack samples) takes 100% of the steady"
+        "the step (its loop code too: not split by stack samples) takes 100% of the steady"
     )
     assert f.impact is None, "what a GPU would save is not measured"
     assert any("model.to(device)" in fix for fix in f.fix)

@@ -52,7 +52,7 @@ DESCRIPTION: dict[str, str] = {
     "logging": "printing and logging",
     "loop": "other host work in the loop",
     "idle": "main thread idle (sleeping or waiting)",
-    "step": "forward/backward/optimizer and loop code (not split: no stack samples)",
+    "step": "forward/backward/optimizer and loop code (not split)",
     "unattributed": "step time the stack samples did not cover",
 }
 
@@ -141,6 +141,7 @@ def build(
     epoch_first_steps: Iterable[int],
     main_fetch: MainFetch | None,
     step_profile: Mapping[str, float] | None,
+    min_profile_s: float = 0.0,
 ) -> Ledger:
     n = len(cols.t)
     lo = cols.first
@@ -190,6 +191,11 @@ def build(
         seconds[bucket] += max(0.0, min(st.excess_s, own))
     rest = window - sum(seconds.values())
     split = "not split"
+    sampled = sum(s for c, s in (step_profile or {}).items() if c in CATEGORY_BUCKET)
+    if step_profile and 0 < sampled < min_profile_s:
+        # A handful of samples between stalls (a sample or two per gap of a few short steps)
+        # would give the whole step to whatever they caught: keep it one bucket.
+        step_profile = None
     if step_profile:
         shares = {
             CATEGORY_BUCKET[c]: s for c, s in step_profile.items() if c in CATEGORY_BUCKET and s > 0

@@ -43,6 +43,9 @@ from trainprof.store.stacks import StackSpan
 MIN_STEADY = 5
 MIN_STEADY_S = 1.0
 SPARK_BINS = 48
+# Stack samples of the loop (outside stalls, saves, evaluations) needed to split the step into
+# forward/backward/optimizer/loop code: with fewer, one or two samples would decide the split.
+MIN_SPLIT_SAMPLES = 10
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,9 @@ def compute(session: Session) -> Metrics:
     window = (warm_end, t0 + cols["t"][-1] / 1e6) if steady and warm_end else None
     loaders = _loaders(session, primary)
     activity = _activity(session, primary, warm, window)
-    led = _ledger(primary, cols, warm, activity, loaders) if window and primary else None
+    rate = session.stack_rate_hz
+    thin = MIN_SPLIT_SAMPLES / rate if rate else 0.0
+    led = _ledger(primary, cols, warm, activity, loaders, thin) if window and primary else None
     device = device_view(primary.device, primary.t0, window) if primary and window else None
     gpu_util = _window_mean(session, session.samples.gpu_util, window)
     cuda = trains_on_cuda(activity.precision)
@@ -263,6 +268,7 @@ def _ledger(
     warm: int,
     a: Activity,
     loaders: tuple[LoaderView, ...],
+    min_profile_s: float,
 ) -> Ledger:
     main = loaders[0] if loaders else None
     fetch = None
@@ -285,6 +291,7 @@ def _ledger(
         else (),
         main_fetch=fetch,
         step_profile=a.loop_profile.seconds if a.loop_profile is not None else None,
+        min_profile_s=min_profile_s,
     )
 
 

@@ -252,11 +252,12 @@ def ledger_table(m: Metrics, verdict: Verdict) -> Table | None:
                 continue
             t.add_row(group if first else "", f"{share:.0%}", DESCRIPTION[b], owner.get(b, ""))
             first = False
-    split = (
-        "the step split by stack samples"
-        if led.step_split == "stack samples"
-        else "the step not split (no stack samples)"
-    )
+    if led.step_split == "stack samples":
+        split = "the step split by stack samples"
+    elif m.activity.spans:
+        split = "the step not split (too few stack samples outside stalls, saves and evaluations)"
+    else:
+        split = "the step not split (no stack samples)"
     t.add_row("", "", Text(f"{_dur(led.window_s)} steady, host clock; {split}", style="dim"), "")
     if m.bottleneck is not None and m.bottleneck.verdict == "gpu-bound":
         # A GPU engineer's first question on seeing "68% syncs" on a busy GPU.

@@ -206,6 +206,16 @@ class Session:
     def workers(self) -> list[ProcessLog]:
         return [p for p in self.processes if p.role == "worker"]
 
+    @property
+    def stack_rate_hz(self) -> float | None:
+        """py-spy's sampling rate, the fastest of the run's chunks (long runs slow down later:
+        the fastest never overstates how thin a set of samples is); None when not recorded."""
+        stacks = self.meta.get("stacks")
+        chunks = stacks.get("chunks") if isinstance(stacks, dict) else None
+        chunks = chunks if isinstance(chunks, list) else None
+        rates = [_num(c.get("rate_hz")) for c in (chunks or []) if isinstance(c, dict)]
+        return max((r for r in rates if r > 0), default=None)
+
     @classmethod
     def load(cls, run_dir: str | Path) -> Session:
         run_dir = Path(run_dir)

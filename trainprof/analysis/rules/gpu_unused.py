@@ -56,7 +56,7 @@ def check(m: Metrics) -> Finding | None:
         what = (
             "forward, backward and the optimizer take"
             if m.ledger.step_split == "stack samples"
-            else "the step (its loop code too: not split without stack samples) takes"
+            else "the step (its loop code too: not split by stack samples) takes"
         )
         evidence.append(
             f"{what} {compute:.0%} of the steady time on the CPU: the work a GPU would take "
