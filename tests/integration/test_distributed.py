@@ -113,10 +113,15 @@ def test_a_rank_that_fails_is_named_with_its_error_and_the_others_are_consequenc
     assert r.problems and r.problems[0] == "rank-failed", describe(r.report)
     f = r.report["findings"][0]  # type: ignore[index]
     assert f["severity"] == "error"
-    assert f["title"].startswith("Rank 1 exited with code 1: ValueError: corrupt record")
     assert f["where"] and "dist_rank_fails.py:" in f["where"] and "(__getitem__)" in f["where"]
     evidence = "\n".join(f["evidence"])
-    assert "torchrun's Root Cause: rank 1 (local_rank 1" in evidence
+    if "torchrun's Root Cause: rank 1 (local_rank 1" in evidence:
+        assert f["title"].startswith("Rank 1 exited with code 1: ValueError: corrupt record")
+    else:
+        # A loaded CI run: rank 0 lost its peer and exited while rank 1 was still exiting,
+        # and torchrun SIGTERMed rank 1 (unit-tested in test_torchrun_failures.py)
+        assert f["title"].startswith("Rank 1 failed: ValueError: corrupt record"), f["title"]
+        assert "rank 1 had raised its error and was still exiting" in evidence
     # rank 0 waited in the all-reduce: gloo's error there, or torchrun's SIGTERM first
     assert "rank 0: " in evidence and "(a consequence: rank 1 was gone)" in evidence
     assert schema_errors(r.report) == []

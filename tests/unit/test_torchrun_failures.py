@@ -147,6 +147,43 @@ def test_the_first_own_error_is_the_cause_even_when_torchrun_observed_another_ra
     assert any("torchrun observed rank 9 first" in e for e in f.evidence)
 
 
+def test_a_rank_that_raised_and_was_then_sigtermed_failed_by_its_error() -> None:
+    """A clean-clone CI run: rank 1 raised, rank 0 lost its peer and exited first, and torchrun
+    SIGTERMed rank 1 while it was still exiting: its error ended it, not the signal."""
+    report = RANK1_RAISES[: RANK1_RAISES.index("Failures:")]
+    text = report + (
+        "Failures:\n[1]:\n  time      : 2026-11-26_06:45:53\n  host      : node-a\n"
+        "  rank      : 1 (local_rank: 1)\n  exitcode  : -15 (pid: 23398)\n"
+        "  traceback : Signal 15 (SIGTERM) received by PID 23398\n"
+        "------------------------------------------------------------\n"
+        "Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-26_06:45:53\n"
+        "  host      : node-a\n  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 23397)\n"
+        "============================================================\n"
+    )
+    assert [(f.rank, f.exitcode, f.root) for f in parse_failures(text)] == [
+        (1, -15, False),
+        (0, 1, True),
+    ]
+    sess = failed_job(
+        text,
+        {
+            1: ("ValueError", "corrupt record 7989: checksum mismatch", 4_000_000),
+            0: ("RuntimeError", "[pair.cc:553] Connection closed by peer [127.0.0.1]:1", 4_100_000),
+        },
+    )
+    found = rank_failed(sess)
+    assert found is not None
+    f, rank = found
+    assert rank == 1
+    assert f.title == "Rank 1 failed: ValueError: corrupt record 7989: checksum mismatch"
+    text = "\n".join(f.evidence)
+    assert (
+        "rank 1 (local_rank 1, pid 23398, host node-a, 2026-11-26_06:45:53) was killed by" in text
+    )
+    assert "had raised its error and was still exiting when torchrun" in text
+    assert "torchrun observed rank 0 first, but its error is a consequence" in text
+
+
 def test_a_rank_killed_by_sigkill_points_at_memory() -> None:
     sess = failed_job(OOM_KILLED, {})
     found = rank_failed(sess)

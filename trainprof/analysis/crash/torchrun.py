@@ -208,7 +208,11 @@ def rank_failed(
     )
     own = errors.get(rank)
     how = entry.how if entry else "failed"
-    title = f"Rank {rank} {how}"
+    # torchrun SIGTERMs every rank still running once it sees one fail; a rank that raised its
+    # own error can still be exiting then (a CI run saw it: the rank that raised, "killed by
+    # SIGTERM"). Its error ended it, not the signal.
+    stopped = own is not None and not own.secondary and entry is not None and entry.exitcode == -15
+    title = f"Rank {rank} {'failed' if stopped else how}"
     if own is not None:
         title += f": {own.text}"
     evidence: list[str] = []
@@ -225,6 +229,11 @@ def rank_failed(
         )
         root = "torchrun's Root Cause" if entry.root else "torchrun's failure report"
         evidence.append(f"{root}: rank {rank} ({at}) {how}")
+        if stopped:
+            evidence.append(
+                f"rank {rank} had raised its error and was still exiting when torchrun, having "
+                "seen another rank fail, sent SIGTERM to the ranks left"
+            )
     roots = [f.rank for f in failures if f.root]
     if roots and rank not in roots:
         evidence.append(
