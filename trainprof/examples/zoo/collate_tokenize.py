@@ -127,7 +127,8 @@ def main() -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
     criterion = nn.CrossEntropyLoss()
 
-    for epoch in range(3):
+    # 5 epochs of 32 steps: a steady state of ~2 s here (3 gave 1.1 s, near the rules' 1 s minimum)
+    for epoch in range(5):
         model.train()
         correct = seen = 0
         for batch in loader:

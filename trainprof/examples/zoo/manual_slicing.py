@@ -50,7 +50,8 @@ def main() -> None:
     model = TabularResNet(features, classes)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
 
-    for epoch in range(5):
+    # 8 epochs of 56 steps: a steady state of ~2 s here (5 gave 1.25 s, near the rules' 1 s minimum)
+    for epoch in range(8):
         model.train()
         perm = torch.randperm(len(x_train))
         x_train, y_train = x_train[perm], y_train[perm]
