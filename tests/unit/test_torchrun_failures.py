@@ -11,6 +11,7 @@ from synth import process, session
 
 from trainprof.analysis.crash.torchrun import parse_failures, rank_outputs
 from trainprof.analysis.crash.verdict import torchrun_failure as rank_failed
+from trainprof.analysis.findings import Finding
 from trainprof.analysis.pipeline import analyze
 from trainprof.store.session import Session
 
@@ -91,6 +92,19 @@ def failed_job(stderr: str, errors: dict[int, tuple[str, str, int]]) -> Session:
     return sess
 
 
+def found(stderr: str, errors: dict[int, tuple[str, str, int]]) -> tuple[Finding, int]:
+    """The rank-failed finding for that job, and the rank it names (there must be one)."""
+    result = rank_failed(failed_job(stderr, errors))
+    assert result is not None
+    return result
+
+
+RANK1_CORRUPT = {
+    1: ("ValueError", "corrupt record 7989: checksum mismatch", 4_000_000),
+    0: ("RuntimeError", "[pair.cc:553] Connection closed by peer [127.0.0.1]:1", 4_100_000),
+}
+
+
 def test_torchruns_failure_report_is_parsed_with_its_root_cause() -> None:
     failures = parse_failures(RANK1_RAISES)
     assert [(f.rank, f.exitcode, f.root) for f in failures] == [(0, -15, False), (1, 1, True)]
@@ -110,14 +124,7 @@ def test_each_ranks_output_is_its_own() -> None:
 def test_the_failed_rank_is_named_with_its_exit_code_its_error_and_the_others_consequences() -> (
     None
 ):
-    sess = failed_job(
-        RANK1_RAISES,
-        {
-            1: ("ValueError", "corrupt record 7989: checksum mismatch", 4_000_000),
-            0: ("RuntimeError", "[pair.cc:553] Connection closed by peer [127.0.0.1]:1", 4_100_000),
-        },
-    )
-    _, verdict = analyze(sess)
+    _, verdict = analyze(failed_job(RANK1_RAISES, RANK1_CORRUPT))
     f = verdict.findings[0]
     assert f.id == "rank-failed" and f.severity == "error"
     assert f.title == (
@@ -133,16 +140,13 @@ def test_the_failed_rank_is_named_with_its_exit_code_its_error_and_the_others_co
 
 def test_the_first_own_error_is_the_cause_even_when_torchrun_observed_another_rank_first() -> None:
     text = RANK1_RAISES.replace("rank      : 1 (local", "rank      : 9 (local")
-    sess = failed_job(
+    f, rank = found(
         text,
         {
             0: ("RuntimeError", "NCCL watchdog: Watchdog caught collective operation timeout", 9),
             1: ("KeyError", "'label'", 5_000_000),
         },
     )
-    found = rank_failed(sess)
-    assert found is not None
-    f, rank = found
     assert rank == 1 and f.title.startswith("Rank 1 failed: KeyError")
     assert any("torchrun observed rank 9 first" in e for e in f.evidence)
 
@@ -164,16 +168,7 @@ def test_a_rank_that_raised_and_was_then_sigtermed_failed_by_its_error() -> None
         (1, -15, False),
         (0, 1, True),
     ]
-    sess = failed_job(
-        text,
-        {
-            1: ("ValueError", "corrupt record 7989: checksum mismatch", 4_000_000),
-            0: ("RuntimeError", "[pair.cc:553] Connection closed by peer [127.0.0.1]:1", 4_100_000),
-        },
-    )
-    found = rank_failed(sess)
-    assert found is not None
-    f, rank = found
+    f, rank = found(text, RANK1_CORRUPT)
     assert rank == 1
     assert f.title == "Rank 1 failed: ValueError: corrupt record 7989: checksum mismatch"
     text = "\n".join(f.evidence)
@@ -185,10 +180,7 @@ def test_a_rank_that_raised_and_was_then_sigtermed_failed_by_its_error() -> None
 
 
 def test_a_rank_killed_by_sigkill_points_at_memory() -> None:
-    sess = failed_job(OOM_KILLED, {})
-    found = rank_failed(sess)
-    assert found is not None
-    f, rank = found
+    f, rank = found(OOM_KILLED, {})
     assert rank == 5 and f.title == "Rank 5 was killed by SIGKILL (exit code -9)"
     assert any("OOM killer" in e for e in f.evidence)
     assert "OOM killer" in f.fix[0]
