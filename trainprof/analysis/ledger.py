@@ -192,7 +192,7 @@ def build(
     rest = window - sum(seconds.values())
     split = "not split"
     sampled = sum(s for c, s in (step_profile or {}).items() if c in CATEGORY_BUCKET)
-    if step_profile and 0 < sampled < min_profile_s:
+    if 0 < sampled < min_profile_s:
         # A handful of samples between stalls (a sample or two per gap of a few short steps)
         # would give the whole step to whatever they caught: keep it one bucket.
         step_profile = None

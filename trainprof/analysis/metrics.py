@@ -203,8 +203,12 @@ def compute(session: Session) -> Metrics:
     loaders = _loaders(session, primary)
     activity = _activity(session, primary, warm, window)
     rate = session.stack_rate_hz
-    thin = MIN_SPLIT_SAMPLES / rate if rate else 0.0
-    led = _ledger(primary, cols, warm, activity, loaders, thin) if window and primary else None
+    min_profile_s = MIN_SPLIT_SAMPLES / rate if rate else 0.0
+    led = (
+        _ledger(primary, cols, warm, activity, loaders, min_profile_s)
+        if window and primary
+        else None
+    )
     device = device_view(primary.device, primary.t0, window) if primary and window else None
     gpu_util = _window_mean(session, session.samples.gpu_util, window)
     cuda = trains_on_cuda(activity.precision)
@@ -255,8 +259,10 @@ def _bottleneck(
 def _collectives_on_device(primary: ProcessLog | None) -> str | None:
     """The backend of a job of several ranks whose collectives run on the GPU's streams (NCCL),
     as the primary rank's probe saw it; None for one process or a host backend (gloo)."""
-    world = primary.header.get("world_size") if primary else None
-    if primary is None or not isinstance(world, int) or world < 2:
+    if primary is None:
+        return None
+    world = primary.header.get("world_size")
+    if not isinstance(world, int) or world < 2:
         return None
     backend = backend_of(primary)
     return backend if backend in DEVICE_BACKENDS else None

@@ -212,8 +212,9 @@ class Session:
         the fastest never overstates how thin a set of samples is); None when not recorded."""
         stacks = self.meta.get("stacks")
         chunks = stacks.get("chunks") if isinstance(stacks, dict) else None
-        chunks = chunks if isinstance(chunks, list) else None
-        rates = [_num(c.get("rate_hz")) for c in (chunks or []) if isinstance(c, dict)]
+        if not isinstance(chunks, list):
+            return None
+        rates = [_num(c.get("rate_hz")) for c in chunks if isinstance(c, dict)]
         return max((r for r in rates if r > 0), default=None)
 
     @classmethod
