@@ -299,9 +299,12 @@ def rate_estimate(
             "periods",
         )
     steps = loop_s / rhythm.period_s + sum(1 for st in stalls if st.cause != "data")
-    if steps < MIN_OF_RUNS * runs:
-        # Fewer steps than separate backward/optimizer stretches were seen: the rhythm found
-        # is a pattern over several steps, and the steps themselves are too fast to see.
+    # A window of n periods overlaps up to n + 1 steps (a part of one at each end), and each
+    # run is a step the window touched: compare the runs with that, or a correct rhythm over
+    # a short window (8 steps at 2 it/s in 4 s, 9 runs) is rejected for its edges.
+    if steps + 1 < MIN_OF_RUNS * runs:
+        # More separate backward/optimizer stretches than the rhythm has steps: the rhythm
+        # found is a pattern over several steps, not one step.
         return RateEstimate(
             None,
             None,
@@ -309,9 +312,12 @@ def rate_estimate(
             "none",
             rhythm.score,
             rhythm.harmonics,
-            f"the loop is faster than {window_rate(runs, span):.0f} it/s (that many separate "
-            "backward/optimizer stretches per second were seen), too fast for the sampling "
-            "rate to resolve its steps (raise --rate)",
+            # The runs are a lower bound: steps shorter than a few samples merge into one run,
+            # so whether --rate or --duration helps cannot be told from them.
+            f"the loop runs at least {window_rate(runs, span):.0f} it/s ({runs} separate "
+            f"backward/optimizer stretches in {span:.1f} s), but its stacks repeat only every "
+            f"{rhythm.period_s * 1e3:.0f} ms, a pattern over several steps (a higher --rate "
+            "or a longer --duration may resolve them)",
         )
     return RateEstimate(
         steps / span,
