@@ -69,8 +69,8 @@ def compare(
     """
     if json_path is not None:
         check_user_file(json_path)
-    side_a = _side(a, "A", windows)
-    side_b = _side(b, "B", windows)
+    side_a = _side(a, "run A", windows)
+    side_b = _side(b, "run B", windows)
     result = compare_sides(side_a, side_b)
     to_stderr = json_path is not None and str(json_path) == "-"
     render_comparison(make_console(stderr=to_stderr), result)

@@ -18,26 +18,30 @@ def load_report(path: Path, what: str = "report") -> tuple[dict[str, Any], Path 
     the throughput windows); one line and exit 2 for anything else."""
     if path.is_dir():
         if not is_run_dir(path):
-            raise TrainprofError(f"{what} {path} is a directory but not a trainprof run directory")
+            raise TrainprofError(
+                f"{path} ({what}) is a directory but not a trainprof run directory"
+            )
         file = path / rundir.REPORT
         if not file.is_file():
             raise TrainprofError(
-                f"{what} {path} has no {rundir.REPORT} (the run never finished); "
+                f"{path} ({what}) has no {rundir.REPORT} (the run never finished); "
                 f"`trainprof report {path}` writes it"
             )
     elif path.is_file():
         file = path
     else:
-        raise TrainprofError(f"{what} {path}: no such file or run directory")
+        raise TrainprofError(f"{path} ({what}): no such file or run directory")
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise TrainprofError(f"cannot read {what} {file}: {exc}") from None
+        raise TrainprofError(f"cannot read {file} ({what}): {exc}") from None
     except json.JSONDecodeError as exc:
-        raise TrainprofError(f"{what} {file} is not JSON ({exc.msg}, line {exc.lineno})") from None
+        raise TrainprofError(
+            f"{file} ({what}) is not JSON ({exc.msg}, line {exc.lineno})"
+        ) from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise TrainprofError(
-            f'{what} {file} is not a trainprof report (no "schema": "{SCHEMA}"); give a '
+            f'{file} ({what}) is not a trainprof report (no "schema": "{SCHEMA}"); give a '
             "`trainprof run --json` / `trainprof ci --json` file or a run directory"
         )
     run_dir = path if path.is_dir() else _stored_run_dir(data)

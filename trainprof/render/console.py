@@ -216,11 +216,19 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
 
 def add_host_rows(t: Table, m: Metrics) -> None:
     """CPU, peak memory and GPU utilization, as sampled from outside (run and attach alike)."""
+    unsampled = "not measured: no host sample was taken while the job ran"
     t.add_row(
         "CPU",
-        "—" if m.cpu_percent_mean is None else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)",
+        unsampled
+        if m.cpu_percent_mean is None
+        else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)",
     )
-    t.add_row("peak memory", f"{fmt_bytes(m.peak_rss_bytes)} RSS (job and workers)")
+    t.add_row(
+        "peak memory",
+        unsampled
+        if m.peak_rss_bytes is None
+        else f"{fmt_bytes(m.peak_rss_bytes)} RSS (job and workers)",
+    )
     gpu = (
         f"{m.gpu_util_mean:.0f}% mean"
         + (f" ({m.gpus.describe()})" if m.gpus and m.gpus.of > 1 else "")
