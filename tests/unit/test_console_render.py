@@ -245,3 +245,12 @@ def test_analysing_shows_only_when_analysis_is_slow() -> None:
     with term.view.busy("analysing…", time.monotonic(), since=time.monotonic() - 1.0):
         time.sleep(0.1)
     assert "analysing…" in term.read()
+
+
+def test_cpu_and_memory_not_sampled_say_so() -> None:
+    """A job that ended before the first host sample (`trainprof run -- false`): CPU and peak
+    memory say they were not measured, never a dash or a zero."""
+    out = render({}, Verdict(), width=120)
+    assert re.search(r"CPU  not measured: no host sample was taken while the job ran", out)
+    assert re.search(r"peak memory  not measured: no host sample was taken while the job ran", out)
+    assert "— RSS" not in out
