@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -61,13 +63,21 @@ def _main(
         force_no_color()  # trainprof's own output; the job's environment is left as it is
 
 
-app.command("run", context_settings=PASSTHROUGH)(run.run)
-app.command("report")(report.report)
-app.command("demo")(demo.demo)
-app.command("doctor")(doctor.doctor)
-app.command("attach")(attach.attach)
-app.command("ci", context_settings=PASSTHROUGH)(ci.ci)
-app.command("compare")(compare.compare)
+def _register(name: str, func: Callable[..., Any], **settings: Any) -> None:
+    """A command, listed in `trainprof --help` by its docstring's first paragraph on one line:
+    in rich markup mode typer keeps that paragraph's line breaks, so the list would break
+    mid-sentence wherever the source wraps."""
+    first = inspect.cleandoc(func.__doc__ or "").split("\n\n")[0]
+    app.command(name, short_help=" ".join(first.split()), **settings)(func)
+
+
+_register("run", run.run, context_settings=PASSTHROUGH)
+_register("report", report.report)
+_register("demo", demo.demo)
+_register("doctor", doctor.doctor)
+_register("attach", attach.attach)
+_register("ci", ci.ci, context_settings=PASSTHROUGH)
+_register("compare", compare.compare)
 app.command(
     "rules",
     short_help="List the rules a report can fire, or show one in full.",

@@ -304,11 +304,41 @@ def test_version() -> None:
         assert p.returncode == 0 and p.stdout == f"trainprof {version()}\n"
 
 
-@pytest.mark.parametrize("command", [(), ("run",), ("report",), ("demo",), ("doctor",), ("rules",)])
+@pytest.mark.parametrize(
+    "command",
+    [
+        (),
+        ("run",),
+        ("report",),
+        ("demo",),
+        ("doctor",),
+        ("rules",),
+        ("attach",),
+        ("ci",),
+        ("compare",),
+    ],
+)
 def test_dash_h_on_every_command(command: tuple[str, ...]) -> None:
     p = tp(*command, "-h")
     assert p.returncode == 0, p.stderr
     assert "Usage" in p.stdout and "--help" in p.stdout
+
+
+def test_the_command_list_wraps_each_summary_as_one_paragraph() -> None:
+    """`trainprof --help` lists each command by its docstring's first paragraph, wrapped to the
+    terminal: never broken where the source wraps (rich markup keeps those line breaks)."""
+    p = subprocess.run(
+        trainprof_cmd("--help"),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "250"},
+    )
+    assert p.returncode == 0, p.stderr
+    rows = [line.strip("│ ") for line in p.stdout.splitlines() if line.startswith("│ ")]
+    commands = [r for r in rows if r.split(" ", 1)[0] in ("run", "ci", "compare", "doctor")]
+    assert len(commands) == 4, rows
+    for row in commands:  # at 250 columns each summary fits on its command's own line
+        assert row.rstrip().endswith("."), row
 
 
 def test_dash_h_after_the_script_goes_to_the_job(tmp_path: Path) -> None:
