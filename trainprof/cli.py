@@ -63,12 +63,25 @@ def _main(
         force_no_color()  # trainprof's own output; the job's environment is left as it is
 
 
-def _register(name: str, func: Callable[..., Any], **settings: Any) -> None:
-    """A command, listed in `trainprof --help` by its docstring's first paragraph on one line:
-    in rich markup mode typer keeps that paragraph's line breaks, so the list would break
-    mid-sentence wherever the source wraps."""
-    first = inspect.cleandoc(func.__doc__ or "").split("\n\n")[0]
-    app.command(name, short_help=" ".join(first.split()), **settings)(func)
+def _reflowed(doc: str | None) -> str:
+    """A docstring as typer's rich markup should get it: each prose paragraph on one line, so
+    the terminal wraps it (rich keeps single line breaks, and the help would break wherever the
+    source wraps); indented paragraphs (examples) kept line by line."""
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    return "\n\n".join(
+        p if any(line.startswith(" ") for line in p.splitlines()) else " ".join(p.split())
+        for p in paragraphs
+    )
+
+
+def _register(
+    name: str, func: Callable[..., Any], short_help: str | None = None, **settings: Any
+) -> None:
+    """A command, its help reflowed; `trainprof --help` lists it by ``short_help``, else by its
+    help's first paragraph."""
+    help_text = _reflowed(func.__doc__)
+    summary = short_help or help_text.split("\n\n")[0]
+    app.command(name, help=help_text, short_help=summary, **settings)(func)
 
 
 _register("run", run.run, context_settings=PASSTHROUGH)
@@ -78,10 +91,7 @@ _register("doctor", doctor.doctor)
 _register("attach", attach.attach)
 _register("ci", ci.ci, context_settings=PASSTHROUGH)
 _register("compare", compare.compare)
-app.command(
-    "rules",
-    short_help="List the rules a report can fire, or show one in full.",
-)(rules.rules)
+_register("rules", rules.rules, "List the rules a report can fire, or show one in full.")
 
 
 def main() -> None:

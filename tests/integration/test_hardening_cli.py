@@ -339,6 +339,15 @@ def test_the_command_list_wraps_each_summary_as_one_paragraph() -> None:
     assert len(commands) == 4, rows
     for row in commands:  # at 250 columns each summary fits on its command's own line
         assert row.rstrip().endswith("."), row
+    # and a command's own help: prose paragraphs wrap as paragraphs, examples stay lines
+    body = subprocess.run(
+        trainprof_cmd("run", "--help"),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "250"},
+    ).stdout
+    assert "its exit code is trainprof's exit code (killed by signal N" in body, body
+    assert re.search(r"\n\s+trainprof run train.py --epochs 3\s*\n", body), body
 
 
 def test_dash_h_after_the_script_goes_to_the_job(tmp_path: Path) -> None:
