@@ -327,12 +327,8 @@ def test_dash_h_on_every_command(command: tuple[str, ...]) -> None:
 def test_the_command_list_wraps_each_summary_as_one_paragraph() -> None:
     """`trainprof --help` lists each command by its docstring's first paragraph, wrapped to the
     terminal: never broken where the source wraps (rich markup keeps those line breaks)."""
-    p = subprocess.run(
-        trainprof_cmd("--help"),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "250"},
-    )
+    wide = {**os.environ, "COLUMNS": "250"}
+    p = tp("--help", env=wide)
     assert p.returncode == 0, p.stderr
     rows = [line.strip("│ ") for line in p.stdout.splitlines() if line.startswith("│ ")]
     commands = [r for r in rows if r.split(" ", 1)[0] in ("run", "ci", "compare", "doctor")]
@@ -340,12 +336,7 @@ def test_the_command_list_wraps_each_summary_as_one_paragraph() -> None:
     for row in commands:  # at 250 columns each summary fits on its command's own line
         assert row.rstrip().endswith("."), row
     # and a command's own help: prose paragraphs wrap as paragraphs, examples stay lines
-    body = subprocess.run(
-        trainprof_cmd("run", "--help"),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "250"},
-    ).stdout
+    body = tp("run", "--help", env=wide).stdout
     assert "its exit code is trainprof's exit code (killed by signal N" in body, body
     assert re.search(r"\n\s+trainprof run train.py --epochs 3\s*\n", body), body
 
