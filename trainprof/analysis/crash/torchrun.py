@@ -211,8 +211,10 @@ def rank_failed(
     # torchrun SIGTERMs every rank still running once it sees one fail; a rank that raised its
     # own error can still be exiting then (a CI run saw it: the rank that raised, "killed by
     # SIGTERM"). Its error ended it, not the signal.
-    stopped = own is not None and not own.secondary and entry is not None and entry.exitcode == -15
-    title = f"Rank {rank} {'failed' if stopped else how}"
+    raised_then_sigtermed = (
+        own is not None and not own.secondary and entry is not None and entry.exitcode == -15
+    )
+    title = f"Rank {rank} {'failed' if raised_then_sigtermed else how}"
     if own is not None:
         title += f": {own.text}"
     evidence: list[str] = []
@@ -229,7 +231,7 @@ def rank_failed(
         )
         root = "torchrun's Root Cause" if entry.root else "torchrun's failure report"
         evidence.append(f"{root}: rank {rank} ({at}) {how}")
-        if stopped:
+        if raised_then_sigtermed:
             evidence.append(
                 f"rank {rank} had raised its error and was still exiting when torchrun, having "
                 "seen another rank fail, sent SIGTERM to the ranks left"
