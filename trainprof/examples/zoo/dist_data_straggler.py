@@ -51,6 +51,9 @@ def main() -> None:
         opt.zero_grad()
         nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
+    # Every rank done before the teardown: gloo's, torn down while a peer is still finishing,
+    # can abort the process ("terminate called without an active exception", SIGABRT).
+    dist.barrier()
     dist.destroy_process_group()
 
 

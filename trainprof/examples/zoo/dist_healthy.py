@@ -54,6 +54,9 @@ def main() -> None:
         if step % 50 == 49:
             dist.all_reduce(correct)  # every rank, every 50 steps: nobody waits for one rank
             correct.zero_()
+    # Every rank done before the teardown: gloo's, torn down while a peer is still finishing,
+    # can abort the process ("terminate called without an active exception", SIGABRT).
+    dist.barrier()
     dist.destroy_process_group()
 
 

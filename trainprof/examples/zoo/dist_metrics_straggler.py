@@ -81,6 +81,9 @@ def main() -> None:
         opt.step()
         if metrics is not None:
             metrics.update(logits.detach(), y)
+    # Every rank done before the teardown: gloo's, torn down while a peer is still finishing,
+    # can abort the process ("terminate called without an active exception", SIGABRT).
+    dist.barrier()
     dist.destroy_process_group()
 
 
