@@ -3,6 +3,7 @@
 - a rank-0-only metrics straggler: straggler-rank first, naming rank 0 and its function
 - a rank that raises mid-training: rank-failed names it, its exit code and error; the other
   rank's gloo error is a consequence
+- a rank that aborts in the interpreter's shutdown, after its training: rank-failed says so
 - two "nodes" (two `trainprof run`s of `torchrun --nnodes 2` on localhost) merged by
   `trainprof report A B`: one report of both ranks, and a healthy DDP job gets no warning
 
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Result, run_trainprof, trainprof_cmd
+from conftest import Result, run_trainprof, trainprof_cmd, write_script
 from test_hardening_cli import SCHEMA_PATH, check
 
 from trainprof.examples.zoo import script_path
@@ -125,6 +126,56 @@ def test_a_rank_that_fails_is_named_with_its_error_and_the_others_are_consequenc
     # rank 0 waited in the all-reduce: gloo's error there, or torchrun's SIGTERM first
     assert "rank 0: " in evidence and "(a consequence: rank 1 was gone)" in evidence
     assert schema_errors(r.report) == []
+
+
+# A native library's teardown aborting at exit, as gloo's worker thread does at random under
+# torch 2.13 ("terminate called without an active exception"): here on purpose, on rank 0.
+ABORTS_AT_EXIT = """\
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+
+    class NativeHandle:
+        def __del__(self) -> None:
+            os.abort()
+
+
+    def main() -> None:
+        dist.init_process_group("gloo")
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(20):
+            opt.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            for p in model.parameters():
+                dist.all_reduce(p.grad)
+            opt.step()
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+    if os.environ["RANK"] == "0":
+        handle = NativeHandle()  # freed as the interpreter shuts down, after main() returned
+    main()
+"""
+
+
+def test_a_rank_that_aborts_after_its_script_ended_is_told_apart_from_a_crash_in_training(
+    tmp_path: Path,
+) -> None:
+    script = write_script(tmp_path, "train.py", ABORTS_AT_EXIT)
+    r = run_trainprof(tmp_path, "--", TORCHRUN, "--nproc-per-node", "2", str(script), timeout=240)
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert r.problems and r.problems[0] == "rank-failed", describe(r.report)
+    f = r.report["findings"][0]  # type: ignore[index]
+    assert f["title"] == "Rank 0 was killed by SIGABRT (exit code -6) after its script ended"
+    evidence = "\n".join(f["evidence"])
+    assert "its exit handlers had run (20 steps recorded)" in evidence
+    assert "SIGABRT is what a process's own abort() raises" in evidence
+    assert "came from outside" not in evidence
+    assert f["fix"][0].startswith("the training ran to its end")
 
 
 def free_port() -> int:

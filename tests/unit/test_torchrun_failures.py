@@ -77,8 +77,11 @@ Root Cause (first observed failure):
 """
 
 
-def failed_job(stderr: str, errors: dict[int, tuple[str, str, int]]) -> Session:
-    """Ranks whose probe recorded the exception that ended them: rank → (type, msg, t µs)."""
+def failed_job(
+    stderr: str, errors: dict[int, tuple[str, str, int]], ended: frozenset[int] = frozenset()
+) -> Session:
+    """Ranks whose probe recorded the exception that ended them: rank → (type, msg, t µs);
+    ``ended``: the ranks whose exit handlers ran (the probe's records it)."""
     logs = []
     for rank in (0, 1):
         log = process(30, pid=3000 + rank)
@@ -86,6 +89,8 @@ def failed_job(stderr: str, errors: dict[int, tuple[str, str, int]]) -> Session:
         if rank in errors:
             typ, msg, t = errors[rank]
             log.add_line("X " + json.dumps({"t": t, "exception": typ, "message": msg}))
+        if rank in ended:
+            log.add_line("X " + json.dumps({"t": 9_000_000, "at_exit": True}))
         logs.append(log)
     sess = session(*logs, exit_code=1)
     sess.stderr_tail = stderr
@@ -193,3 +198,73 @@ def test_a_job_whose_ranks_did_not_fail_has_no_rank_failure() -> None:
     caught = failed_job("", {0: ("ValueError", "caught and logged", 5)})
     caught.meta["exit_code"] = 0
     assert rank_failed(caught) is None
+
+
+# A real run's (torch 2.13, gloo, paths shortened): both ranks' training ended, then gloo's
+# worker thread aborted rank 0 as the interpreter shut down; torchrun SIGTERMed rank 1.
+ABORT_AT_EXIT = """\
+terminate called without an active exception
+W1126 21:34:09.037000 1264 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 1270 closing signal SIGTERM
+E1126 21:34:09.073000 1264 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -6) local_rank: 0 (pid: 1269) of binary: /venv/bin/python
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+======================================================
+train.py FAILED
+------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-26_21:34:09
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -15 (pid: 1270)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 1270
+------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-26_21:34:09
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -6 (pid: 1269)  (SIGABRT)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 1269
+======================================================
+"""
+
+
+def test_a_rank_aborted_after_its_script_ended_died_in_its_shutdown_not_in_its_training() -> None:
+    f, rank = found_ended(ABORT_AT_EXIT, frozenset({0, 1}))
+    assert rank == 0
+    assert f.title == "Rank 0 was killed by SIGABRT (exit code -6) after its script ended"
+    text = "\n".join(f.evidence)
+    assert "its exit handlers had run (30 steps recorded)" in text
+    assert "'terminate called without an active exception': the C++ runtime aborted" in text
+    assert "came from outside" not in text
+    assert "rank 1: was killed by SIGTERM (exit code -15) (a consequence" in text
+    assert "training ran to its end" in f.fix[0] and "destroy_process_group" in f.fix[0]
+    assert "time.sleep(0.1) after the last collective" in f.fix[1]
+
+
+def test_ranks_that_all_aborted_at_shutdown_are_not_each_others_consequences() -> None:
+    both = ABORT_AT_EXIT.replace("-15 (pid: 1270)  (SIGTERM)", "-6 (pid: 1270)  (SIGABRT)")
+    f, rank = found_ended(both, frozenset({0, 1}))
+    assert rank == 0  # torchrun's root cause, of the two
+    assert "rank 1: was killed by SIGABRT (exit code -6) after its script ended, the same way" in (
+        f.evidence
+    )
+
+
+def test_an_abort_before_the_script_ended_is_not_called_a_shutdown_crash() -> None:
+    f, rank = found_ended(ABORT_AT_EXIT, frozenset())
+    assert rank == 0 and f.title == "Rank 0 was killed by SIGABRT (exit code -6)"
+    assert not any("exit handlers" in e for e in f.evidence)
+    assert any("the C++ runtime aborted the process" in e for e in f.evidence)
+    assert f.fix[0].startswith("fix rank 0's own error first")
+    # without the runtime's words, SIGABRT is still the process's own abort(), not an outsider
+    f, _ = found_ended(ABORT_AT_EXIT.replace("terminate called", "it ended"), frozenset())
+    assert any("SIGABRT is what a process's own abort() raises" in e for e in f.evidence)
+
+
+def found_ended(stderr: str, ended: frozenset[int]) -> tuple[Finding, int]:
+    result = rank_failed(failed_job(stderr, {}, ended))
+    assert result is not None
+    return result

@@ -105,6 +105,9 @@ def _at_exit() -> None:
     w = _writer
     if w is not None:
         try:
+            # Registered first, so it runs last of the exit handlers: a process that dies after
+            # this record died in the interpreter's shutdown, after its program had ended.
+            record_info({"at_exit": True})
             hooks = sys.modules.get("trainprof.probe.torch_hooks")
             if hooks is not None:
                 hooks.flush_counters()

@@ -99,6 +99,11 @@ class ProcessLog:
     def n_steps(self) -> int:
         return len(self.steps["t"])
 
+    @property
+    def reached_exit(self) -> bool:
+        """Its exit handlers ran (the probe's is the last): its Python program had ended."""
+        return any(i.get("at_exit") is True for i in self.infos)
+
     def add_line(self, line: str) -> None:
         kind, _, rest = line.partition(" ")
         try:
@@ -333,6 +338,7 @@ INFO_FIELDS: dict[str, Any] = {  # a dict value: the fields of an object inside
     "steps": _COUNT,
     "exception": _STR,
     "message": _STR,
+    "at_exit": _BOOL,
     "probe_error": _STR,
     "device_timeline_error": _STR,
     "step_callers": lambda v: (

@@ -180,6 +180,37 @@ def _where(text: str) -> str | None:
     return None
 
 
+def _signalled(entry: Failure | None) -> bool:
+    """Killed by a signal other than torchrun's own SIGTERM to the ranks left."""
+    if entry is None or entry.exitcode is None:
+        return False
+    return entry.exitcode < 0 and entry.exitcode != -15
+
+
+# The C++ runtime's last words before it aborts the process (std::terminate).
+_TERMINATE = re.compile(r"^terminate called .*$", re.MULTILINE)
+
+
+def _no_python_error(signum: int, stderr: str) -> str:
+    """Where a signal that killed a rank with no Python error came from, as far as it shows."""
+    said = "it printed no Python error: "
+    if signum == 6:
+        m = _TERMINATE.search(stderr)
+        if m:
+            return (
+                f"{said}the job's output has '{m[0].strip()}': the C++ runtime aborted the "
+                "process (std::terminate in a native library), not the kernel or another process"
+            )
+        return (
+            f"{said}SIGABRT is what a process's own abort() raises: a failed assertion or "
+            "std::terminate in a native library (its core dump, or gdb, shows where)"
+        )
+    return (
+        f"{said}{_signame(signum)} came from outside "
+        "(the kernel's OOM killer sends SIGKILL; check `dmesg`)"
+    )
+
+
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE"}
 _SIGNALS |= {9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
 
@@ -189,10 +220,15 @@ def _signame(n: int) -> str:
 
 
 def rank_failed(
-    stderr: str, exit_code: int | None, recorded: Mapping[int, RankError]
+    stderr: str,
+    exit_code: int | None,
+    recorded: Mapping[int, RankError],
+    ended: Mapping[int, int] | None = None,
 ) -> tuple[Finding, int] | None:
     """The finding for a torchrun job in which a rank failed, and that rank; None if none did.
-    ``recorded``: the exception each rank's probe recorded, by rank."""
+    ``recorded``: the exception each rank's probe recorded, by rank. ``ended``: the ranks whose
+    script had ended (their exit handlers ran) by the time they died, with their steps recorded."""
+    ended = ended or {}
     failures = parse_failures(stderr)
     errors = rank_errors(stderr, recorded)
     if not failures and not errors:
@@ -214,9 +250,14 @@ def rank_failed(
     raised_then_sigtermed = (
         own is not None and not own.secondary and entry is not None and entry.exitcode == -15
     )
+    # A rank killed by a signal after its exit handlers ran died in the interpreter's shutdown:
+    # its training had ended (a CI run here: gloo aborting at exit, "terminate called ...").
+    at_shutdown = own is None and _signalled(entry) and rank in ended
     title = f"Rank {rank} {'failed' if raised_then_sigtermed else how}"
     if own is not None:
         title += f": {own.text}"
+    elif at_shutdown:
+        title += " after its script ended"
     evidence: list[str] = []
     if entry is not None:
         at = ", ".join(
@@ -248,17 +289,29 @@ def rank_failed(
             line += f" at {own.where}"
         evidence.append(line)
     elif entry is not None and entry.exitcode is not None and entry.exitcode < 0:
-        evidence.append(
-            f"it printed no Python error: {_signame(-entry.exitcode)} came from outside "
-            "(the kernel's OOM killer sends SIGKILL; check `dmesg`)"
-        )
-    evidence.extend(_consequences(rank, failures, errors))
+        if at_shutdown:
+            evidence.append(
+                f"its script had ended: its exit handlers had run ({ended[rank]} steps "
+                "recorded), so it died while the interpreter shut down, after its training"
+            )
+        evidence.append(_no_python_error(-entry.exitcode, stderr))
+    evidence.extend(_consequences(rank, failures, errors, ended))
     fix = [
         f"fix rank {rank}'s own error first: the other ranks' errors go away with it",
         "decorate your main() with torch.distributed.elastic.multiprocessing.errors.record "
         "so torchrun's Root Cause carries the failed rank's traceback",
     ]
-    if entry is not None and entry.exitcode in (-9, 137):
+    if at_shutdown:
+        fix = [
+            "the training ran to its end and only the shutdown failed: native code (a "
+            "backend's thread, an object freed at exit) aborted as Python shut down. End "
+            "main() with dist.barrier() and dist.destroy_process_group(), and close loggers "
+            "and writers before it returns",
+            "torch's gloo backend aborts this way when its worker thread frees a collective's "
+            "work after Python began shutting down (seen with torch 2.13): a time.sleep(0.1) "
+            "after the last collective lets that thread finish first",
+        ]
+    elif entry is not None and entry.exitcode in (-9, 137):
         fix.insert(0, "a rank killed by SIGKILL is usually the OOM killer: less memory per rank")
     where = own.where if own else None
     return Finding("rank-failed", "error", title, tuple(evidence), tuple(fix), None, where), rank
@@ -270,18 +323,18 @@ def _cause(failures: list[Failure], errors: dict[int, RankError]) -> int | None:
     primary = [e for e in errors.values() if not e.secondary]
     if primary:
         return min(primary, key=lambda e: (e.t if e.t is not None else float("inf"), e.rank)).rank
-    killed = [
-        f for f in failures if f.exitcode is not None and f.exitcode < 0 and f.exitcode != -15
-    ]
-    if killed:
-        return killed[0].rank
+    killed = [f for f in failures if _signalled(f)]
+    if killed:  # torchrun's root cause first, where it is one of them
+        return min(killed, key=lambda f: not f.root).rank
     roots = [f for f in failures if f.root]
     if roots:
         return roots[0].rank
     return failures[0].rank if failures else None
 
 
-def _consequences(cause: int, failures: list[Failure], errors: dict[int, RankError]) -> list[str]:
+def _consequences(
+    cause: int, failures: list[Failure], errors: dict[int, RankError], ended: Mapping[int, int]
+) -> list[str]:
     lines: list[str] = []
     for rank in sorted(set(errors) | {f.rank for f in failures}):
         if rank == cause:
@@ -292,6 +345,9 @@ def _consequences(cause: int, failures: list[Failure], errors: dict[int, RankErr
             what = err.text if len(err.text) <= 100 else err.text[:99] + "…"
         elif entry is not None:
             what = entry.how
+            if _signalled(entry) and rank in ended:  # it died at its own shutdown too
+                lines.append(f"rank {rank}: {what} after its script ended, the same way")
+                continue
         else:
             continue
         lines.append(f"rank {rank}: {what} (a consequence: rank {cause} was gone)")

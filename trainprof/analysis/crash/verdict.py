@@ -45,10 +45,13 @@ def crash_findings(session: Session, metrics: Metrics) -> list[Finding]:
 def torchrun_failure(session: Session) -> tuple[Finding, int] | None:
     """rank-failed for a torchrun job, from its output and each rank's recorded exception."""
     recorded: dict[int, RankError] = {}
+    ended: dict[int, int] = {}  # ranks whose exit handlers ran: steps recorded
     for p in session.processes:
         rank = p.header.get("rank")
         if p.role != "rank" or not isinstance(rank, int):
             continue
+        if p.reached_exit:
+            ended[rank] = p.n_steps
         info = next((i for i in reversed(p.infos) if i.get("exception")), None)
         # torchrun's own agent, when it inherited RANK (a PyTorchJob pod's index), is no rank
         if info is not None and info["exception"] != "ChildFailedError":
@@ -57,4 +60,4 @@ def torchrun_failure(session: Session) -> tuple[Finding, int] | None:
             recorded[rank] = RankError(
                 rank, str(info["exception"]), str(info.get("message") or ""), when, None
             )
-    return rank_failed(session.stderr_tail, session.meta.get("exit_code"), recorded)
+    return rank_failed(session.stderr_tail, session.meta.get("exit_code"), recorded, ended)

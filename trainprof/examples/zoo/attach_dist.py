@@ -44,7 +44,13 @@ def main() -> None:
             if time.monotonic() > end:
                 break
         epoch += 1
+    # Every rank done, then a pause before Python shuts down: gloo's worker thread frees a
+    # collective's work just after it completes, which takes the GIL; once the interpreter is
+    # shutting down, that aborts the process (torch 2.13: "terminate called without an active
+    # exception", SIGABRT). Sleeping hands that thread the GIL first.
+    dist.barrier()
     dist.destroy_process_group()
+    time.sleep(0.1)
 
 
 if __name__ == "__main__":

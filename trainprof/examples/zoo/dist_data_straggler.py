@@ -51,10 +51,13 @@ def main() -> None:
         opt.zero_grad()
         nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-    # Every rank done before the teardown: gloo's, torn down while a peer is still finishing,
-    # can abort the process ("terminate called without an active exception", SIGABRT).
+    # Every rank done, then a pause before Python shuts down: gloo's worker thread frees a
+    # collective's work just after it completes, which takes the GIL; once the interpreter is
+    # shutting down, that aborts the process (torch 2.13: "terminate called without an active
+    # exception", SIGABRT). Sleeping hands that thread the GIL first.
     dist.barrier()
     dist.destroy_process_group()
+    time.sleep(0.1)
 
 
 if __name__ == "__main__":

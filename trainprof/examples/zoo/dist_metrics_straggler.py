@@ -24,6 +24,8 @@ if "RANK" not in os.environ:  # started directly (`trainprof demo`): become torc
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", *sys.argv],
     )
 
+import time
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -81,10 +83,13 @@ def main() -> None:
         opt.step()
         if metrics is not None:
             metrics.update(logits.detach(), y)
-    # Every rank done before the teardown: gloo's, torn down while a peer is still finishing,
-    # can abort the process ("terminate called without an active exception", SIGABRT).
+    # Every rank done, then a pause before Python shuts down: gloo's worker thread frees a
+    # collective's work just after it completes, which takes the GIL; once the interpreter is
+    # shutting down, that aborts the process (torch 2.13: "terminate called without an active
+    # exception", SIGABRT). Sleeping hands that thread the GIL first.
     dist.barrier()
     dist.destroy_process_group()
+    time.sleep(0.1)
 
 
 if __name__ == "__main__":
