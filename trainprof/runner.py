@@ -171,6 +171,7 @@ def run(opts: RunOptions) -> int:
         session = Session.load(run_dir)
         meta["stopped_by"] = stopped_by or _stop_reason(session)
         meta["exception"] = _job_exception(session)
+        meta["killed_at_shutdown"] = _killed_at_shutdown(session)
         session.meta = meta
         recording.save_meta(meta)
         console = make_console(stderr=True)
@@ -450,6 +451,7 @@ def report(
     a second ago."""
     _runner_died(session)
     session.meta.setdefault("exception", _job_exception(session))
+    session.meta.setdefault("killed_at_shutdown", _killed_at_shutdown(session))
     started = float(session.meta.get("t_launch") or time.monotonic())
     ended = started + float(session.meta.get("wall_s") or 0.0)
     busy = live.busy("analysing…", started, since=ended) if live else contextlib.nullcontext()
@@ -651,6 +653,17 @@ def _recorded_until(session: Session) -> float | None:
 
 
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)): ?(.*)$")
+
+
+def _killed_at_shutdown(session: Session) -> bool | None:
+    """Whether the signal that killed the job's main process came after its script ended (its
+    probe's exit handler, the last one, had run): only the interpreter's shutdown failed, and
+    every record was written. None when no signal killed it, or its main process ran no probe
+    (a shell wrapper, a launcher)."""
+    main = [p for p in session.processes if p.pid == session.meta.get("pid")]
+    if not session.meta.get("signal") or not main:
+        return None
+    return any(p.reached_exit for p in main)
 
 
 def _job_exception(session: Session) -> dict[str, Any] | None:

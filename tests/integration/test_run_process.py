@@ -61,6 +61,37 @@ def test_killed_by_sigkill_is_137(tmp_path: Path) -> None:
     r = run_trainprof(tmp_path, str(script))
     assert r.returncode == 137
     assert r.report is not None and r.report["run"]["signal"] == "SIGKILL"
+    assert r.report["run"]["killed_at_shutdown"] is False  # killed mid-script
+    assert "a kill loses up to its last 0.5 s of records" in r.stderr
+
+
+def test_an_abort_as_python_shuts_down_is_told_apart_from_a_kill_mid_script(
+    tmp_path: Path,
+) -> None:
+    """A native library whose teardown aborts at exit (as "terminate called without an active
+    exception" does): here an object freed as the interpreter shuts down."""
+    script = write_script(
+        tmp_path,
+        "teardown.py",
+        """
+        import os
+
+        class NativeHandle:
+            def __del__(self):
+                os.abort()
+
+        handle = NativeHandle()
+        print("done")
+        """,
+    )
+    r = run_trainprof(tmp_path, str(script))
+    assert r.returncode == 134 and r.stdout == "done\n"
+    assert r.report is not None and r.report["run"]["signal"] == "SIGABRT"
+    assert r.report["run"]["killed_at_shutdown"] is True
+    out = " ".join(w for w in r.stderr.split() if w != "│")  # the console's wrapped lines
+    assert "killed by SIGABRT (exit 134) in" in out
+    assert ", as Python shut down after the script ended" in out
+    assert "the script ran to its end and every record was written" in out
 
 
 def test_argv_name_cwd_path_as_without_trainprof(tmp_path: Path) -> None:

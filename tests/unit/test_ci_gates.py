@@ -72,6 +72,14 @@ def test_a_crash_or_hang_exits_3(run: dict[str, Any], measured: str) -> None:
     assert g.status == "fail" and g.measured == measured and code == 3
 
 
+def test_a_kill_as_python_shut_down_still_fails_and_says_when() -> None:
+    r = report()
+    r["run"].update(exit_code=134, stopped_by=None, signal="SIGABRT", killed_at_shutdown=True)
+    g, code = gate(r, "job")
+    assert g.status == "fail" and code == 3
+    assert "(killed by SIGABRT as Python shut down, after the script ended)" in g.message
+
+
 def test_a_job_without_steps_fails_the_job_gate_with_exit_1() -> None:
     r = report(steps=0, steps_per_s=None, samples_per_s=None, step_time_s=None)
     r["run"]["stopped_by"] = None

@@ -152,6 +152,8 @@ def job_gate(report: dict[str, Any]) -> GateResult:
         exc = run.get("exception") or {}
         why = f": {exc.get('type')}: {exc.get('message')}" if exc.get("type") else ""
         signal = f" (killed by {run['signal']})" if run.get("signal") else ""
+        if run.get("killed_at_shutdown") is True:
+            signal = f" (killed by {run['signal']} as Python shut down, after the script ended)"
         return GateResult(
             "job",
             "fail",

@@ -130,7 +130,10 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     if command:  # the interpreter's full path is noise: "python train.py" reads as typed
         command[0] = Path(command[0]).name
     t.add_row("command", literal(shell_join(command)))
-    t.add_row("outcome", Text(f"{what} in {_dur(meta.get('wall_s'))}", style=style))
+    what += f" in {_dur(meta.get('wall_s'))}"
+    if shut_down(meta):
+        what += ", as Python shut down after the script ended"
+    t.add_row("outcome", Text(what, style=style))
     rec = meta.get("recording")
     if rec:
         t.add_row(
@@ -372,6 +375,25 @@ class Location:
         yield self.text(next((f for f in self.forms if cell_len(f) <= room), self.forms[-1]))
 
 
+def shut_down(meta: dict[str, Any]) -> bool:
+    """The job's main process was killed after its script ended: only its shutdown failed."""
+    return meta.get("killed_at_shutdown") is True
+
+
+def unclean_note(meta: dict[str, Any]) -> str:
+    """What a report with no finding says of a job that did not finish cleanly."""
+    if shut_down(meta):
+        return (
+            "No performance problem: the script ran to its end and every record was written, "
+            f"but the process was then killed by {meta.get('signal')} as Python shut down (see "
+            "outcome; a native library's teardown, at exit)"
+        )
+    return (
+        "No performance problem in what was recorded, but the job did not finish cleanly (see "
+        "outcome); a kill loses up to its last 0.5 s of records"
+    )
+
+
 def finished_cleanly(meta: dict[str, Any]) -> bool:
     """The job ran to its end (or to --steps) and everything was recorded: only then can a
     report say that nothing is wrong."""
@@ -398,15 +420,8 @@ def findings_group(
     shown = [f for f in verdict.findings if verbose or f.severity != "info"]
     if not shown and (meta is None or finished_cleanly(meta)):
         grid.add_row("", Text("No problems found. ✓", style="green"))
-    elif not shown:
-        grid.add_row(
-            "",
-            Text(
-                "No performance problem in what was recorded, but the job did not finish "
-                "cleanly (see outcome); a kill loses up to its last 0.5 s of records",
-                style="yellow",
-            ),
-        )
+    elif not shown and meta is not None:
+        grid.add_row("", Text(unclean_note(meta), style="yellow"))
     for i, f in enumerate(shown, 1):
         head = Text(overflow="fold")
         head.append(f"[{f.severity}] ", style=STYLE[f.severity])

@@ -148,12 +148,7 @@ def _findings(verdict: Verdict, meta: dict[str, Any]) -> str:
     out = ['<section class="findings"><h2>Findings</h2>']
     if not shown:
         ok = console_render.finished_cleanly(meta)
-        text = (
-            "No problems found. ✓"
-            if ok
-            else "No performance problem in what was recorded, but the job did not finish "
-            "cleanly (see outcome); a kill loses up to its last 0.5 s of records"
-        )
+        text = "No problems found. ✓" if ok else console_render.unclean_note(meta)
         out.append(f'<p class="{"ok" if ok else "warning"}">{escape(text)}</p>')
     out.append("<ol>")
     out.extend(_finding(f, rel) for f in shown)

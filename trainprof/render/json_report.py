@@ -28,6 +28,7 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
             "command": meta.get("command", []),
             "exit_code": meta.get("exit_code"),
             "signal": meta.get("signal"),
+            "killed_at_shutdown": meta.get("killed_at_shutdown"),
             "wall_s": _num(meta.get("wall_s"), 3),
             "run_dir": meta.get("run_dir"),
             "stopped_by": meta.get("stopped_by"),

@@ -285,6 +285,7 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "probe": (dict,),
     "recording": (dict,),
     "exception": (dict,),
+    "killed_at_shutdown": (bool,),
     "redacted": (bool,),
     "trainprof_version": (str,),
 }
