@@ -175,15 +175,20 @@ def run(opts: RunOptions) -> int:
         session.meta = meta
         recording.save_meta(meta)
         console = make_console(stderr=True)
-        data = report(
-            session,
-            opts.json_path,
-            verbose=opts.verbose,
-            console=console,
-            live=live,
-            trace_path=opts.trace_path,
-            html_path=opts.html_path,
-        )
+        try:
+            data = report(
+                session,
+                opts.json_path,
+                verbose=opts.verbose,
+                console=console,
+                live=live,
+                trace_path=opts.trace_path,
+                html_path=opts.html_path,
+            )
+        except Exception as exc:  # a trainprof bug: the job's exit code is still the job's
+            _report_failed(exc, run_dir)
+            rundir.release_space(run_dir)
+            return TIMEOUT_EXIT if stopped_by in ("timeout", "hang") else exit_code_of(rc)
         if opts.on_report is not None:
             opts.on_report(session, data)
         hint = console_render.rerender_hint(meta)
@@ -193,6 +198,27 @@ def run(opts: RunOptions) -> int:
         if stopped_by in ("timeout", "hang"):
             return TIMEOUT_EXIT
         return exit_code_of(rc)
+
+
+REPORT_ERROR = "report-error.txt"
+
+
+def _report_failed(exc: Exception, run_dir: Path) -> None:
+    """Say that the report failed, in one line, and keep the traceback for the bug report: the
+    run directory holds all that was recorded, so `trainprof report` can try again."""
+    import traceback
+
+    where = run_dir / REPORT_ERROR
+    try:
+        rundir.write_user_file(where, "".join(traceback.format_exception(exc)))
+        kept = f"; its traceback is in {where}"
+    except OSError:
+        kept = ""
+    print(
+        f"trainprof: the report failed ({type(exc).__name__}: {exc}), a trainprof bug{kept}. "
+        f"The run is stored: `trainprof report {run_dir}` tries again.",
+        file=sys.stderr,
+    )
 
 
 class _Finishing:

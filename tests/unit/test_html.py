@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from typing import Any
 
-from synth import process, session
+from synth import loop_spans, process, session
 
 from trainprof.analysis.findings import Finding, Verdict
 from trainprof.analysis.pipeline import analyze
@@ -142,6 +142,19 @@ def test_charts_without_data_say_why() -> None:
     msgs = [t.text for el in svgs for t in el.iter("text") if "muted" in (t.get("class") or "")]
     assert "no steady state of steps to plot" in msgs
     assert "not measured: no process samples" in msgs
+
+
+def test_a_job_with_stack_samples_but_no_step_gets_its_timeline() -> None:
+    """A clean-clone CI run: a script that only printed, sampled by py-spy before it ended, had
+    stack begin/end marks and nothing else to draw, and the HTML report raised ValueError."""
+    s = session(process(0))
+    loop_spans(s, {"print('done')": 1.0}, 99.5, 99.7)
+    m, verdict = analyze(s)
+    data = trace.build(s, m)
+    assert not [e for e in data["traceEvents"] if e.get("ph") == "X"]  # stacks only
+    _p, svgs = check_page(html.render(s, m, verdict, data))
+    timeline = next(el for el in svgs if el.findtext("title") == "timeline")
+    assert "Python stack (py-spy)" in " ".join(t.text or "" for t in timeline.iter("text"))
 
 
 def test_nice_ticks_cover_the_range_with_round_numbers() -> None:

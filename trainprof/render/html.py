@@ -399,7 +399,7 @@ def _timeline(m: Metrics, data: dict[str, Any]) -> str:
     xs = [e for e in events if e.get("ph") in ("X", "B", "E") and e.get("pid") == main]
     if not xs:
         return svg.message("timeline", "no steps recorded")
-    lo, hi = _window(m, data)
+    lo, hi = _window(m, data, xs)
     lanes = [
         _lane("stalls, saves, evals", xs, trace.TID_PHASES, lo, hi, 1, skip_cat=("phase",)),
         _lane("steps · data wait", xs, trace.TID_STEPS, lo, hi, 3),
@@ -410,8 +410,10 @@ def _timeline(m: Metrics, data: dict[str, Any]) -> str:
     return svg.timeline("timeline", lanes, lo / 1e6, hi / 1e6, "seconds since launch")
 
 
-def _window(m: Metrics, data: dict[str, Any]) -> tuple[float, float]:
-    """µs range: the first two stalls with some context, else the first second of steady steps."""
+def _window(m: Metrics, data: dict[str, Any], drawn: list[dict[str, Any]]) -> tuple[float, float]:
+    """µs range: the first two stalls with some context, else the first second of steady steps,
+    else all that is ``drawn`` (a job too short for steps may have stack samples only: their
+    begin and end marks, which have no duration)."""
     origin = _origin(data)
     stalls = m.activity.stalls
     if len(stalls) >= 2:
@@ -424,8 +426,9 @@ def _window(m: Metrics, data: dict[str, Any]) -> tuple[float, float]:
         lo = m.activity.window[0]
         hi = min(m.activity.window[1], lo + 1.0)
     else:
-        xs = [e for e in data.get("traceEvents", []) if e.get("ph") == "X"]
-        return (min(e["ts"] for e in xs), max(e["ts"] + e["dur"] for e in xs))
+        start = min(e["ts"] for e in drawn)
+        end = max(e["ts"] + e.get("dur", 0) for e in drawn)
+        return start, max(end, start + 1)
     return ((lo - origin) * 1e6, (hi - origin) * 1e6)
 
 
