@@ -683,13 +683,15 @@ _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exi
 
 def _killed_at_shutdown(session: Session) -> bool | None:
     """Whether the signal that killed the job's main process came after its script ended (its
-    probe's exit handler, the last one, had run): only the interpreter's shutdown failed, and
-    every record was written. None when no signal killed it, or its main process ran no probe
-    (a shell wrapper, a launcher)."""
+    probe's exit handler, the last one, had run) with no exception: only the interpreter's
+    shutdown failed, and every record was written. A script ended by an uncaught
+    KeyboardInterrupt is not one: Python kills itself with SIGINT after its exit handlers, so
+    the shell sees the interrupt. None when no signal killed it, or nothing was recorded from its
+    main process (a shell wrapper, a launcher, a script killed before its first record)."""
     main = [p for p in session.processes if p.pid == session.meta.get("pid")]
     if not session.meta.get("signal") or not main:
         return None
-    return any(p.reached_exit for p in main)
+    return any(p.reached_exit and not any("exception" in i for i in p.infos) for p in main)
 
 
 def _job_exception(session: Session) -> dict[str, Any] | None:
