@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -58,6 +59,14 @@ def run_trainprof(
     )
     report = json.loads(json_path.read_text()) if json_path.is_file() else None
     return Result(proc.returncode, proc.stdout, proc.stderr, run_dir, report)
+
+
+def as_a_terminal_job() -> None:
+    """``preexec_fn`` for a process a test sends Ctrl-C: SIGINT and SIGHUP as a terminal's
+    foreground job has them. A shell that runs pytest in the background (CI scripts) has them
+    ignored, and trainprof, like the job without it, keeps an ignored signal ignored."""
+    for s in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
 
 
 def write_script(directory: Path, name: str, body: str) -> Path:

@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 from rich.console import Console
 
+from trainprof import signals
 from trainprof.analysis.pipeline import analyze
 from trainprof.compare.settings import run_settings
 from trainprof.doctor.cpu import usable_cpu_count
@@ -231,7 +232,7 @@ class _Finishing:
 
     def __enter__(self) -> _Finishing:
         self.seen = 0
-        self.previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
+        self.previous = signals.catch(self.SIGNALS, self._on_signal)
         return self
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
@@ -246,8 +247,7 @@ class _Finishing:
             sys.stderr.flush()
 
     def __exit__(self, *_exc: object) -> None:
-        for s, handler in self.previous.items():
-            signal.signal(s, handler)
+        signals.restore(self.previous)
 
 
 class _StackStarter:
@@ -404,9 +404,7 @@ def _supervise(
         stopped_by.append("interrupt")
         job.send(signum)
 
-    previous = {
-        s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    }
+    previous = signals.catch((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), forward)
     try:
         deadline = job.started_at + opts.timeout_s if opts.timeout_s else None
         while job.poll(timeout=0.25) is None:
@@ -432,8 +430,7 @@ def _supervise(
                 stopped_by[:] = ["timeout"]
                 _stop(job)
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        signals.restore(previous)
     return stopped_by[0] if stopped_by else None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import trainprof_cmd
+from conftest import as_a_terminal_job, trainprof_cmd
 from test_hardening_cli import SCHEMA_PATH, check
 
 from trainprof.examples.zoo import ZOO_DIR
@@ -39,7 +39,12 @@ class Target:
 def started(args: list[str], ready: str, cwd: Path, timeout: float = 90) -> Iterator[Target]:
     """The job in the background; yields once it printed a line containing ``ready``."""
     proc = subprocess.Popen(
-        args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        args,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=as_a_terminal_job,
     )
     t = Target(proc)
     seen = threading.Event()
@@ -315,6 +320,7 @@ def test_ctrl_c_stops_sampling_and_reports(tmp: Path) -> None:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=as_a_terminal_job,
         )
         deadline = time.monotonic() + 60
         while not any(run_dir.glob("py-spy-raw-*.json")) and not (run_dir / "py-spy.log").exists():

@@ -6,9 +6,16 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from conftest import live_group_members, run_trainprof, trainprof_cmd, write_script
+from conftest import (
+    as_a_terminal_job,
+    live_group_members,
+    run_trainprof,
+    trainprof_cmd,
+    write_script,
+)
 
 ECHO_ENV = """
     import json, os, sys
@@ -237,6 +244,7 @@ def test_ctrl_c_is_forwarded_and_a_partial_report_written(tmp_path: Path) -> Non
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
+        preexec_fn=as_a_terminal_job,
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
@@ -284,6 +292,7 @@ def test_second_signal_kills_a_stubborn_job_and_leaves_no_orphans(tmp_path: Path
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
+        preexec_fn=as_a_terminal_job,
     )
     assert proc.stdout is not None
     first = proc.stdout.readline().strip()
@@ -300,6 +309,50 @@ def test_second_signal_kills_a_stubborn_job_and_leaves_no_orphans(tmp_path: Path
     proc.communicate(timeout=60)
     assert proc.returncode == 137
     assert live_group_members(meta["pid"]) == [], "job processes were left behind"
+
+
+def _catches(pid: int, signum: int) -> bool:
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(next(ln for ln in status.splitlines() if ln.startswith("SigCgt:")).split()[1], 16)
+    return bool(caught >> (signum - 1) & 1)
+
+
+def test_a_ctrl_c_the_shell_made_the_job_ignore_stays_ignored(tmp_path: Path) -> None:
+    """`trainprof run train.py &` in a script (or nohup) starts trainprof with SIGINT ignored,
+    and the job inherits that: it goes on through a Ctrl-C, as without trainprof. trainprof
+    must not catch it either (it would SIGKILL the job at the second)."""
+    script = write_script(
+        tmp_path,
+        "until_told.py",
+        """
+        import os, time
+        print("ready", flush=True)
+        while not os.path.exists("stop"):
+            time.sleep(0.01)
+        print("stopped as told", flush=True)
+        """,
+    )
+    proc = subprocess.Popen(
+        trainprof_cmd("run", "-q", "--run-dir", str(tmp_path / "run"), str(script)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 60
+    while not _catches(proc.pid, signal.SIGTERM):  # trainprof now watches the job
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.01)
+    assert not _catches(proc.pid, signal.SIGINT)
+    for _ in range(2):
+        proc.send_signal(signal.SIGINT)
+    (tmp_path / "stop").touch()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert out == "stopped as told\n"
+    assert "interrupted" not in err
 
 
 DATASET_ERROR = """
@@ -366,6 +419,7 @@ def test_a_ctrl_c_after_the_job_ended_does_not_cost_the_report(tmp_path: Path) -
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
+        preexec_fn=as_a_terminal_job,
     )
     deadline = time.monotonic() + 60
     while True:

@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from trainprof import signals
 from trainprof.attach import access, record
 from trainprof.attach.target import Targets, resolve
 from trainprof.doctor.cpu import usable_cpu_count
@@ -141,7 +142,7 @@ def _sample(
     def on_signal(signum: int, _frame: Any) -> None:
         interrupted.append(signum)
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = signals.catch((signal.SIGINT, signal.SIGTERM), on_signal)
     interactive = sys.stderr.isatty() and not opts.quiet
     status = _Status(str(run_dir), TerminalLock() if interactive else None, sys.stderr.fileno())
     exited: dict[int, float] = {}
@@ -177,8 +178,7 @@ def _sample(
         for spy in spies:
             spy.stop()
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        signals.restore(previous)
         sampler.stop()
     wall = time.monotonic() - started
     return _collect(spies, targets, run_dir, meta, exited, wall), (
