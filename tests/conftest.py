@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,23 @@ def run_trainprof(
     )
     report = json.loads(json_path.read_text()) if json_path.is_file() else None
     return Result(proc.returncode, proc.stdout, proc.stderr, run_dir, report)
+
+
+@pytest.fixture
+def reaped() -> Iterator[Callable[[subprocess.Popen[str]], subprocess.Popen[str]]]:
+    """Wraps a started trainprof so that a failing test does not leave it running: killed at
+    teardown if still alive (its watchdog then stops the job)."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def keep(proc: subprocess.Popen[str]) -> subprocess.Popen[str]:
+        procs.append(proc)
+        return proc
+
+    yield keep
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def as_a_terminal_job() -> None:

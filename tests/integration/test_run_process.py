@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from conftest import (
     as_a_terminal_job,
@@ -217,7 +218,7 @@ def test_default_run_dir_is_private(tmp_path: Path) -> None:
     assert (run_dir / "stdout.log").read_text() == "1\n"
 
 
-def test_ctrl_c_is_forwarded_and_a_partial_report_written(tmp_path: Path) -> None:
+def test_ctrl_c_is_forwarded_and_a_partial_report_written(tmp_path: Path, reaped: Any) -> None:
     script = write_script(
         tmp_path,
         "loop.py",
@@ -238,13 +239,15 @@ def test_ctrl_c_is_forwarded_and_a_partial_report_written(tmp_path: Path) -> Non
         """,
     )
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        trainprof_cmd("run", "-q", "--run-dir", str(run_dir), str(script)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        preexec_fn=as_a_terminal_job,
+    proc = reaped(
+        subprocess.Popen(
+            trainprof_cmd("run", "-q", "--run-dir", str(run_dir), str(script)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            preexec_fn=as_a_terminal_job,
+        )
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
@@ -262,7 +265,9 @@ def test_ctrl_c_is_forwarded_and_a_partial_report_written(tmp_path: Path) -> Non
     assert "as Python shut down" not in err
 
 
-def test_second_signal_kills_a_stubborn_job_and_leaves_no_orphans(tmp_path: Path) -> None:
+def test_second_signal_kills_a_stubborn_job_and_leaves_no_orphans(
+    tmp_path: Path, reaped: Any
+) -> None:
     script = write_script(
         tmp_path,
         "workers.py",
@@ -286,13 +291,15 @@ def test_second_signal_kills_a_stubborn_job_and_leaves_no_orphans(tmp_path: Path
         """,
     )
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        trainprof_cmd("run", "-q", "--timeout", "600", "--run-dir", str(run_dir), str(script)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        preexec_fn=as_a_terminal_job,
+    proc = reaped(
+        subprocess.Popen(
+            trainprof_cmd("run", "-q", "--timeout", "600", "--run-dir", str(run_dir), str(script)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            preexec_fn=as_a_terminal_job,
+        )
     )
     assert proc.stdout is not None
     first = proc.stdout.readline().strip()
@@ -317,7 +324,7 @@ def _catches(pid: int, signum: int) -> bool:
     return bool(caught >> (signum - 1) & 1)
 
 
-def test_a_ctrl_c_the_shell_made_the_job_ignore_stays_ignored(tmp_path: Path) -> None:
+def test_a_ctrl_c_the_shell_made_the_job_ignore_stays_ignored(tmp_path: Path, reaped: Any) -> None:
     """`trainprof run train.py &` in a script (or nohup) starts trainprof with SIGINT ignored,
     and the job inherits that: it goes on through a Ctrl-C, as without trainprof. trainprof
     must not catch it either (it would SIGKILL the job at the second)."""
@@ -332,13 +339,15 @@ def test_a_ctrl_c_the_shell_made_the_job_ignore_stays_ignored(tmp_path: Path) ->
         print("stopped as told", flush=True)
         """,
     )
-    proc = subprocess.Popen(
-        trainprof_cmd("run", "-q", "--run-dir", str(tmp_path / "run"), str(script)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    proc = reaped(
+        subprocess.Popen(
+            trainprof_cmd("run", "-q", "--run-dir", str(tmp_path / "run"), str(script)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     deadline = time.monotonic() + 60
@@ -395,7 +404,7 @@ def test_dataloader_error_traceback_is_as_without_trainprof(tmp_path: Path) -> N
             assert job_stderr.endswith(worker_part)
 
 
-def test_a_ctrl_c_after_the_job_ended_does_not_cost_the_report(tmp_path: Path) -> None:
+def test_a_ctrl_c_after_the_job_ended_does_not_cost_the_report(tmp_path: Path, reaped: Any) -> None:
     """A Ctrl-C meant for the job often lands just after it ended, while trainprof writes the
     report (an attach test's SIGINT did, and the report was lost): it is said, not obeyed. The
     signal is delivered exactly then: trainprof is stopped (SIGSTOP) as soon as run.json has the
@@ -406,20 +415,22 @@ def test_a_ctrl_c_after_the_job_ended_does_not_cost_the_report(tmp_path: Path) -
     script = write_script(tmp_path, "short.py", "print('done', flush=True)\n")
     run_dir, json_path = tmp_path / "run", tmp_path / "report.json"
     cmd = trainprof_cmd("run", "-q", "--run-dir", str(run_dir), "--json", str(json_path))
-    proc = subprocess.Popen(
-        [
-            *cmd,
-            "--html",
-            str(tmp_path / "r.html"),
-            "--trace",
-            str(tmp_path / "t.json"),
-            str(script),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        preexec_fn=as_a_terminal_job,
+    proc = reaped(
+        subprocess.Popen(
+            [
+                *cmd,
+                "--html",
+                str(tmp_path / "r.html"),
+                "--trace",
+                str(tmp_path / "t.json"),
+                str(script),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            preexec_fn=as_a_terminal_job,
+        )
     )
     deadline = time.monotonic() + 60
     while True:
