@@ -14,6 +14,10 @@ Three sources, each checked against the others:
 When one rank fails, the others fail *because* of it: a gloo "Connection closed by peer", an
 NCCL watchdog timeout, a reset connection, or torchrun's SIGTERM. Those are named as
 consequences; the cause is the rank whose own error is none of these, the first by time.
+
+A rank killed by a signal after its exit handlers ran (the probe records its own, the last)
+died in the interpreter's shutdown, after its training: said so, with the C++ runtime's
+"terminate called ..." line where the output has it (gloo's worker thread, torch 2.13).
 """
 
 from __future__ import annotations
