@@ -175,6 +175,7 @@ def run(opts: RunOptions) -> int:
         meta["killed_at_shutdown"] = _killed_at_shutdown(session)
         session.meta = meta
         recording.save_meta(meta)
+        code = TIMEOUT_EXIT if stopped_by in ("timeout", "hang") else exit_code_of(rc)
         console = make_console(stderr=True)
         try:
             data = report(
@@ -189,16 +190,14 @@ def run(opts: RunOptions) -> int:
         except Exception as exc:  # a trainprof bug: the job's exit code is still the job's
             _report_failed(exc, run_dir)
             rundir.release_space(run_dir)
-            return TIMEOUT_EXIT if stopped_by in ("timeout", "hang") else exit_code_of(rc)
+            return code
         if opts.on_report is not None:
             opts.on_report(session, data)
         hint = console_render.rerender_hint(meta)
         if hint is not None:
             console.print(hint)
         rundir.release_space(run_dir)
-        if stopped_by in ("timeout", "hang"):
-            return TIMEOUT_EXIT
-        return exit_code_of(rc)
+        return code
 
 
 REPORT_ERROR = "report-error.txt"

@@ -386,7 +386,7 @@ def unclean_note(meta: dict[str, Any]) -> str:
         return (
             "No performance problem: the script ran to its end and every record was written, "
             f"but the process was then killed by {meta.get('signal')} as Python shut down (see "
-            "outcome; a native library's teardown, at exit)"
+            "outcome: a teardown at exit, often a native library's)"
         )
     return (
         "No performance problem in what was recorded, but the job did not finish cleanly (see "
