@@ -113,6 +113,10 @@ def run(opts: RunOptions) -> int:
     env.pop(ENV_NO_REDACT, None)  # the probe redacts exactly when run.json does
     if opts.no_redact:
         env[ENV_NO_REDACT] = "1"  # the probe's event-file headers keep argv as given too
+    # From the job's start, a Ctrl-C is the job's: held until _supervise passes it on (it
+    # stopped trainprof before, and its watchdog the job, with no report).
+    held: list[int] = []
+    before = signals.catch(STOP_SIGNALS, lambda signum, _frame: held.append(signum))
     job = Job(command, env, run_dir, terminal)
     job.start()
     guard.watch(job.pid, signal.SIGTERM)
@@ -141,7 +145,8 @@ def run(opts: RunOptions) -> int:
 
     stacks = _StackStarter(run_dir, job, command, stacks_started) if opts.stacks else None
     watch = HangWatch(opts, run_dir)
-    stopped_by = _supervise(job, live, sampler, opts, stacks, watch, recording)
+    stopped_by = _supervise(job, live, sampler, opts, stacks, watch, recording, held)
+    signals.restore(before)
     with _Finishing():  # the job has ended: a Ctrl-C now must not cost its report
         if watch.hang is not None:
             meta["hang"] = watch.hang
@@ -201,6 +206,7 @@ def run(opts: RunOptions) -> int:
 
 
 REPORT_ERROR = "report-error.txt"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # a user stopping the job
 
 
 def _report_failed(exc: Exception, run_dir: Path) -> None:
@@ -227,11 +233,9 @@ class _Finishing:
     job for, and a Ctrl-C meant for the job often lands just after it ended. A second one stops
     trainprof at once, without the report."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
     def __enter__(self) -> _Finishing:
         self.seen = 0
-        self.previous = signals.catch(self.SIGNALS, self._on_signal)
+        self.previous = signals.catch(STOP_SIGNALS, self._on_signal)
         return self
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
@@ -391,8 +395,10 @@ def _supervise(
     stacks: _StackStarter | None,
     watch: HangWatch,
     recording: _Recording | None = None,
+    held: list[int] | None = None,
 ) -> str | None:
-    """Wait for the job, forwarding signals, drawing the status line, enforcing --timeout."""
+    """Wait for the job, forwarding signals (first those ``held`` since it started), drawing the
+    status line, enforcing --timeout."""
     stopped_by: list[str] = []
 
     def forward(signum: int, _frame: Any) -> None:
@@ -403,7 +409,9 @@ def _supervise(
         stopped_by.append("interrupt")
         job.send(signum)
 
-    previous = signals.catch((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), forward)
+    previous = signals.catch(STOP_SIGNALS, forward)
+    for signum in held or ():
+        forward(signum, None)
     try:
         deadline = job.started_at + opts.timeout_s if opts.timeout_s else None
         while job.poll(timeout=0.25) is None:
