@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,41 @@ ECHO_ENV = """
     import json, os, sys
     print(json.dumps({"argv": sys.argv, "name": __name__, "cwd": os.getcwd(), "path": sys.path[1:]}))
 """
+
+
+def started(
+    reaped: Any, cwd: Path, *args: str, preexec_fn: Callable[[], Any] = as_a_terminal_job
+) -> subprocess.Popen[str]:
+    """``trainprof ARGS`` in the background, as a terminal's foreground job, its output piped;
+    killed at the test's teardown if still running."""
+    proc = subprocess.Popen(
+        trainprof_cmd(*args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        preexec_fn=preexec_fn,
+    )
+    return reaped(proc)  # type: ignore[no-any-return]
+
+
+def ctrl_c_once(
+    proc: subprocess.Popen[str], run_dir: Path, when: Callable[[dict[str, Any]], bool]
+) -> None:
+    """A Ctrl-C to trainprof at an exact point: it is stopped (SIGSTOP) as soon as its
+    run.json shows ``when``, sent SIGINT, and let go on."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline and proc.poll() is None, "run.json never showed it"
+        try:
+            if when(json.loads((run_dir / "run.json").read_text())):
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.002)
+    os.kill(proc.pid, signal.SIGSTOP)
+    os.kill(proc.pid, signal.SIGINT)
+    os.kill(proc.pid, signal.SIGCONT)
 
 
 def test_exit_zero_and_report(tmp_path: Path) -> None:
@@ -240,16 +276,7 @@ def test_ctrl_c_is_forwarded_and_a_partial_report_written(tmp_path: Path, reaped
         """,
     )
     run_dir = tmp_path / "run"
-    proc = reaped(
-        subprocess.Popen(
-            trainprof_cmd("run", "-q", "--run-dir", str(run_dir), str(script)),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            preexec_fn=as_a_terminal_job,
-        )
-    )
+    proc = started(reaped, tmp_path, "run", "-q", "--run-dir", str(run_dir), str(script))
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGINT)
@@ -292,15 +319,8 @@ def test_second_signal_kills_a_stubborn_job_and_leaves_no_orphans(
         """,
     )
     run_dir = tmp_path / "run"
-    proc = reaped(
-        subprocess.Popen(
-            trainprof_cmd("run", "-q", "--timeout", "600", "--run-dir", str(run_dir), str(script)),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            preexec_fn=as_a_terminal_job,
-        )
+    proc = started(
+        reaped, tmp_path, "run", "-q", "--timeout", "600", "--run-dir", str(run_dir), str(script)
     )
     assert proc.stdout is not None
     first = proc.stdout.readline().strip()
@@ -340,15 +360,15 @@ def test_a_ctrl_c_the_shell_made_the_job_ignore_stays_ignored(tmp_path: Path, re
         print("stopped as told", flush=True)
         """,
     )
-    proc = reaped(
-        subprocess.Popen(
-            trainprof_cmd("run", "-q", "--run-dir", str(tmp_path / "run"), str(script)),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-        )
+    proc = started(
+        reaped,
+        tmp_path,
+        "run",
+        "-q",
+        "--run-dir",
+        str(tmp_path / "run"),
+        str(script),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     deadline = time.monotonic() + 60
@@ -414,28 +434,8 @@ def test_a_ctrl_c_as_the_job_starts_is_the_jobs(tmp_path: Path, reaped: Any) -> 
         tmp_path, "forever.py", "import time\nwhile True:\n    time.sleep(0.01)\n"
     )
     run_dir = tmp_path / "run"
-    proc = reaped(
-        subprocess.Popen(
-            trainprof_cmd("run", "-q", "--run-dir", str(run_dir), str(script)),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            preexec_fn=as_a_terminal_job,
-        )
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
-        try:
-            if "pid" in json.loads((run_dir / "run.json").read_text()):
-                break
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.002)
-    os.kill(proc.pid, signal.SIGSTOP)
-    os.kill(proc.pid, signal.SIGINT)
-    os.kill(proc.pid, signal.SIGCONT)
+    proc = started(reaped, tmp_path, "run", "-q", "--run-dir", str(run_dir), str(script))
+    ctrl_c_once(proc, run_dir, lambda meta: "pid" in meta)  # the job has started
     _out, err = proc.communicate(timeout=60)
     # 130: the job's KeyboardInterrupt; 1: it landed in the job's start-up imports, where
     # Python prints it and exits 1 (it does so without trainprof too). trainprof raises none.
@@ -450,42 +450,13 @@ def test_a_ctrl_c_after_the_job_ended_does_not_cost_the_report(tmp_path: Path, r
     report (an attach test's SIGINT did, and the report was lost): it is said, not obeyed. The
     signal is delivered exactly then: trainprof is stopped (SIGSTOP) as soon as run.json has the
     job's exit code, sent SIGINT, and let go on."""
-    import os
-    import time
-
     script = write_script(tmp_path, "short.py", "print('done', flush=True)\n")
     run_dir, json_path = tmp_path / "run", tmp_path / "report.json"
-    cmd = trainprof_cmd("run", "-q", "--run-dir", str(run_dir), "--json", str(json_path))
-    proc = reaped(
-        subprocess.Popen(
-            [
-                *cmd,
-                "--html",
-                str(tmp_path / "r.html"),
-                "--trace",
-                str(tmp_path / "t.json"),
-                str(script),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            preexec_fn=as_a_terminal_job,
-        )
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        assert time.monotonic() < deadline, "run.json never got the exit code"
-        try:
-            meta = json.loads((run_dir / "run.json").read_text())
-        except (OSError, ValueError):
-            meta = {}
-        if meta.get("exit_code") is not None:
-            break
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGSTOP)  # the job has ended; the report is not written yet
-    os.kill(proc.pid, signal.SIGINT)
-    os.kill(proc.pid, signal.SIGCONT)
+    views = ("--html", str(tmp_path / "r.html"), "--trace", str(tmp_path / "t.json"))
+    args = ("run", "-q", "--run-dir", str(run_dir), "--json", str(json_path), *views)
+    proc = started(reaped, tmp_path, *args, str(script))
+    # the job has ended; the report is not written yet
+    ctrl_c_once(proc, run_dir, lambda meta: meta.get("exit_code") is not None)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-2000:]  # the job's exit code, not 130
     assert "the job has ended; finishing its report" in err
