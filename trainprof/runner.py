@@ -31,6 +31,7 @@ from trainprof.samplers.hang import HANG_STACKS, dump_stacks
 from trainprof.samplers.loop import DEFAULT_INTERVAL_S, SamplerLoop
 from trainprof.samplers.stacks import StackRecorder
 from trainprof.store import rundir
+from trainprof.store.events import ProcessLog
 from trainprof.store.redact import redact
 from trainprof.store.schema import (
     ENV_NO_REDACT,
@@ -685,6 +686,11 @@ def _recorded_until(session: Session) -> float | None:
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)): ?(.*)$")
 
 
+def _main_logs(session: Session) -> list[ProcessLog]:
+    """What the job's main process recorded (nothing when it ran no probe: a shell wrapper)."""
+    return [p for p in session.processes if p.pid == session.meta.get("pid")]
+
+
 def _killed_at_shutdown(session: Session) -> bool | None:
     """Whether the signal that killed the job's main process came after its script ended (its
     probe's exit handler, the last one, had run) with no exception: only the interpreter's
@@ -692,7 +698,7 @@ def _killed_at_shutdown(session: Session) -> bool | None:
     KeyboardInterrupt is not one: Python kills itself with SIGINT after its exit handlers, so
     the shell sees the interrupt. None when no signal killed it, or nothing was recorded from its
     main process (a shell wrapper, a launcher, a script killed before its first record)."""
-    main = [p for p in session.processes if p.pid == session.meta.get("pid")]
+    main = _main_logs(session)
     if not session.meta.get("signal") or not main:
         return None
     return any(p.reached_exit and not any("exception" in i for i in p.infos) for p in main)
@@ -701,7 +707,7 @@ def _killed_at_shutdown(session: Session) -> bool | None:
 def _job_exception(session: Session) -> dict[str, Any] | None:
     """The exception that ended the job's main process (``{"type", "message"}``), as its probe
     recorded it, or else the last line of a traceback in its stderr when it failed."""
-    main = [p for p in session.processes if p.pid == session.meta.get("pid")]
+    main = _main_logs(session)
     for p in main or [p for p in session.processes if p.role != "worker"]:
         for info in reversed(p.infos):
             if "exception" in info:

@@ -151,9 +151,10 @@ def job_gate(report: dict[str, Any]) -> GateResult:
     if code != 0:
         exc = run.get("exception") or {}
         why = f": {exc.get('type')}: {exc.get('message')}" if exc.get("type") else ""
-        signal = f" (killed by {run['signal']})" if run.get("signal") else ""
-        if run.get("killed_at_shutdown") is True:
-            signal = f" (killed by {run['signal']} as Python shut down, after the script ended)"
+        signal = ""
+        if run.get("signal"):
+            when = " as Python shut down, after the script ended"
+            signal = f" (killed by {run['signal']}{when if run.get('killed_at_shutdown') else ''})"
         return GateResult(
             "job",
             "fail",
