@@ -1,5 +1,5 @@
 """`python -m trainprof` is the same as the `trainprof` command."""
 
-from trainprof.cli import main
+from trainprof.console_script import main
 
 main()

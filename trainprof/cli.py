@@ -8,12 +8,34 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from trainprof.commands import attach, ci, compare, demo, doctor, report, rules, run
 from trainprof.errors import TrainprofError
 
+
+def _flags_without_type(params: list[Any]) -> list[Any]:
+    """An on/off flag takes no value, so its help shows no type: typer 0.29 prints `<bool>`
+    beside every flag (`--quiet <bool>` reads as if it wanted `--quiet true`)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(typer.core.TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:  # the help option is added here, lazily
+        return _flags_without_type(super().get_params(ctx))
+
+
+class _Group(typer.core.TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_without_type(super().get_params(ctx))
+
+
 app = typer.Typer(
     name="trainprof",
+    cls=_Group,
     help=(
         "Tells you why your PyTorch training is slow or broken, and what to change.\n\n"
         "Start with `trainprof run train.py \\[args]`, or `trainprof demo` to see a report."
@@ -81,7 +103,7 @@ def _register(
     help's first paragraph."""
     help_text = _reflowed(func.__doc__)
     summary = short_help or help_text.split("\n\n")[0]
-    app.command(name, help=help_text, short_help=summary, **settings)(func)
+    app.command(name, cls=_Command, help=help_text, short_help=summary, **settings)(func)
 
 
 _register("run", run.run, context_settings=PASSTHROUGH)

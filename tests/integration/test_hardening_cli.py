@@ -10,6 +10,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -322,6 +323,29 @@ def test_dash_h_on_every_command(command: tuple[str, ...]) -> None:
     p = tp(*command, "-h")
     assert p.returncode == 0, p.stderr
     assert "Usage" in p.stdout and "--help" in p.stdout
+    # an on/off flag takes no value: no type beside it (typer 0.29 prints `--quiet <bool>`)
+    assert "<bool>" not in p.stdout, p.stdout
+
+
+def test_a_ctrl_c_while_trainprof_imports_ends_it_like_one_later(tmp_path: Path) -> None:
+    """A Ctrl-C in the third of a second trainprof spends importing typer, rich and its
+    commands: exit 130 and nothing on stderr, as typer ends a command interrupted later."""
+    entry = (
+        "import builtins, sys\n"
+        "real_import = builtins.__import__\n"
+        "def import_interrupted(name, *args, **kwargs):\n"
+        "    if name == 'typer':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return real_import(name, *args, **kwargs)\n"
+        "builtins.__import__ = import_interrupted\n"
+        "sys.argv = ['trainprof', 'doctor']\n"
+        "from trainprof.console_script import main\n"
+        "main()\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", entry], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert (p.returncode, p.stderr, p.stdout) == (130, "", "")
 
 
 def test_the_command_list_wraps_each_summary_as_one_paragraph() -> None:
