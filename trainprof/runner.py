@@ -29,6 +29,7 @@ from trainprof.render.json_report import report_dict
 from trainprof.render.text import make_console
 from trainprof.samplers.hang import HANG_STACKS, dump_stacks
 from trainprof.samplers.loop import DEFAULT_INTERVAL_S, SamplerLoop
+from trainprof.samplers.stack_starter import StackStarter
 from trainprof.samplers.stacks import StackRecorder
 from trainprof.store import rundir
 from trainprof.store.events import ProcessLog
@@ -134,17 +135,17 @@ def run(opts: RunOptions) -> int:
     sampler.start()
     live = LiveView(str(run_dir), terminal, sys.stderr.fileno())
 
-    def stacks_started(rec: StackRecorder, previous: int | None) -> None:
+    def stacks_started(starter: StackStarter, rec: StackRecorder, previous: int | None) -> None:
         """A py-spy chunk started: the watchdog stops it too; run.json lists it at once, so a
         report of a run whose runner died still has the stacks."""
         if previous is not None:
             guard.forget(previous)
         if rec.spy_pid is not None:
             guard.watch(rec.spy_pid, signal.SIGINT)  # SIGINT: py-spy writes what it recorded
-        meta["stacks"] = {"chunks": list(rec.chunks), "pid": rec.pid, "error": rec.error}
+        meta["stacks"] = starter.describe()
         recording.write(rundir.META, meta)
 
-    stacks = _StackStarter(run_dir, job, command, stacks_started) if opts.stacks else None
+    stacks = StackStarter(run_dir, job, command, stacks_started) if opts.stacks else None
     watch = HangWatch(opts, run_dir)
     stopped_by = _supervise(job, live, sampler, opts, stacks, watch, recording, held)
     signals.restore(before)
@@ -254,67 +255,6 @@ class _Finishing:
         signals.restore(self.previous)
 
 
-class _StackStarter:
-    """Starts py-spy on the job's main Python process: at once for a script, or, for any other
-    command (a shell wrapper, torchrun), once the process that trains records its first step."""
-
-    def __init__(
-        self,
-        run_dir: Path,
-        job: Job,
-        command: list[str],
-        on_start: Callable[[StackRecorder, int | None], None] | None = None,
-    ) -> None:
-        self.run_dir = run_dir
-        self.recorder: StackRecorder | None = None
-        self.on_start = on_start  # (recorder, the previous chunk's py-spy pid) at each chunk
-        self.followed = False  # switched to rank 0 (a script that launched torchrun itself)
-        if command[0] == sys.executable:
-            self._start(job.pid)
-
-    def poll(self, live: LiveView) -> None:
-        if self.recorder is not None:
-            rank0 = self._rank0_elsewhere(live)
-            if rank0 is not None:  # the script became a launcher (it exec'd torchrun): follow
-                self.recorder.stop()  # rank 0, as for a `-- torchrun` command
-                self._start(rank0)
-                return
-            previous = self.recorder.spy_pid
-            self.recorder.poll()
-            if self.recorder.spy_pid != previous and self.on_start is not None:
-                self.on_start(self.recorder, previous)
-            return
-        # The process that trains: the first to record a step or batch (rank 0 under torchrun;
-        # never a launcher such as torchrun's agent, which imports torch but does not train).
-        for pid, header in live.stats.stepping.items():
-            if header.get("rank") in (None, 0):
-                self._start(pid)
-                return
-
-    def _rank0_elsewhere(self, live: LiveView) -> int | None:
-        """Rank 0's pid when it trains and the sampled process does not (once only)."""
-        rec = self.recorder
-        if rec is None or self.followed or rec.pid in live.stats.stepping:
-            return None
-        for pid, header in live.stats.stepping.items():
-            if header.get("rank") == 0 and pid != rec.pid:
-                self.followed = True
-                return pid
-        return None
-
-    def _start(self, pid: int) -> None:
-        self.recorder = StackRecorder(pid, self.run_dir)
-        if self.recorder.start() and self.on_start is not None:
-            self.on_start(self.recorder, None)
-
-    def finish(self) -> dict[str, Any]:
-        rec = self.recorder
-        if rec is None:
-            return {"error": "no Python main process with the probe was found"}
-        rec.stop()
-        return {"chunks": rec.chunks, "pid": rec.pid, "error": rec.error}
-
-
 class HangWatch:
     """Notices when the job stops making progress, and keeps the stacks that show where.
 
@@ -393,7 +333,7 @@ def _supervise(
     live: LiveView,
     sampler: SamplerLoop,
     opts: RunOptions,
-    stacks: _StackStarter | None,
+    stacks: StackStarter | None,
     watch: HangWatch,
     recording: _Recording | None = None,
     held: list[int] | None = None,

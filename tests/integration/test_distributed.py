@@ -1,6 +1,7 @@
 """Distributed jobs for real: `trainprof run -- torchrun ...` on CPU with gloo, two ranks.
 
-- a rank-0-only metrics straggler: straggler-rank first, naming rank 0 and its function
+- a rank-0-only metrics straggler: straggler-rank first, naming rank 0 and its function; the
+  same work on rank 1 instead, named from rank 1's own stacks
 - a rank that raises mid-training: rank-failed names it, its exit code and error; the other
   rank's gloo error is a consequence
 - a rank that aborts in the interpreter's shutdown, after its training: rank-failed says so
@@ -67,6 +68,12 @@ def straggler(tmp_path_factory: pytest.TempPathFactory) -> Result:
 
 
 @pytest.fixture(scope="module")
+def rank1_straggler(tmp_path_factory: pytest.TempPathFactory) -> Result:
+    env = {**os.environ, "ZOO_SLOW_RANK": "1", "ZOO_STEPS": "200"}
+    return torchrun(tmp_path_factory.mktemp("rank1"), "dist_metrics_straggler", env=env)
+
+
+@pytest.fixture(scope="module")
 def failed(tmp_path_factory: pytest.TempPathFactory) -> Result:
     return torchrun(tmp_path_factory.mktemp("failed"), "dist_rank_fails")
 
@@ -86,6 +93,26 @@ def test_a_rank_0_only_metrics_straggler_is_named_first_with_its_function(
     assert f["impact"] > 0.3
 
 
+def test_a_straggler_that_is_not_rank_0_is_named_with_its_function_from_its_own_stacks(
+    rank1_straggler: Result,
+) -> None:
+    """Rank 1 keeps the metrics: only its own stacks (a py-spy of its own) show the work."""
+    r = rank1_straggler
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.problems and r.problems[0] == "straggler-rank", describe(r.report)
+    f = r.report["findings"][0]  # type: ignore[index]
+    assert f["title"].startswith("Rank 1 is the straggler"), f
+    assert "extra CPU work in its loop" in f["title"]
+    assert f["where"] and "dist_metrics_straggler.py:" in f["where"] and "(update)" in f["where"]
+    own = next(e for e in f["evidence"] if e.startswith("its own stacks:"))
+    assert "hottest in update()" in own and "(rank 0: " in own, own
+    assert [x["stacks_sampled"] for x in r.report["ranks"]["per_rank"]] == [True, True]  # type: ignore[index]
+    stacks = json.loads((r.run_dir / "run.json").read_text())["stacks"]
+    assert [(x["rank"], x["chunks"][0]["file"]) for x in stacks["ranks"]] == [
+        (1, "stacks-rank1-0.json")
+    ]
+
+
 def test_every_rank_is_in_the_json_report_and_the_console(straggler: Result) -> None:
     report = straggler.report
     assert report is not None
@@ -102,7 +129,7 @@ def test_every_rank_is_in_the_json_report_and_the_console(straggler: Result) -> 
     # rank 1 waits for rank 0 in DDP's all-reduce, about as long as rank 0's extra work
     assert r1["ddp_wait_per_step_s"] > 3 * r0["ddp_wait_per_step_s"]
     assert r0["busy_per_step_s"] > 3 * r1["busy_per_step_s"]
-    assert r0["stacks_sampled"] is True and r1["stacks_sampled"] is False
+    assert r0["stacks_sampled"] is True and r1["stacks_sampled"] is True  # each its own py-spy
     assert "╭─ ranks" in straggler.stderr and "collectives" in straggler.stderr
 
 

@@ -190,6 +190,16 @@ def _meta() -> dict[str, Any]:
             "chunks": [{"file": "stacks-0.json", "started_at": STACK_START, "rate_hz": 50}],
             "pid": MAIN,
             "error": None,
+            "ranks": [  # another rank's recorder (a torchrun job's rank 1)
+                {
+                    "rank": 1,
+                    "pid": MAIN + 7,
+                    "chunks": [
+                        {"file": "stacks-rank1-0.json", "started_at": STACK_START, "rate_hz": 20}
+                    ],
+                    "error": None,
+                }
+            ],
         },
         "exit_code": 124,
         "signal": None,
@@ -213,6 +223,7 @@ def _files() -> dict[str, bytes]:
         f"events-{WORKER}.tp": _worker_events(),
         "samples.jsonl": _samples(),
         "stacks-0.json": _stacks(),
+        "stacks-rank1-0.json": _stacks(),
         "hang-stacks.txt": HANG,
         "run.json": json.dumps(_meta(), indent=1),
         "stdout.log": "step 0\n",
@@ -325,6 +336,7 @@ def test_the_base_run_loads_and_reports(tmp_path: Path) -> None:
     session = Session.load(run_dir)
     assert session.primary is not None and session.primary.n_steps == 120
     assert len(session.workers) == 1 and session.spans and session.hang_dumps
+    assert list(session.rank_spans) == [1] and len(session.rank_spans[1]) == len(session.spans)
     assert len(session.samples) == 12
     text = _read_all(run_dir)
     assert "trainprof report" in text

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from rich.console import Console
-from synth import process, session
+from synth import loop_spans, process, session
 
 from trainprof.analysis.pipeline import analyze
 from trainprof.analysis.ranks import span_text, spread, with_rank_hits
@@ -110,6 +110,54 @@ def test_an_uneven_shard_and_a_checkpointing_rank_are_named() -> None:
     f = next(f for f in analyze(session(*logs))[1].findings if f.id == "straggler-rank")
     assert f.title.startswith("Rank 0") and "checkpoints" in f.title
     assert any("async_save" in x for x in f.fix)
+
+
+def sampled_rank(sess: Session, rank: int, lines: dict[str, float]) -> None:
+    """``rank``'s own stacks (a recorder of its own, as `trainprof run` keeps for every other
+    rank): its steady window split between the user lines in ``lines``."""
+    primary = sess.spans
+    loop_spans(sess, lines, 100.0, 100.0 + 2.0 + N_STEPS * STEP_S)
+    sess.rank_spans[rank], sess.spans = sess.spans, primary
+
+
+def test_a_straggler_that_is_not_the_primary_rank_is_named_from_its_own_stacks() -> None:
+    sess = job({0: 0.030, 1: 0.002})  # rank 1 is slow: rank 0 waits 28 ms per step for it
+    sampled_rank(sess, 1, {"metrics.update(logits, y)": 0.6, "model(x)": 0.4})
+    m, verdict = analyze(sess)
+    f = next(f for f in verdict.findings if f.id == "straggler-rank")
+    assert f.title.startswith("Rank 1 is the straggler") and "extra CPU work" in f.title, f
+    assert f.where == "/home/user/proj/train.py:10 (main)"
+    own = next(e for e in f.evidence if e.startswith("its own stacks"))
+    assert "host work outside forward/backward 60% of its main thread's time" in own, own
+    assert "hottest in main() at /home/user/proj/train.py:10" in own
+    assert "(rank 0:" not in own  # rank 0 was not sampled here: no comparison
+    assert any("compute metrics on the device" in x for x in f.fix)
+    per_rank = report_dict({"command": ["torchrun"]}, m, verdict)["ranks"]["per_rank"]
+    assert [r["stacks_sampled"] for r in per_rank] == [False, True]
+
+
+def test_the_stragglers_share_of_host_work_is_set_beside_the_other_ranks() -> None:
+    sess = job({0: 0.030, 1: 0.002})
+    sampled_rank(sess, 1, {"metrics.update(logits, y)": 0.6, "model(x)": 0.4})
+    loop_spans(sess, {"model(x)": 0.9, "step += 1": 0.1}, 100.0, 107.0)  # rank 0, the primary
+    sess.meta["stacks"] = {"pid": 2000}
+    f = next(f for f in analyze(sess)[1].findings if f.id == "straggler-rank")
+    own = next(e for e in f.evidence if e.startswith("its own stacks"))
+    assert "60% of its main thread's time (rank 0: 10%), hottest in main()" in own, own
+
+
+def test_a_straggler_whose_stacks_show_no_extra_host_work_is_left_unexplained() -> None:
+    sess = job({0: 0.030, 1: 0.002})
+    sampled_rank(sess, 1, {"model(x)": 1.0})  # forward passes only: no work of its own
+    f = next(f for f in analyze(sess)[1].findings if f.id == "straggler-rank")
+    assert "it does more work per step" in f.title and f.where is None
+    assert "its own stacks: forward 100%" in f.evidence
+
+
+def test_a_straggler_without_stacks_says_why_its_work_is_unnamed() -> None:
+    f = next(f for f in analyze(job({0: 0.030, 1: 0.002}))[1].findings if f.id == "straggler-rank")
+    assert "it does more work per step" in f.title and f.where is None
+    assert any(e.startswith("its Python stacks were not sampled") for e in f.evidence)
 
 
 def test_a_straggler_claims_its_loss_from_the_primary_ranks_ledger() -> None:
@@ -266,9 +314,9 @@ def test_nccl_host_times_are_no_wait_and_say_so() -> None:
 def test_the_stack_sampler_follows_rank_0_when_the_script_became_torchrun() -> None:
     from types import SimpleNamespace
 
-    from trainprof.runner import _StackStarter
+    from trainprof.samplers.stack_starter import StackStarter
 
-    starter = _StackStarter.__new__(_StackStarter)
+    starter = StackStarter.__new__(StackStarter)
     starter.recorder = SimpleNamespace(pid=100)  # type: ignore[assignment]
     starter.followed = False
     live = SimpleNamespace(stats=SimpleNamespace(stepping={}))

@@ -17,8 +17,9 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from trainprof.analysis.attribution import Profile, profile
 from trainprof.analysis.findings import Finding, Verdict, rank
 from trainprof.analysis.stats import int_percentiles, mean, tail
 from trainprof.store import gpus
@@ -51,7 +52,10 @@ class RankView:
     local_rank: int | None = None
     node: int | None = None  # the node's position in `trainprof report A B ...` (merged runs)
     primary: bool = False  # the rank whose steps and ledger describe the job (rank 0)
-    sampled: bool = False  # its Python stacks were sampled (py-spy follows one rank)
+    sampled: bool = False  # its Python stacks were sampled inside its steady window
+    # Its main thread's time by activity in its steady window, from its own stacks (the
+    # primary's at the full rate, every other rank's at a lower one); None: not sampled.
+    profile: Profile | None = field(default=None, compare=False)
     exception: tuple[str, str] | None = None  # (type, message) that ended the rank
     backend: str | None = None  # its process group's backend, as the probe saw it
     window: tuple[float, float] | None = None  # its steady window, monotonic seconds
@@ -96,8 +100,12 @@ def rank_views(
             warmup(p.n_steps),
             samples.procs.get(p.pid),
             primary=p is primary,
-            sampled=(p is primary and sampled_pid == p.pid and bool(session.spans)),
         )
+        own = session.spans if p is primary and sampled_pid == p.pid else None
+        spans = own or session.rank_spans.get(view.rank)
+        if spans and view.window is not None:
+            prof = profile(spans, session.source, *view.window, _on_cuda(p))
+            view = replace(view, profile=prof, sampled=prof.total > 0)
         index = _gpu_index(samples, p, view.local_rank)
         gpu = samples.gpu_by_index.get(index) if index is not None else None
         if gpu is not None and view.window is not None:
@@ -118,9 +126,15 @@ def _gpu_index(samples: Samples, p: ProcessLog, local_rank: int | None) -> int |
     return local_rank if every else None
 
 
-def _view(
-    p: ProcessLog, warm: int, series: ProcSeries | None, primary: bool, sampled: bool
-) -> RankView:
+def _on_cuda(p: ProcessLog) -> bool:
+    """The rank's model was on a CUDA device (its probe's precision record)."""
+    return any(
+        isinstance(i.get("precision"), dict) and i["precision"].get("device") == "cuda"
+        for i in p.infos
+    )
+
+
+def _view(p: ProcessLog, warm: int, series: ProcSeries | None, primary: bool) -> RankView:
     t, dur = p.steps["t"], p.steps["dur"]
     n = len(t) - warm
     span_s = (t[-1] - t[warm - 1]) / 1e6 if warm else sum(dur) / 1e6
@@ -156,7 +170,6 @@ def _view(
         local_rank=p.header.get("local_rank"),
         node=p.header.get("node"),
         primary=primary,
-        sampled=sampled,
         exception=exc,
         backend=backend_of(p),
         window=(lo, hi),
@@ -352,8 +365,9 @@ def with_rank_hits(session: Session, ranks: Sequence[RankView], verdict: Verdict
     """Every rule judged on every rank's own steps, not only the primary rank's: each finding
     says which ranks it hit, and a finding of other ranks only is added for them.
 
-    A rank's own judgement sees its steps, loader and exception, not its stacks (py-spy
-    follows the primary rank), so rules that need stack samples judge the primary rank only.
+    A rank's own judgement sees its steps, loader and exception, not its stacks (the other
+    ranks' stacks are sampled thinner, to name a straggler's work), so rules that need stack
+    samples judge the primary rank only.
     Crash, hang and straggler findings are about the job and are left as they are."""
     if len(ranks) < 2:
         return verdict
@@ -389,7 +403,7 @@ def with_rank_hits(session: Session, ranks: Sequence[RankView], verdict: Verdict
         on = ([primary.rank] if primary else []) + hits.get(f.id, [])
         note = f"seen on rank{'s' if len(on) > 1 else ''} {span_text(on)} of {of}"
         if "stacks" in rule.needs:
-            note += " (rules that need stack samples judge the sampled rank only)"
+            note += " (rules that need stack samples judge the primary rank only)"
         out.append(replace(f, evidence=(*f.evidence, note)))
     shown = {f.id for f in verdict.findings}
     for fid, (who, f) in sorted(found_on.items()):

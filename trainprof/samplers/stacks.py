@@ -34,15 +34,19 @@ class StackRecorder:
     """Runs py-spy in consecutive chunks (``stacks-N.json``), so neither py-spy's memory nor the
     files grow without bound on a long job; later chunks sample at a lower rate."""
 
-    def __init__(self, pid: int, run_dir: Path, rate_hz: int = DEFAULT_RATE_HZ) -> None:
+    def __init__(
+        self, pid: int, run_dir: Path, rate_hz: int = DEFAULT_RATE_HZ, label: str | None = None
+    ) -> None:
         self.pid = pid
         self.run_dir = run_dir
         self.rate_hz = rate_hz
+        # files of a second recorder of the same run (another rank): stacks-rank1-0.json
+        self._prefix = f"stacks-{label}" if label else "stacks"
         self.chunks: list[dict[str, object]] = []
         self._started = 0  # chunks started so far (names stay unique after old ones are deleted)
         self.error: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log = run_dir / "py-spy.log"
+        self._log = run_dir / (f"py-spy-{label}.log" if label else "py-spy.log")
 
     @property
     def spy_pid(self) -> int | None:
@@ -60,7 +64,7 @@ class StackRecorder:
             return False
         n = self._started
         rate = self.rate_hz if n < FAST_CHUNKS else min(self.rate_hz, LONG_RUN_RATE_HZ)
-        name = f"stacks-{n}.json"
+        name = f"{self._prefix}-{n}.json"
         cmd = record_command(exe, self.pid, rate, CHUNK_S, self.run_dir / name)
         started = time.monotonic()
         proc = start_record(cmd, self._log)

@@ -10,9 +10,10 @@ the median gap between the same steps' ends on the base node's rank and on each 
 rank refines the alignment when the wall clocks disagree (a node without NTP).
 
 The base node is the one that holds global rank 0: its run record, stacks (py-spy follows
-rank 0) and host samples describe the job; every other node adds its processes (shifted onto
-the base clock, with their node index in the header) and its own host samples, kept apart
-(``Session.node_samples``) because pids repeat across nodes.
+rank 0 at the full rate) and host samples describe the job; every other node adds its processes
+(shifted onto the base clock, with their node index in the header), its ranks' stacks (shifted
+too) and its own host samples, kept apart (``Session.node_samples``) because pids repeat across
+nodes.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from __future__ import annotations
 import statistics
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trainprof.errors import TrainprofError
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import ProcSeries, Samples, Session
+from trainprof.store.stacks import StackSpan
 
 MAX_REFINE_S = 60.0  # a step-end gap beyond this is not one job's steps: keep the wall clock
 MIN_COMMON_STEPS = 5
@@ -91,6 +93,7 @@ def merge(sessions: Sequence[Session]) -> Session:
                 seen[r] = i
     processes: list[ProcessLog] = []
     node_samples: dict[int, Samples] = {}
+    rank_spans: dict[int, list[StackSpan]] = {}
     nodes_meta = []
     for i, s in enumerate(sessions):
         al = Alignment(0.0, 0.0, "base") if i == base_at else align(base, s)
@@ -98,6 +101,10 @@ def merge(sessions: Sequence[Session]) -> Session:
             p.header = {**p.header, "t0": p.t0 + al.offset_s, "node": i}
             processes.append(p)
         node_samples[i] = _shifted(s.samples, al.offset_s)
+        for rank, spans in s.rank_spans.items():  # every node samples its own ranks
+            rank_spans[rank] = [
+                replace(x, t0=x.t0 + al.offset_s, t1=x.t1 + al.offset_s) for x in spans
+            ]
         nodes_meta.append(
             {
                 "node": i,
@@ -128,7 +135,8 @@ def merge(sessions: Sequence[Session]) -> Session:
         stdout_tail="\n".join(s.stdout_tail for s in sessions),
         stderr_tail="\n".join(s.stderr_tail for s in sessions),
         spans=base.spans,
-        source=base.source,
+        rank_spans=rank_spans,
+        source={k: v for x in sessions for k, v in x.source.items()},
         hang_dumps=[d for s in sessions for d in s.hang_dumps],
         node_samples=node_samples,
     )

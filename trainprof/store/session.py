@@ -185,6 +185,9 @@ class Session:
     spans: list[StackSpan] = field(default_factory=list)
     source: dict[tuple[str, int], str] = field(default_factory=dict)  # user lines in the spans
     hang_dumps: list[ProcessDump] = field(default_factory=list)  # stacks when the job hung
+    # Every other torchrun rank's main-thread stacks, by rank (run: a recorder per rank on the
+    # node; the primary's are ``spans``), on the same clock as ``spans``.
+    rank_spans: dict[int, list[StackSpan]] = field(default_factory=dict)
     # A merged multi-node run (store/merge.py): each further node's host samples, by the node
     # index in its processes' headers (pids are only unique within a node).
     node_samples: dict[int, Samples] = field(default_factory=dict)
@@ -235,6 +238,11 @@ class Session:
         spans: list[StackSpan] = []
         for name, started_at in _stack_chunks(meta.get("stacks")):
             spans.extend(load_spans(run_dir / name, started_at))
+        rank_spans: dict[int, list[StackSpan]] = {}
+        for rank, chunks in _rank_stack_chunks(meta.get("stacks")).items():
+            loaded = [s for n, t in chunks for s in load_spans(run_dir / n, t)]
+            if loaded:
+                rank_spans[rank] = loaded
         hang = meta.get("hang")
         hang_file = _file_name(hang.get("stacks_file")) if isinstance(hang, dict) else None
         inline = hang.get("stacks_text") if isinstance(hang, dict) else None
@@ -247,7 +255,8 @@ class Session:
             meta=meta,
             hang_dumps=dumps,
             spans=spans,
-            source=_source_lines(spans),
+            rank_spans=rank_spans,
+            source=_source_lines([*spans, *(s for r in rank_spans.values() for s in r)]),
             processes=processes,
             samples=samples,
             stdout_tail=_tail(run_dir / STDOUT_LOG),
@@ -306,7 +315,7 @@ _NESTED_TYPES: dict[str, dict[str, tuple[type, ...]]] = {
         "steps_before": (int,),
         "unit": (str,),
     },
-    "stacks": {"chunks": (list,), "pid": (int,), "error": (str,)},
+    "stacks": {"chunks": (list,), "pid": (int,), "error": (str,), "ranks": (list,)},
     "runner": {"pid": (int,), "started": (int, float), "died": (bool,)},
     "probe": {"loaded": (bool,), "reason": (str,)},
     "recording": {"stopped_at_s": (int, float), "reason": (str,), "file": (str,)},
@@ -388,6 +397,17 @@ def _stack_chunks(stacks: object) -> list[tuple[str, float]]:
             continue
         if math.isfinite(started):
             out.append((name, float(started)))
+    return out
+
+
+def _rank_stack_chunks(stacks: object) -> dict[int, list[tuple[str, float]]]:
+    """The other ranks' chunks (``stacks.ranks``: rank, pid, chunks, error), by rank."""
+    ranks = stacks.get("ranks") if isinstance(stacks, dict) else None
+    out: dict[int, list[tuple[str, float]]] = {}
+    for entry in ranks if isinstance(ranks, list) else ():
+        rank = entry.get("rank") if isinstance(entry, dict) else None
+        if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+            out[rank] = _stack_chunks(entry)
     return out
 
 

@@ -22,7 +22,7 @@ Best practice::
 
 from __future__ import annotations
 
-from trainprof.analysis.attribution import enclosing
+from trainprof.analysis.attribution import Profile, enclosing
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.ledger import DATA, Ledger
 from trainprof.analysis.metrics import Metrics
@@ -172,7 +172,12 @@ def _cause(m: Metrics, sp: Spread) -> tuple[str, tuple[str, ...], str | None]:
     cpu = _cpu_line(sp)
     if slow.primary and slow.sampled and m.ledger is not None:
         return _own_loop(m, m.ledger, sp, cpu)
-    why = "its Python stacks were not sampled (trainprof samples the job's primary rank only)"
+    if slow.profile is not None and slow.sampled:
+        return _own_stacks(sp, slow.profile, cpu)
+    why = (
+        "its Python stacks were not sampled (trainprof samples the ranks on the node it runs "
+        "on; run it on every node, then `trainprof report` their runs together)"
+    )
     return ("unknown", tuple(x for x in (cpu, why) if x), None)
 
 
@@ -202,6 +207,43 @@ def _own_loop(
     if cpu:
         evidence.append(cpu)
     return cause, tuple(evidence), where
+
+
+# Stack categories (analysis/attribution.py) of host work in a loop, and of printing.
+_HOST_WORK = ("other", "sync")
+
+
+def _own_stacks(
+    sp: Spread, prof: Profile, cpu: str | None
+) -> tuple[str, tuple[str, ...], str | None]:
+    """The slow rank is not the primary, but its own stacks were sampled: the share of its main
+    thread's steady time in host work outside forward/backward (or in printing) names the
+    cause when it covers what the others lose; its hottest line is where."""
+    slow = sp.slow
+    loop = sum(prof.share(c) for c in _HOST_WORK)
+    logging = prof.share("logging")
+    cause = "logging" if logging > loop else "cpu"
+    share = max(loop, logging)
+    if share * slow.step_s < 0.5 * sp.lost_per_step_s:  # its stacks hold no such extra work
+        biggest = sorted(prof.seconds, key=lambda c: -prof.seconds[c])[:3]
+        parts = ", ".join(f"{c} {prof.share(c):.0%}" for c in biggest)
+        return "unknown", tuple(x for x in (f"its own stacks: {parts}", cpu) if x), None
+    top = prof.top_line("logging" if cause == "logging" else "other")
+    where = f"{top[1]}:{top[2]} ({enclosing(top[0])})" if top else None
+    what = "printing and logging" if cause == "logging" else "host work outside forward/backward"
+    cats = ("logging",) if cause == "logging" else _HOST_WORK
+    theirs = {
+        r.rank: sum(r.profile.share(c) for c in cats) for r in sp.others if r.profile and r.sampled
+    }
+    line = f"its own stacks: {what} {share:.0%} of its main thread's time"
+    if len(theirs) == 1:
+        [(other, its)] = theirs.items()
+        line += f" (rank {other}: {its:.0%})"
+    elif theirs:
+        line += f" (the median other sampled rank: {_median(list(theirs.values())):.0%})"
+    if top:
+        line += f", hottest in {enclosing(top[0])}() at {top[1]}:{top[2]}"
+    return cause, tuple(x for x in (line, cpu) if x), where
 
 
 def _cpu_line(sp: Spread) -> str | None:

@@ -9,6 +9,9 @@ every other rank wait for rank 0 at the end of each ``backward()``: the whole jo
 Run it as ``trainprof run -- torchrun --nproc-per-node 2 dist_metrics_straggler.py`` (gloo, CPU).
 Started without torchrun (``trainprof demo dist_metrics_straggler``), it becomes torchrun itself.
 
+With ``ZOO_SLOW_RANK=1`` rank 1 does that bookkeeping instead: a straggler that is not rank 0,
+whose cause only its own stacks show.
+
 Fix: compute metrics on the device as tensors (``torch.bincount``) on every rank, reduce them
 every N steps with one ``all_reduce``; or do rank 0's extra work every N steps.
 """
@@ -33,10 +36,11 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 CLASSES = 8
 STEPS = int(os.environ.get("ZOO_STEPS", "300"))
+SLOW_RANK = int(os.environ.get("ZOO_SLOW_RANK", "0"))  # the rank that keeps the metrics
 
 
 class RunningMetrics:
-    """Rank 0's bookkeeping: per-class ROC AUC over the last WINDOW samples, recomputed from
+    """One rank's bookkeeping: per-class ROC AUC over the last WINDOW samples, recomputed from
     scratch in Python after every step (what a "live dashboard" callback often does)."""
 
     WINDOW = 4096
@@ -75,7 +79,7 @@ def main() -> None:
         nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, CLASSES))
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    metrics = RunningMetrics() if rank == 0 else None
+    metrics = RunningMetrics() if rank == SLOW_RANK else None
     for x, y in loader:
         opt.zero_grad()
         logits = model(x)
