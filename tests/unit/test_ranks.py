@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -309,6 +310,43 @@ def test_nccl_host_times_are_no_wait_and_say_so() -> None:
     assert data["per_rank"][0]["collective_per_step_s"] is None  # not measured, never 0
     f = next(f for f in verdict.findings if f.id == "straggler-rank")
     assert f.title.startswith("Rank 1 waits for data")  # compared by what was measured
+
+
+def test_every_other_rank_gets_a_recorder_of_its_own_once_it_steps(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The main rank at the full rate; each other rank once, at RANK_RATE_HZ, up to the cap;
+    a process without an int rank (a script, a launcher) never as another rank."""
+    from types import SimpleNamespace
+
+    from trainprof.samplers import stack_starter
+
+    started: list[tuple[int, int, str | None]] = []
+
+    class Recorder:
+        def __init__(self, pid: int, run_dir: Path, rate_hz: int = 50, label: str | None = None):
+            self.pid, self.spy_pid, self.chunks, self.error = pid, None, [], None
+            started.append((pid, rate_hz, label))
+
+        def start(self) -> bool:
+            return True
+
+        def poll(self) -> None: ...
+
+    monkeypatch.setattr(stack_starter, "StackRecorder", Recorder)
+    monkeypatch.setattr(stack_starter, "MAX_OTHER_RANKS", 2)
+    job = SimpleNamespace(pid=99)
+    starter = stack_starter.StackStarter(tmp_path, job, ["torchrun"])  # type: ignore[arg-type]
+    stepping: dict[int, dict[str, object]] = {50: {"rank": None}, 201: {"rank": 1}}
+    live = SimpleNamespace(stats=SimpleNamespace(stepping=stepping))
+    starter.poll(live)  # type: ignore[arg-type]
+    assert started == [(50, 50, None), (201, 20, "rank1")]
+    stepping.update({200: {"rank": 0}, 203: {"rank": 3}, 204: {"rank": 4}, 205: {"rank": True}})
+    starter.poll(live)  # type: ignore[arg-type]
+    starter.poll(live)  # type: ignore[arg-type]
+    # rank 0 (pid 200) is never another rank; the main recorder (pid 50, still stepping) stays
+    assert started[2:] == [(203, 20, "rank3")]  # the cap: two other ranks; a bool is no rank
+    assert [r["rank"] for r in starter.describe()["ranks"]] == [1, 3]
 
 
 def test_the_stack_sampler_follows_rank_0_when_the_script_became_torchrun() -> None:
