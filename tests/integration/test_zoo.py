@@ -79,6 +79,9 @@ def test_crash_and_hang_zoo_cases_name_the_cause_first(name: str, zoo_tmp: Path)
         assert "hang" in r.problems
         stacks = (r.run_dir / "hang-stacks.txt").read_text()
         assert stacks.count("=== pid") >= 3, "main and both workers should be dumped"
+    # the user's line that raised it (a killed worker interrupts the main process anywhere)
+    if case.kind == "crash" and case.expect != "worker-killed":
+        assert first["where"] and f"{name}.py:" in first["where"], first
     if name == "hang_fd_limit":
         assert any("128" in e for e in first["evidence"]), "the measured fd limit is evidence"
 

@@ -14,7 +14,7 @@ from trainprof.analysis.crash.builders.cuda_oom import (
     build_cuda_oom,
 )
 from trainprof.analysis.crash.builders.fd import build_fd
-from trainprof.analysis.crash.builders.host_oom import build_host_oom
+from trainprof.analysis.crash.builders.host_oom import KILLED, REFUSED, build_host_oom
 from trainprof.analysis.crash.builders.killed import build_killed
 from trainprof.analysis.crash.builders.ragged import RESIZE, SIZES_OLD, STACK, build_ragged
 from trainprof.analysis.crash.builders.reset import build_reset
@@ -162,8 +162,15 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "host-oom",
-        ("Killed", "Out of memory", "oom-kill"),
-        _rx(r"^Killed$", r"Out of memory: Kill(?:ed)? process (\d+)", r"oom-kill"),
+        (
+            "Killed",
+            "Out of memory",
+            "oom-kill",
+            "DefaultCPUAllocator",
+            "MemoryError",
+            "bad_alloc",
+        ),
+        (*KILLED, *REFUSED),
         build_host_oom,
     ),
     Signature(

@@ -53,9 +53,10 @@ _CRASHES: dict[str, tuple[str, str, str]] = {
         "bounded caches, fewer workers, more memory; read the kernel log (dmesg)",
     ),
     "host-oom": (
-        "The job ran out of host memory",
-        "the whole dataset loaded into RAM in every worker",
-        "memory-map the data (numpy.memmap), load lazily in __getitem__",
+        "The job ran out of host memory: an allocation refused, or the kernel's OOM killer",
+        "the whole dataset loaded into RAM in every worker; a (N, 1) - (N,) broadcast that "
+        "asks for N x N",
+        "memory-map the data (numpy.memmap), load lazily in __getitem__; shapes that match",
     ),
     "worker-reset": (
         "A DataLoader worker's connection was reset",

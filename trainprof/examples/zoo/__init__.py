@@ -206,6 +206,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "crash_host_alloc",
+        "host-oom",
+        "crash",
+        "a (N, 1) - (N,) broadcast in a hand-written loss, silent at batch 256, asks for "
+        "233 TiB when the validation scores 8 million rows at once",
+        60.0,
+    ),
+    ZooCase(
         "crash_worker_killed",
         "worker-killed",
         "crash",
