@@ -113,6 +113,24 @@ def test_a_straggler_that_is_not_rank_0_is_named_with_its_function_from_its_own_
     ]
 
 
+def test_the_trace_shows_each_ranks_own_stacks_under_its_steps(
+    rank1_straggler: Result, tmp_path: Path
+) -> None:
+    path = tmp_path / "trace.json"
+    cmd = trainprof_cmd("report", str(rank1_straggler.run_dir), "--trace", str(path))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {
+        e["args"]["name"]: e["pid"]
+        for e in events
+        if e["ph"] == "M" and e["name"] == "process_name"
+    }
+    rank1 = next(pid for name, pid in names.items() if "rank 1" in name)
+    own = {e["name"] for e in events if e["pid"] == rank1 and e.get("cat") == "stack"}
+    assert "RunningMetrics.update" in own, sorted(own)[:20]
+
+
 def test_every_rank_is_in_the_json_report_and_the_console(straggler: Result) -> None:
     report = straggler.report
     assert report is not None

@@ -53,6 +53,7 @@ MIB = 1024 * 1024
 DETAILED_STEPS = 50_000  # beyond, steady steps between anomalies are drawn as blocks
 STEP_BLOCKS = 20_000  # about this many blocks then
 STACK_EVENTS = 120_000  # frames (a B/E pair, ~340 bytes); beyond, only those inside anomalies
+OTHER_RANK_STACK_EVENTS = 30_000  # each other rank's (sampled at 20 Hz): its first frames
 COUNTER_POINTS = 5_000  # per counter series; beyond, each bucket's peak
 MACHINE_PID = 2_147_483_000  # a pid no process has (Linux pids stay below 2**22)
 
@@ -195,6 +196,7 @@ def build(session: Session, m: Metrics) -> dict[str, Any]:
         _phases(trace, session, primary, m)
         _stacks(trace, trace.pid_of(primary), session.spans, m)
         _device(trace, primary)
+    _other_ranks_stacks(trace, session, primary)
     used = {(e["pid"], e["tid"]) for e in trace.events if e["ph"] in ("X", "B", "i")}
     for pid, tid in sorted(used):
         if tid in TRACK_NAMES:  # overflow lanes were named when they were opened
@@ -496,12 +498,36 @@ def _stacks(trace: Trace, pid: int, spans: Sequence[StackSpan], m: Metrics) -> N
             "Python stacks: only the samples inside stalls, saves and evaluations are kept "
             f"(the whole run has more than {STACK_EVENTS} stack spans)"
         )
+    _emit_flame(trace, pid, ops)
+
+
+def _emit_flame(trace: Trace, pid: int, ops: list[tuple[str, float, Frame]]) -> None:
     for op, t, (name, path, line) in ops:
         # An end names its frame too, as py-spy writes it: some viewers match B and E by name.
         trace.events.append(
             {"name": name, "cat": "stack", "ph": op, "ts": trace.us(t), "pid": pid,
              "tid": TID_STACKS, "args": {"file": path, "line": line}}
         )  # fmt: skip
+
+
+def _other_ranks_stacks(trace: Trace, session: Session, primary: ProcessLog | None) -> None:
+    """Every other rank's own py-spy samples under its steps (a straggler's work shows there),
+    each kept to its first OTHER_RANK_STACK_EVENTS frames so that many ranks stay a small file."""
+    logs = {
+        p.header.get("rank"): p
+        for p in session.processes
+        if p.role == "rank" and p.n_steps and p is not primary
+    }
+    for rank, spans in sorted(session.rank_spans.items()):
+        log = logs.get(rank)
+        if log is None or not spans:
+            continue
+        kept = _first_frames(spans, OTHER_RANK_STACK_EVENTS)
+        if len(kept) < len(spans):
+            trace.notes.append(
+                f"rank {rank}'s Python stacks: the first {len(kept)} of {len(spans)} samples kept"
+            )
+        _emit_flame(trace, trace.pid_of(log), _flame(kept))
 
 
 def _first_frames(spans: list[StackSpan], limit: int) -> list[StackSpan]:
