@@ -145,6 +145,25 @@ def test_one_step_and_batch_units_in_the_summary() -> None:
     assert "batchs" not in out
 
 
+@pytest.mark.parametrize(
+    ("n_steps", "note"),
+    [
+        (30, "No problems found. ✓"),  # 3 s of steady steps: judged, and nothing was wrong
+        (0, "Not judged: no training step was seen."),
+        (4, "No problem found, but too few steps to judge a steady state (4 seen)"),
+    ],
+)
+def test_no_finding_is_an_all_clear_only_where_the_rules_had_steps_to_judge(
+    n_steps: int, note: str
+) -> None:
+    """A job whose steps trainprof did not see (a hand-written update instead of torch.optim,
+    no DataLoader), or saw too few of, was not judged: the report says so, never "no problems"."""
+    out = " ".join(render({}, Verdict(), width=300, n_steps=n_steps).split())
+    assert note in out, out
+    if n_steps < 30:
+        assert "No problems found" not in out
+
+
 def test_doctor_formats_bytes_with_the_same_function() -> None:
     from trainprof.doctor.base import fmt_bytes as doctor_bytes
 

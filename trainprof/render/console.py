@@ -18,6 +18,7 @@ from rich.text import Text
 from trainprof.analysis.findings import Verdict
 from trainprof.analysis.ledger import DATA, DESCRIPTION, STALLS, STEP
 from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules.registry import SIGNALS
 from trainprof.analysis.stats import bins
 from trainprof.render.ranks import rank_table
 from trainprof.render.text import clean, literal, shell_join, shell_quote
@@ -394,6 +395,26 @@ def unclean_note(meta: dict[str, Any]) -> str:
     )
 
 
+def quiet_note(meta: dict[str, Any], m: Metrics | None) -> tuple[str, bool]:
+    """What a report with no finding says, and whether that is an all-clear: only for a job that
+    finished cleanly and had the steps the rules judge (a job whose steps trainprof did not see
+    was not judged, and "no problems" would claim what nobody measured)."""
+    if not finished_cleanly(meta):
+        return unclean_note(meta), False
+    if m is None or isinstance(meta.get("attach"), dict):  # attach judges stacks, not steps
+        return "No problems found. ✓", True
+    why = SIGNALS["steps"](m)
+    if why is None:
+        return "No problems found. ✓", True
+    if m.total_steps == 0:
+        return (
+            "Not judged: no training step was seen. trainprof counts a step at each torch.optim "
+            "optimizer's step(), or, in a job without one, at each DataLoader batch; this job "
+            "made neither, so the rules that read steps were skipped (-v lists them)"
+        ), False
+    return f"No problem found, but {why}: the rules that read steps were skipped (-v)", False
+
+
 def finished_cleanly(meta: dict[str, Any]) -> bool:
     """The job ran to its end (or to --steps) and everything was recorded: only then can a
     report say that nothing is wrong."""
@@ -411,6 +432,7 @@ def findings_group(
     verbose: bool = False,
     cwd: str | None = None,
     meta: dict[str, Any] | None = None,
+    m: Metrics | None = None,
 ) -> Table:
     """Each finding: a numbered headline, then evidence (•) and fixes (→) with hanging indents."""
     rel = relative_to(cwd)
@@ -418,10 +440,9 @@ def findings_group(
     grid.add_column(justify="right", no_wrap=True)
     grid.add_column(overflow="fold")
     shown = [f for f in verdict.findings if verbose or f.severity != "info"]
-    if not shown and (meta is None or finished_cleanly(meta)):
-        grid.add_row("", Text("No problems found. ✓", style="green"))
-    elif not shown and meta is not None:
-        grid.add_row("", Text(unclean_note(meta), style="yellow"))
+    if not shown:
+        text, ok = quiet_note(meta or {"exit_code": 0}, m)
+        grid.add_row("", Text(text, style="green" if ok else "yellow"))
     for i, f in enumerate(shown, 1):
         head = Text(overflow="fold")
         head.append(f"[{f.severity}] ", style=STYLE[f.severity])
@@ -465,7 +486,7 @@ def render(
         panels.append(Panel(ledger, title="where the time went", title_align="left"))
     panels.append(
         Panel(
-            findings_group(verdict, verbose, meta.get("cwd"), meta),
+            findings_group(verdict, verbose, meta.get("cwd"), meta, m),
             title="findings",
             title_align="left",
         )

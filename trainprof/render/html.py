@@ -109,7 +109,7 @@ def render(session: Session, m: Metrics, verdict: Verdict, trace_data: dict[str,
     if ledger is not None:
         body.append(_pre(Panel(ledger, title="where the time went", title_align="left")))
     body.append("</section>")
-    body.append(_findings(verdict, meta))
+    body.append(_findings(verdict, meta, m))
     body.append("<h2>Plots</h2>")
     for heading, chart in _charts(session, m, verdict, trace_data, origin):
         body.append(f"<figure><figcaption>{escape(heading)}</figcaption>{chart}</figure>")
@@ -140,15 +140,14 @@ def _pre(renderable: Any) -> str:
     return f"<pre>{escape(buf.getvalue().rstrip())}</pre>"
 
 
-def _findings(verdict: Verdict, meta: dict[str, Any]) -> str:
+def _findings(verdict: Verdict, meta: dict[str, Any], m: Metrics) -> str:
     """The findings with the console's words: headline, where, hot line, evidence, fixes."""
     rel = console_render.relative_to(meta.get("cwd"))
     shown = [f for f in verdict.findings if f.severity != "info"]
     info = [f for f in verdict.findings if f.severity == "info"]
     out = ['<section class="findings"><h2>Findings</h2>']
     if not shown:
-        ok = console_render.finished_cleanly(meta)
-        text = "No problems found. ✓" if ok else console_render.unclean_note(meta)
+        text, ok = console_render.quiet_note(meta, m)
         out.append(f'<p class="{"ok" if ok else "warning"}">{escape(text)}</p>')
     out.append("<ol>")
     out.extend(_finding(f, rel) for f in shown)
