@@ -20,7 +20,7 @@ from trainprof.output import TerminalLock, write_all
 from trainprof.render.text import no_color
 from trainprof.store import gpus
 from trainprof.store.events import EventTail
-from trainprof.store.schema import BATCH, STEP
+from trainprof.store.schema import BACKWARD, BATCH, STEP
 from trainprof.units import fmt_bytes
 
 WINDOW = 256
@@ -30,6 +30,7 @@ WINDOW = 256
 class LiveStats:
     steps: int = 0
     batches: int = 0
+    backwards: int = 0  # backward() returns of a job with neither an optimizer nor a DataLoader
     last_progress: float | None = None  # monotonic time of the newest step or batch
     recent: collections.deque[tuple[float, float, float, int]] = field(
         default_factory=lambda: collections.deque(maxlen=WINDOW)
@@ -43,7 +44,7 @@ class LiveStats:
         if header.get("role") == "worker":
             return
         kind = line[:1]
-        if kind in (STEP, BATCH):
+        if kind in (STEP, BATCH, BACKWARD):
             self.stepping.setdefault(int(header.get("pid", -1)), header)
         if kind == STEP:
             f = line.split()
@@ -58,6 +59,19 @@ class LiveStats:
             f = line.split()
             self.batches += 1
             self._progress(float(header["t0"]) + int(f[1]) / 1e6)
+        elif kind == BACKWARD:
+            self.backwards += 1
+            self._progress(float(header["t0"]) + int(line.split()[1]) / 1e6)
+
+    @property
+    def progress(self) -> tuple[int, str]:
+        """How far the job got, in the unit the report will count: optimizer steps, else
+        DataLoader batches, else backward passes."""
+        if self.steps:
+            return self.steps, "optimizer step"
+        if self.batches:
+            return self.batches, "batch"
+        return self.backwards, "backward pass"
 
     def _progress(self, t: float) -> None:
         if self.last_progress is None or t > self.last_progress:
@@ -144,6 +158,8 @@ class LiveView:
             progress = f"steps {s.steps}"
         elif s.batches:
             progress = f"batches {s.batches}"
+        elif s.backwards:
+            progress = f"backward passes {s.backwards}"
         else:
             progress = "starting…"
         parts = [(1, f"trainprof {_clock(elapsed)}"), (0, progress)]

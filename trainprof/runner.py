@@ -258,14 +258,16 @@ class _Finishing:
 class HangWatch:
     """Notices when the job stops making progress, and keeps the stacks that show where.
 
-    Armed only once the job has made an optimizer step (or, with no optimizer, a few batches):
+    Armed only once the job has made an optimizer step (or, with no optimizer, a few batches;
+    with neither an optimizer nor a DataLoader, a few backward passes):
     before it, compiling, a first CUDA context, cudnn autotuning or a first-epoch cache fill
     are progress, and only --timeout bounds them. A silence whose stacks show torch.compile
     compiling (a recompile) is progress too: the watch looks again one silence later."""
 
     MIN_SILENCE_S = 10.0
     STEP_MULTIPLE = 20.0
-    ARM_AFTER_BATCHES = 3  # a job that never steps an optimizer: its first batches warm up
+    ARM_AFTER_BATCHES = 3  # a job that never steps an optimizer: its first batches (or backward
+    # passes) warm up
 
     def __init__(self, opts: RunOptions, run_dir: Path) -> None:
         self.run_dir = run_dir
@@ -281,7 +283,7 @@ class HangWatch:
         stats = live.stats
         if self.hang is not None or stats.last_progress is None:
             return False
-        if stats.steps == 0 and stats.batches < self.ARM_AFTER_BATCHES:
+        if stats.progress[0] < (1 if stats.steps else self.ARM_AFTER_BATCHES):
             return False
         if self.compiling_until is not None and now < self.compiling_until:
             return False
@@ -294,16 +296,16 @@ class HangWatch:
         silent = now - stats.last_progress
         if silent <= limit:
             return False
-        progress = stats.steps or stats.batches
+        progress, unit = stats.progress
         info = dump_stacks(job.pid, self.run_dir, self.redact)
         if info.get("compiling"):
             self.compiling_until = now + limit
             self.compiling_seen += 1
             return False
-        info.update(silent_s=round(silent, 2), steps_before=progress, unit=_unit(stats))
+        info.update(silent_s=round(silent, 2), steps_before=progress, unit=unit)
         self.hang = info
         print(
-            f"\ntrainprof: no progress for {silent:.0f} s after {plural(progress, _unit(stats))}; "
+            f"\ntrainprof: no progress for {silent:.0f} s after {plural(progress, unit)}; "
             f"stacks saved to {_shown_path(self.run_dir / HANG_STACKS)}"
             + ("; stopping the job (--on-hang kill)" if self.action == "kill" else ""),
             file=sys.stderr,
@@ -322,10 +324,6 @@ def _shown_path(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except (ValueError, OSError):
         return str(path)
-
-
-def _unit(stats: Any) -> str:
-    return "optimizer step" if stats.steps else "batch"
 
 
 def _supervise(
@@ -610,14 +608,15 @@ def _runner_died(session: Session) -> bool:
 
 
 def _recorded_until(session: Session) -> float | None:
-    """Seconds from the job's launch to the last thing recorded (a sample, a step, a batch)."""
+    """Seconds from the job's launch to the last thing recorded (a sample, a step, a batch, a
+    backward pass)."""
     launched = session.meta.get("t_launch")
     if not isinstance(launched, (int, float)):
         return None
     last = [session.samples.t[-1]] if len(session.samples.t) else []
     for p in session.processes:
         t0 = float(p.header.get("t0", 0.0))
-        for col in (p.steps["t"], p.batches["t"]):
+        for col in (p.steps["t"], p.batches["t"], p.backwards):
             if len(col):
                 last.append(t0 + col[-1] / 1e6)
     return max(last) - launched if last else None

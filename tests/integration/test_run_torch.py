@@ -67,6 +67,8 @@ def test_dataloader_workers_are_seen_and_measured(workers_run) -> None:  # type:
     assert cfg["sharing_strategy"] == "file_descriptor"
     # persistent workers: two epochs, the first batch of each is recorded
     assert len(primary.epochs) == 2
+    # backward() returns are recorded only in a job without an optimizer step and a batch
+    assert len(primary.backwards) == 0
 
 
 def test_steps_option_stops_cleanly(tmp_path: Path) -> None:
@@ -116,6 +118,44 @@ def test_job_without_optimizer_gets_batch_records(tmp_path: Path) -> None:
     assert r.report["summary"]["unit"] == "batch"
     assert r.report["summary"]["steps"] == 40
     assert r.report["summary"]["samples_per_s"] is not None
+
+
+def test_a_hand_written_loop_is_judged_on_its_backward_passes(tmp_path: Path) -> None:
+    """No torch.optim and no DataLoader: each backward() is the step, and the rules judge those
+    steps: here a CPU-bound search every 50 steps is named, at its function."""
+    script = write_script(
+        tmp_path,
+        "manual.py",
+        """
+        import torch
+        torch.manual_seed(0)
+        torch.set_num_threads(1)
+        layer = torch.nn.Linear(512, 512)
+        x = torch.randn(4096, 512)
+
+        def refresh_hard_negatives(n):
+            return sorted(range(n), key=lambda i: (i * 7919) % 104729)
+
+        for step in range(400):
+            loss = layer(x[(step * 256) % 3840:][:256]).square().mean()
+            loss.backward()
+            with torch.no_grad():
+                for p in layer.parameters():
+                    p -= 0.001 * p.grad
+                    p.grad = None
+            if step % 50 == 49:
+                refresh_hard_negatives(400_000)
+        """,
+    )
+    r = run_trainprof(tmp_path, str(script))
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = r.report["summary"]
+    assert (summary["unit"], summary["steps"]) == ("backward pass", 400)
+    assert summary["samples_per_s"] is None and summary["data_wait_frac"] is None  # not measured
+    assert r.problems and r.problems[0] == "cpu-stall", r.report["findings"]
+    assert "refresh_hard_negatives" in (r.report["findings"][0]["where"] or ""), r.report
+    words = " ".join(r.stderr.replace("│", " ").split())  # the console box, unwrapped
+    assert "400 backward passes (no optimizer step or DataLoader batch seen)" in words, words
 
 
 def test_report_command_rerenders_a_stored_run(workers_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -145,6 +145,25 @@ def test_one_step_and_batch_units_in_the_summary() -> None:
     assert "batchs" not in out
 
 
+def test_a_hand_written_loop_counts_backward_passes_as_its_steps() -> None:
+    """Neither an optimizer step nor a DataLoader batch: each backward() return is the step (a
+    torn record is skipped); unmeasured numbers say so."""
+    log = process(0, loader=None)
+    for i in range(1, 41):
+        log.add_line(f"K {2_000_000 + i * 50_000}")
+    log.add_line("K 2x")  # torn by a kill
+    sess = session(log)
+    metrics, _ = analyze(sess)
+    assert (metrics.unit, metrics.total_steps, log.bad_lines) == ("backward pass", 40, 1)
+    assert metrics.steady is not None and metrics.steady.steps_per_s == pytest.approx(20.0)
+    assert metrics.steady.samples_per_s is None and metrics.steady.data_wait_frac is None
+    console = Console(width=200, record=True, color_system=None, file=open(os.devnull, "w"))
+    console_render.render(console, sess.meta, metrics, Verdict())
+    out = console.export_text()
+    assert "40 backward passes (no optimizer step or DataLoader batch seen)" in out
+    assert "to the first backward pass" in out and "samples/s unknown (no DataLoader" in out
+
+
 @pytest.mark.parametrize(
     ("n_steps", "note"),
     [

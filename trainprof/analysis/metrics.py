@@ -121,7 +121,9 @@ class Activity:
 
 @dataclass(frozen=True)
 class Metrics:
-    unit: str  # "step" (optimizer steps) or "batch" (a job without an optimizer)
+    # "step" (optimizer steps), "batch" (a job without an optimizer) or "backward pass" (a
+    # hand-written loop: neither an optimizer nor a DataLoader)
+    unit: str
     total_steps: int
     warmup_steps: int
     warmup_s: float | None
@@ -201,7 +203,7 @@ def compute(session: Session) -> Metrics:
     warm_end = t0 + cols["t"][warm - 1] / 1e6 if n and warm else None
     window = (warm_end, t0 + cols["t"][-1] / 1e6) if steady and warm_end else None
     loaders = _loaders(session, primary)
-    activity = _activity(session, primary, warm, window)
+    activity = _activity(session, primary, warm, window, cols)
     rate = session.stack_rate_hz
     min_profile_s = MIN_SPLIT_SAMPLES / rate if rate else 0.0
     led = (
@@ -334,7 +336,11 @@ def training_loader_key(log: ProcessLog) -> int:
 
 
 def _activity(
-    session: Session, primary: ProcessLog | None, warm: int, window: tuple[float, float] | None
+    session: Session,
+    primary: ProcessLog | None,
+    warm: int,
+    window: tuple[float, float] | None,
+    cols: dict[str, Any],
 ) -> Activity:
     samples = session.samples
     infos = primary.infos if primary else []
@@ -343,7 +349,7 @@ def _activity(
     spans = tuple(session.spans)
     evals = eval_segments(primary) if primary else []
     saves = save_segments(primary) if primary else []
-    stalls = find_stalls(primary, warm, evals, saves) if primary and primary.n_steps else []
+    stalls = find_stalls(primary, warm, evals, saves, cols) if primary and cols else []
     if primary is not None and stalls:
         train_key = training_loader_key(primary)
         others = sorted(primary.t0 + t / 1e6 for k, t, _w in primary.epochs if k != train_key)
@@ -451,7 +457,7 @@ def _step_columns(primary: ProcessLog | None) -> tuple[str, dict[str, Any]]:
         return "step", primary.steps
     b = primary.batches
     if not len(b["t"]):
-        return "step", {}
+        return _backward_columns(primary.backwards)
     # A job without an optimizer: each batch is a step; its duration is the gap between batches.
     ts = b["t"]
     durs = [ts[0]] + [ts[i] - ts[i - 1] for i in range(1, len(ts))]
@@ -463,6 +469,24 @@ def _step_columns(primary: ProcessLog | None) -> tuple[str, dict[str, Any]]:
         "batch_size": b["batch_size"],
         "fetches": [1] * len(ts),
         "samples": [max(x, 0) for x in b["batch_size"]],
+    }
+
+
+def _backward_columns(ts: array[int]) -> tuple[str, dict[str, Any]]:
+    """A hand-written loop (no torch.optim step, no DataLoader): each backward() is a step, its
+    duration the gap between two returns; no data wait, no batch size measured."""
+    if not len(ts):
+        return "step", {}
+    durs = [ts[0]] + [ts[i] - ts[i - 1] for i in range(1, len(ts))]
+    n = len(ts)
+    return "backward pass", {
+        "t": ts,
+        "dur": durs,
+        "wait": [0] * n,
+        "sampler": [0] * n,
+        "batch_size": [-1] * n,
+        "fetches": [0] * n,
+        "samples": [0] * n,
     }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from trainprof.analysis.attribution import window_profile
@@ -74,9 +74,16 @@ def save_segments(log: ProcessLog) -> list[Segment]:
 
 
 def find_stalls(
-    log: ProcessLog, warmup: int, evals: list[Segment], saves: list[Segment]
+    log: ProcessLog,
+    warmup: int,
+    evals: list[Segment],
+    saves: list[Segment],
+    cols: Mapping[str, Sequence[int]] | None = None,
 ) -> list[Stall]:
-    ts, durs, waits = log.steps["t"], log.steps["dur"], log.steps["wait"]
+    """Steps far slower than the median, with their cause. ``cols``: the step columns the job
+    is counted in (``log.steps``, else its batches or backward passes as steps)."""
+    cols = log.steps if cols is None else cols
+    ts, durs, waits = cols["t"], cols["dur"], cols["wait"]
     if len(ts) - warmup < 5:
         return []
     med = int_percentiles(durs, (50,), start=warmup, scale=1e6)[0]

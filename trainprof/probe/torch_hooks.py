@@ -5,7 +5,7 @@ second optimizer does not split steps): wall time since the previous step, time 
 DataLoader ``__next__`` (data wait) and, within it, in the sampler (``_next_index``), the
 leading dimension of the first tensor of the batch, the number of fetches and samples.
 Before the first optimizer step, and in jobs that never step one, each fetch is its own
-record. Also: each DataLoader's configuration, each epoch's first-batch wait, ``torch.save``
+record; in a job that has made neither, each ``backward()`` return is. Also: each DataLoader's configuration, each epoch's first-batch wait, ``torch.save``
 calls, top-level ``train()``/``eval()`` switches, dataset fetch time (in workers too), and a
 DataLoader worker's identity.
 
@@ -27,7 +27,17 @@ from trainprof import probe
 from trainprof.probe import structure
 from trainprof.probe.device import Timeline, cuda_timeline
 from trainprof.probe.flops import StepFlops
-from trainprof.store.schema import BATCH, ENV_FLOPS, EPOCH, FETCH, LOADER, MODE, SAVE, TORCH
+from trainprof.store.schema import (
+    BACKWARD,
+    BATCH,
+    ENV_FLOPS,
+    EPOCH,
+    FETCH,
+    LOADER,
+    MODE,
+    SAVE,
+    TORCH,
+)
 
 _clock = time.monotonic
 # Frames kept of the first step's stack, innermost first: the user's frames are the outermost,
@@ -42,6 +52,7 @@ class _State:
         self.primary_opt_id: int | None = None
         self.last_boundary = 0.0
         self.steps = 0
+        self.batches_seen = False  # a DataLoader batch came before any optimizer step
         self.wait = 0.0
         self.sampler = 0.0
         self.fetches = 0
@@ -94,9 +105,10 @@ def install(torch: Any) -> None:
     _state.device_off = "device" in off
     if not _state.device_off:
         optim_mod.register_optimizer_step_pre_hook(_before_optimizer_step)
+    if not _state.device_off or "steps" not in off:
         import torch.autograd as autograd
 
-        autograd.backward = _marked_backward(autograd.backward)
+        autograd.backward = _marked_backward(autograd.backward, "steps" not in off)
     if "loader" not in off:
         _wrap_loader(dl)
     if "fetch" not in off:
@@ -251,13 +263,25 @@ def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         _mark(tl, "optimizer")
 
 
-def _marked_backward(orig: Any) -> Any:
+def _marked_backward(orig: Any, count: bool) -> Any:
+    """``torch.autograd.backward`` (what ``Tensor.backward`` calls): the device timeline's mark,
+    and, in a job that has made neither an optimizer step nor a DataLoader batch (a hand-written
+    loop and update), a record of each return, which then counts as its step. Once either comes,
+    one integer test a call."""
+
     @functools.wraps(orig)
     def backward(*args: Any, **kwargs: Any) -> Any:
-        tl = _state.timeline
+        s = _state
+        tl = s.timeline
         if tl is not None:
             _mark(tl, "backward")
-        return orig(*args, **kwargs)
+        if s.steps or s.batches_seen or not count:
+            return orig(*args, **kwargs)
+        out = orig(*args, **kwargs)
+        w = probe.writer()
+        if w is not None and not s.steps:
+            w.add(f"{BACKWARD} {w.us(_clock())}\n")
+        return out
 
     return backward
 
@@ -310,6 +334,7 @@ def _wrap_loader(dl: Any) -> None:
             self._tp_epoch_start = None
             _record_epoch(self, started, dt)
         if s.steps == 0:
+            s.batches_seen = True
             w = probe.writer()
             if w is not None:
                 w.add(f"{BATCH} {w.us(t0 + dt)} {int(dt * 1e6)} {int(s.sampler * 1e6)} {n}\n")

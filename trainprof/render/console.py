@@ -155,12 +155,7 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
             ),
         )
     s = m.steady
-    t.add_row(
-        "steps",
-        plural(m.total_steps, "optimizer step")
-        if m.unit == "step"
-        else plural(m.total_steps, "batch") + " (no optimizer step seen)",
-    )
+    t.add_row("steps", _steps_text(m))
     opts = m.activity.optimizers
     if opts and len(opts.get("steps") or {}) > 1:
         t.add_row("", literal(_optimizers_note(opts)))
@@ -185,6 +180,8 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
         rate += (
             f" · {s.samples_per_s:.1f} samples/s"
             if s.samples_per_s
+            else " · samples/s unknown (no DataLoader: no batch size seen)"
+            if m.unit == "backward pass"
             else " · samples/s unknown (no tensor batches)"
         )
         t.add_row("throughput", rate)
@@ -395,6 +392,15 @@ def unclean_note(meta: dict[str, Any]) -> str:
     )
 
 
+def _steps_text(m: Metrics) -> str:
+    """What was counted as a step, and why when it is not an optimizer step."""
+    if m.unit == "step":
+        return plural(m.total_steps, "optimizer step")
+    if m.unit == "batch":
+        return plural(m.total_steps, "batch") + " (no optimizer step seen)"
+    return plural(m.total_steps, m.unit) + " (no optimizer step or DataLoader batch seen)"
+
+
 def quiet_note(meta: dict[str, Any], m: Metrics | None) -> tuple[str, bool]:
     """What a report with no finding says, and whether that is an all-clear: only for a job that
     finished cleanly and had the steps the rules judge (a job whose steps trainprof did not see
@@ -409,8 +415,9 @@ def quiet_note(meta: dict[str, Any], m: Metrics | None) -> tuple[str, bool]:
     if m.total_steps == 0:
         return (
             "Not judged: no training step was seen. trainprof counts a step at each torch.optim "
-            "optimizer's step(), or, in a job without one, at each DataLoader batch; this job "
-            "made neither, so the rules that read steps were skipped (-v lists them)"
+            "optimizer's step(), or, in a job without one, at each DataLoader batch, or else at "
+            "each backward(); this job made none, so the rules that read steps were skipped "
+            "(-v lists them)"
         ), False
     return f"No problem found, but {why}: the rules that read steps were skipped (-v)", False
 

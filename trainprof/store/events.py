@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainprof.store.schema import (
+    BACKWARD,
     BATCH,
     DEVICE,
     EPOCH,
@@ -69,6 +70,9 @@ class ProcessLog:
     header: dict[str, Any]
     steps: dict[str, array[int]] = field(default_factory=lambda: _columns(STEP_FIELDS))
     batches: dict[str, array[int]] = field(default_factory=lambda: _columns(BATCH_FIELDS))
+    # backward() returns (µs), recorded only while the job has made neither an optimizer step
+    # nor a DataLoader batch: the steps of a hand-written loop (a manual parameter update).
+    backwards: array[int] = field(default_factory=lambda: array("q"))
     loaders: dict[int, dict[str, Any]] = field(default_factory=dict)
     epochs: list[tuple[int, int, int]] = field(default_factory=list)  # key, t_iter, first_wait
     saves: list[tuple[int, int, int, str]] = field(default_factory=list)  # t, dur, bytes, path
@@ -111,6 +115,11 @@ class ProcessLog:
                 self._add_row(self.steps, STEP_FIELDS, rest)
             elif kind == BATCH:
                 self._add_row(self.batches, BATCH_FIELDS, rest)
+            elif kind == BACKWARD:
+                at = int(rest)
+                if not _Q_MIN <= at <= _Q_MAX:
+                    raise ValueError("time out of range")
+                self.backwards.append(at)
             elif kind == LOADER:
                 key, _, cfg = rest.partition(" ")
                 self.loaders[int(key)] = checked(_json_object(cfg), LOADER_FIELDS)

@@ -33,6 +33,7 @@ ENV_NO_REDACT = "TRAINPROF_NO_REDACT"  # "1": store argv as given (trainprof run
 # Record kinds.
 STEP = "S"  # S t dur wait sampler batch_size fetches samples   (one per optimizer step)
 BATCH = "B"  # B t wait sampler batch_size                       (per fetch, before the first step)
+BACKWARD = "K"  # K t   (a backward() returned, in a job with no optimizer step and no batch yet)
 LOADER = "L"  # L key {json config}
 EPOCH = "E"  # E key t_iter first_batch_wait                      (a loader started an epoch)
 SAVE = "C"  # C t dur bytes {json path}

@@ -194,14 +194,15 @@ class Session:
 
     @property
     def primary(self) -> ProcessLog | None:
-        """The process whose steps describe the job: most steps (rank 0 first), else most batches."""
+        """The process whose steps describe the job: most steps (rank 0 first), else most
+        batches, else most backward passes."""
         candidates = [p for p in self.processes if p.role != "worker"]
         if not candidates:
             return None
 
-        def weight(p: ProcessLog) -> tuple[int, int, int, int]:
+        def weight(p: ProcessLog) -> tuple[int, int, int, int, int]:
             rank0 = 1 if p.header.get("rank") in (0, None) else 0
-            return (p.n_steps, len(p.batches["t"]), rank0, -p.pid)
+            return (p.n_steps, len(p.batches["t"]), len(p.backwards), rank0, -p.pid)
 
         return max(candidates, key=weight)
 

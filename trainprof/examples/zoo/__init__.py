@@ -176,6 +176,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "manual_update",
+        None,
+        "healthy",
+        "no torch.optim, no DataLoader: tensor slices, backward() and a hand-written SGD update; "
+        "each backward() counts as the step",
+        60.0,
+    ),
+    ZooCase(
         "compile_cold",
         None,
         "healthy",
