@@ -78,16 +78,23 @@ def failed(tmp_path_factory: pytest.TempPathFactory) -> Result:
     return torchrun(tmp_path_factory.mktemp("failed"), "dist_rank_fails")
 
 
+def metrics_straggler_first(r: Result, rank: int) -> dict[str, Any]:
+    """The run of dist_metrics_straggler ended well and its first finding names ``rank`` as the
+    straggler, with the CPU work in its loop and the function that does it."""
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.problems and r.problems[0] == "straggler-rank", describe(r.report)
+    f: dict[str, Any] = r.report["findings"][0]  # type: ignore[index]
+    assert f["title"].startswith(f"Rank {rank} is the straggler"), f
+    assert "extra CPU work in its loop" in f["title"]
+    assert f["where"] and "dist_metrics_straggler.py:" in f["where"] and "(update)" in f["where"]
+    return f
+
+
 def test_a_rank_0_only_metrics_straggler_is_named_first_with_its_function(
     straggler: Result,
 ) -> None:
     r = straggler
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.problems and r.problems[0] == "straggler-rank", describe(r.report)
-    f = r.report["findings"][0]  # type: ignore[index]
-    assert f["title"].startswith("Rank 0 is the straggler"), f
-    assert "extra CPU work in its loop" in f["title"]
-    assert f["where"] and "dist_metrics_straggler.py:" in f["where"] and "(update)" in f["where"]
+    f = metrics_straggler_first(r, 0)
     assert "loop-overhead" not in r.problems  # the loop's extra work is the straggler's cost
     assert any("the other rank waits" in e and "rank 0's pace" in e for e in f["evidence"])
     assert f["impact"] > 0.3
@@ -98,12 +105,7 @@ def test_a_straggler_that_is_not_rank_0_is_named_with_its_function_from_its_own_
 ) -> None:
     """Rank 1 keeps the metrics: only its own stacks (a py-spy of its own) show the work."""
     r = rank1_straggler
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.problems and r.problems[0] == "straggler-rank", describe(r.report)
-    f = r.report["findings"][0]  # type: ignore[index]
-    assert f["title"].startswith("Rank 1 is the straggler"), f
-    assert "extra CPU work in its loop" in f["title"]
-    assert f["where"] and "dist_metrics_straggler.py:" in f["where"] and "(update)" in f["where"]
+    f = metrics_straggler_first(r, 1)
     own = next(e for e in f["evidence"] if e.startswith("its own stacks:"))
     assert "hottest in update()" in own and "(rank 0: " in own, own
     assert [x["stacks_sampled"] for x in r.report["ranks"]["per_rank"]] == [True, True]  # type: ignore[index]
