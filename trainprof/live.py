@@ -31,7 +31,7 @@ class LiveStats:
     steps: int = 0
     batches: int = 0
     backwards: int = 0  # backward() returns of a job with neither an optimizer nor a DataLoader
-    last_progress: float | None = None  # monotonic time of the newest step or batch
+    last_progress: float | None = None  # monotonic time of the newest step, batch or backward
     recent: collections.deque[tuple[float, float, float, int]] = field(
         default_factory=lambda: collections.deque(maxlen=WINDOW)
     )  # (t_end, dur_s, wait_s, samples)

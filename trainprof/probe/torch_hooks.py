@@ -5,9 +5,10 @@ second optimizer does not split steps): wall time since the previous step, time 
 DataLoader ``__next__`` (data wait) and, within it, in the sampler (``_next_index``), the
 leading dimension of the first tensor of the batch, the number of fetches and samples.
 Before the first optimizer step, and in jobs that never step one, each fetch is its own
-record; in a job that has made neither, each ``backward()`` return is. Also: each DataLoader's configuration, each epoch's first-batch wait, ``torch.save``
-calls, top-level ``train()``/``eval()`` switches, dataset fetch time (in workers too), and a
-DataLoader worker's identity.
+record; in a job that has made neither, each ``backward()`` return is. Also: each DataLoader's
+configuration, each epoch's first-batch wait, ``torch.save`` calls, top-level
+``train()``/``eval()`` switches, dataset fetch time (in workers too), and a DataLoader worker's
+identity.
 
 Everything on the hot path is a few clock reads and integer adds; formatting happens once per
 step. Any probe error disables that hook's bookkeeping, never the job's call.
@@ -279,7 +280,7 @@ def _marked_backward(orig: Any, count: bool) -> Any:
             return orig(*args, **kwargs)
         out = orig(*args, **kwargs)
         w = probe.writer()
-        if w is not None and not s.steps:
+        if w is not None and not s.steps:  # an optimizer stepped inside it (a grad hook): no
             w.add(f"{BACKWARD} {w.us(_clock())}\n")
         return out
 
