@@ -417,6 +417,19 @@ def test_skipped_with_a_reason_without_its_signal(case: Case) -> None:
     assert case.reason in reasons[case.rule]
 
 
+def test_loop_overhead_needs_enough_stack_samples_of_it() -> None:
+    """30% of the loop (~3 s) in other host work: at 4 Hz that is ~12 stack samples and fires;
+    at 2 Hz the same share rests on ~6 (a moment the thread stood still) and stays quiet. Both
+    rates still split the step (MIN_SPLIT_SAMPLES of the whole loop)."""
+    for rate, fires in ((4, True), (2, False)):
+        s = loop_overhead(0.3)
+        chunk = {"file": "stacks-0.json", "started_at": 0.0, "rate_hz": rate}
+        s.meta["stacks"] = {"chunks": [chunk]}
+        m, verdict = analyze(s)
+        assert m.ledger is not None and m.ledger.get("loop") > 0  # the step was split
+        assert ("loop-overhead" in {f.id for f in verdict.findings}) is fires, rate
+
+
 def test_thresholds_are_declared_with_their_rule() -> None:
     by_id = {r.id: r for r in all_rules()}
     assert str(by_id["input-bound"].thresholds[0]) == "20%"

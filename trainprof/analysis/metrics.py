@@ -154,6 +154,7 @@ class Metrics:
     collectives_on_device: str | None = None
     mfu: Mfu | None = None  # FLOPs of one counted step at the steady rate (CUDA jobs)
     attach: AttachView | None = None  # `trainprof attach`: no probe steps, stacks only
+    stack_rate_hz: float | None = None  # py-spy's sampling rate (None: not recorded)
 
     @property
     def on_cuda(self) -> bool:
@@ -243,6 +244,7 @@ def compute(session: Session) -> Metrics:
         mfu=mfu_mod.mfu(
             flops, steady.steps_per_s if steady else None, activity.precision, activity.autocast
         ),
+        stack_rate_hz=rate,
     )
 
 

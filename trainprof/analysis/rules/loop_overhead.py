@@ -27,6 +27,13 @@ from trainprof.analysis.rules.registry import Threshold, rule
 SHARE = Threshold(
     "share", 0.25, "share", "share of the loop (outside stalls, saves, evals) in other host work"
 )
+MIN_SAMPLES = Threshold(
+    "min_samples",
+    10,
+    "count",
+    "and at least this many stack samples in it: a few are one moment the thread stood still "
+    "(descheduled on a busy machine), not a habit of the loop",
+)
 NAMES = {"fetch": "__getitem__", "data_wait": "data wait", "stall_compute": "stalls"}
 
 
@@ -36,7 +43,7 @@ NAMES = {"fetch": "__getitem__", "data_wait": "data wait", "stall_compute": "sta
     family="host",
     needs=("steps", "stacks"),
     claims=("loop",),
-    thresholds=(SHARE, GPU_BUSY),
+    thresholds=(SHARE, MIN_SAMPLES, GPU_BUSY),
 )
 def check(m: Metrics) -> Finding | None:
     prof, led = m.activity.loop_profile, m.ledger
@@ -47,6 +54,9 @@ def check(m: Metrics) -> Finding | None:
     loop = loop_time(m)
     share = led.get("loop") / loop if loop > 0 else 0.0
     if share < SHARE.value:
+        return None
+    rate = m.stack_rate_hz
+    if rate and prof.seconds.get("other", 0.0) * rate < MIN_SAMPLES.value:
         return None
     parts = ", ".join(
         f"{NAMES.get(b, b)} {s / loop:.0%}"
