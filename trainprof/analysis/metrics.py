@@ -351,7 +351,7 @@ def _activity(
     spans = tuple(session.spans)
     evals = eval_segments(primary) if primary else []
     saves = save_segments(primary) if primary else []
-    stalls = find_stalls(primary, warm, evals, saves, cols) if primary and cols else []
+    stalls = find_stalls(primary, cols, warm, evals, saves) if primary and cols else []
     if primary is not None and stalls:
         train_key = training_loader_key(primary)
         others = sorted(primary.t0 + t / 1e6 for k, t, _w in primary.epochs if k != train_key)
@@ -462,10 +462,9 @@ def _step_columns(primary: ProcessLog | None) -> tuple[str, dict[str, Any]]:
         return _backward_columns(primary.backwards)
     # A job without an optimizer: each batch is a step; its duration is the gap between batches.
     ts = b["t"]
-    durs = [ts[0]] + [ts[i] - ts[i - 1] for i in range(1, len(ts))]
     return "batch", {
         "t": ts,
-        "dur": durs,
+        "dur": _gaps(ts),
         "wait": b["wait"],
         "sampler": b["sampler"],
         "batch_size": b["batch_size"],
@@ -479,17 +478,21 @@ def _backward_columns(ts: array[int]) -> tuple[str, dict[str, Any]]:
     duration the gap between two returns; no data wait, no batch size measured."""
     if not len(ts):
         return "step", {}
-    durs = [ts[0]] + [ts[i] - ts[i - 1] for i in range(1, len(ts))]
     n = len(ts)
     return "backward pass", {
         "t": ts,
-        "dur": durs,
+        "dur": _gaps(ts),
         "wait": [0] * n,
         "sampler": [0] * n,
         "batch_size": [-1] * n,
         "fetches": [0] * n,
         "samples": [0] * n,
     }
+
+
+def _gaps(ts: Sequence[int]) -> list[int]:
+    """Durations of events recorded only by their end: the first from the process's start."""
+    return [ts[0]] + [ts[i] - ts[i - 1] for i in range(1, len(ts))]
 
 
 def _steady(cols: dict[str, Any], warm: int) -> tuple[StepStats, array[float]]:

@@ -75,14 +75,13 @@ def save_segments(log: ProcessLog) -> list[Segment]:
 
 def find_stalls(
     log: ProcessLog,
+    cols: Mapping[str, Sequence[int]],
     warmup: int,
     evals: list[Segment],
     saves: list[Segment],
-    cols: Mapping[str, Sequence[int]] | None = None,
 ) -> list[Stall]:
     """Steps far slower than the median, with their cause. ``cols``: the step columns the job
     is counted in (``log.steps``, else its batches or backward passes as steps)."""
-    cols = log.steps if cols is None else cols
     ts, durs, waits = cols["t"], cols["dur"], cols["wait"]
     if len(ts) - warmup < 5:
         return []

@@ -401,13 +401,13 @@ def _steps_text(m: Metrics) -> str:
     return plural(m.total_steps, m.unit) + " (no optimizer step or DataLoader batch seen)"
 
 
-def quiet_note(meta: dict[str, Any], m: Metrics | None) -> tuple[str, bool]:
+def quiet_note(meta: dict[str, Any] | None, m: Metrics | None) -> tuple[str, bool]:
     """What a report with no finding says, and whether that is an all-clear: only for a job that
     finished cleanly and had the steps the rules judge (a job whose steps trainprof did not see
     was not judged, and "no problems" would claim what nobody measured)."""
-    if not finished_cleanly(meta):
+    if meta is not None and not finished_cleanly(meta):
         return unclean_note(meta), False
-    if m is None or isinstance(meta.get("attach"), dict):  # attach judges stacks, not steps
+    if m is None or isinstance((meta or {}).get("attach"), dict):  # attach: stacks, not steps
         return "No problems found. ✓", True
     why = SIGNALS["steps"](m)
     if why is None:
@@ -448,7 +448,7 @@ def findings_group(
     grid.add_column(overflow="fold")
     shown = [f for f in verdict.findings if verbose or f.severity != "info"]
     if not shown:
-        text, ok = quiet_note(meta or {"exit_code": 0}, m)
+        text, ok = quiet_note(meta, m)
         grid.add_row("", Text(text, style="green" if ok else "yellow"))
     for i, f in enumerate(shown, 1):
         head = Text(overflow="fold")

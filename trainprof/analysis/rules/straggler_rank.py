@@ -192,15 +192,9 @@ def _own_loop(
         biggest = sorted(led.seconds.items(), key=lambda kv: -kv[1])[:3]
         parts = ", ".join(f"{b} {led.share(b):.0%}" for b, _s in biggest)
         return "unknown", tuple(x for x in (f"its own steps: {parts}", cpu) if x), None
-    prof = m.activity.loop_profile
-    top = prof.top_line("logging" if cause == "logging" else "other") if prof else None
-    where = f"{top[1]}:{top[2]} ({enclosing(top[0])})" if top else None
+    where, hottest = _hottest(m.activity.loop_profile, cause)
     share = led.share(*CAUSE_BUCKETS[cause])
-    what = "printing and logging" if cause == "logging" else "host work outside forward/backward"
-    line = f"its own steps: {what} {share:.0%} of its time"
-    if top:
-        line += f", hottest in {enclosing(top[0])}() at {top[1]}:{top[2]}"
-    evidence = [line]
+    evidence = [f"its own steps: {_WHAT[cause]} {share:.0%} of its time{hottest}"]
     stalls = [st for st in m.activity.stalls if st.cause == "cpu"]
     if stalls:
         evidence.append(f"and {plural(len(stalls), 'stalled step')} of CPU work in its loop")
@@ -211,6 +205,7 @@ def _own_loop(
 
 # Stack categories (analysis/attribution.py) of host work in a loop, and of printing.
 _HOST_WORK = ("other", "sync")
+_WHAT = {"logging": "printing and logging", "cpu": "host work outside forward/backward"}
 
 
 def _own_stacks(
@@ -228,22 +223,31 @@ def _own_stacks(
         biggest = sorted(prof.seconds, key=lambda c: -prof.seconds[c])[:3]
         parts = ", ".join(f"{c} {prof.share(c):.0%}" for c in biggest)
         return "unknown", tuple(x for x in (f"its own stacks: {parts}", cpu) if x), None
-    top = prof.top_line("logging" if cause == "logging" else "other")
-    where = f"{top[1]}:{top[2]} ({enclosing(top[0])})" if top else None
-    what = "printing and logging" if cause == "logging" else "host work outside forward/backward"
+    where, hottest = _hottest(prof, cause)
     cats = ("logging",) if cause == "logging" else _HOST_WORK
     theirs = {
         r.rank: sum(r.profile.share(c) for c in cats) for r in sp.others if r.profile and r.sampled
     }
-    line = f"its own stacks: {what} {share:.0%} of its main thread's time"
+    line = f"its own stacks: {_WHAT[cause]} {share:.0%} of its main thread's time"
     if len(theirs) == 1:
         [(other, its)] = theirs.items()
         line += f" (rank {other}: {its:.0%})"
     elif theirs:
         line += f" (the median other sampled rank: {_median(list(theirs.values())):.0%})"
-    if top:
-        line += f", hottest in {enclosing(top[0])}() at {top[1]}:{top[2]}"
-    return cause, tuple(x for x in (line, cpu) if x), where
+    return cause, tuple(x for x in (line + hottest, cpu) if x), where
+
+
+def _hottest(prof: Profile | None, cause: str) -> tuple[str | None, str]:
+    """The cause's hottest user line in a stack profile: its ``where``, and the words that cite
+    it (", hottest in f() at file:line"); nothing when the stacks name no user line."""
+    top = prof.top_line("logging" if cause == "logging" else "other") if prof else None
+    if top is None:
+        return None, ""
+    func, path, line = top
+    return (
+        f"{path}:{line} ({enclosing(func)})",
+        f", hottest in {enclosing(func)}() at {path}:{line}",
+    )
 
 
 def _cpu_line(sp: Spread) -> str | None:
