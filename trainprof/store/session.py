@@ -236,13 +236,10 @@ class Session:
                         continue  # a torn line from a killed runner
                     if isinstance(row, dict):
                         samples.add(row)
-        spans: list[StackSpan] = []
-        for name, started_at in _stack_chunks(meta.get("stacks")):
-            spans.extend(load_spans(run_dir / name, started_at))
+        spans = _load_chunks(run_dir, _stack_chunks(meta.get("stacks")))
         rank_spans: dict[int, list[StackSpan]] = {}
         for rank, chunks in _rank_stack_chunks(meta.get("stacks")).items():
-            loaded = [s for n, t in chunks for s in load_spans(run_dir / n, t)]
-            if loaded:
+            if loaded := _load_chunks(run_dir, chunks):
                 rank_spans[rank] = loaded
         hang = meta.get("hang")
         hang_file = _file_name(hang.get("stacks_file")) if isinstance(hang, dict) else None
@@ -399,6 +396,11 @@ def _stack_chunks(stacks: object) -> list[tuple[str, float]]:
         if math.isfinite(started):
             out.append((name, float(started)))
     return out
+
+
+def _load_chunks(run_dir: Path, chunks: list[tuple[str, float]]) -> list[StackSpan]:
+    """One recorder's stack samples, its chunks in order."""
+    return [span for name, started_at in chunks for span in load_spans(run_dir / name, started_at)]
 
 
 def _rank_stack_chunks(stacks: object) -> dict[int, list[tuple[str, float]]]:
