@@ -144,8 +144,13 @@ def main() -> int:
         def inner(*args: Any, **kwargs: Any) -> None:
             return None
 
-        wrapped = th._marked_backward(inner)
-        return _added(lambda: wrapped(batch), lambda: inner(batch))
+        wrapped = th._marked_backward(inner, True)
+        # after the first optimizer step, as on every steady step: no record, one more test
+        saved, th._state.steps = th._state.steps, max(th._state.steps, 1)
+        try:
+            return _added(lambda: wrapped(batch), lambda: inner(batch))
+        finally:
+            th._state.steps = saved
 
     def zero_grad() -> float:
         def inner(self: Any, set_to_none: bool = True) -> None:

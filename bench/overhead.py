@@ -381,8 +381,14 @@ def micro_table(m: dict[str, Any], rates: list[float]) -> str:
             [row["name"], f"{row['us']:.2f}", f"{row['per_step']:g}", f"{per_step:.2f}", *pct]
         )
     lines.append(["total", "", "", f"{total:.2f}", *[f"{total * r / 1e4:.3f} %" for r in rates]])
-    return stats.format_table(lines) + (
-        "\nbest case: each wrapper around a trivial callable, min of 7 timed repeats, hot caches."
+    # a hook the benchmark could not call (the probe's internals moved) is said, not left out
+    unmeasured = "".join(f"\nnot measured: {why}" for why in m.get("missing") or ())
+    return (
+        stats.format_table(lines)
+        + (
+            "\nbest case: each wrapper around a trivial callable, min of 7 timed repeats, hot caches."
+        )
+        + unmeasured
     )
 
 
