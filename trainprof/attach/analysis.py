@@ -165,7 +165,11 @@ def _cause(
         # called a healthy job's 0.3 s of that an evaluation)
         if held:
             return None
-        return "eval" if length >= max(EVAL_STEPS * typical, EVAL_MIN_S) else None
+        # ...and the forward passes themselves last that long: a restart's start-up (a new
+        # dataset, workers starting) before its first forward is not an evaluation (a CI run
+        # called 0.23 s of dataset __init__, worker start and 0.16 s of forward one)
+        least = max(EVAL_STEPS * typical, EVAL_MIN_S)
+        return "eval" if length >= least and prof.seconds.get("forward", 0.0) >= least else None
     if prof.share("data") >= 0.5:
         return "data"
     if prof.share("idle") >= 0.5:
