@@ -157,6 +157,37 @@ class Profile:
         return counter.most_common(1)[0][0]
 
 
+def backward_sites(
+    spans: Iterable[StackSpan], source: dict[tuple[str, int], str], cuda: bool = False
+) -> dict[tuple[str, str], int]:
+    """(function, file) → the last line where the user's code calls ``backward`` (the innermost
+    user frame of backward samples, where that line says ``backward``: ``loss.backward()``,
+    ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``). A framework's
+    ``trainer.fit(model)`` line, under which backward runs too, is not one."""
+    sites: dict[tuple[str, str], int] = {}
+    seen: dict[int, str] = {}
+    for s in spans:
+        if _category_of(s.frames, source, cuda, seen) != "backward":
+            continue
+        uf = user_frame(s.frames)
+        if uf is None or "backward" not in source.get((uf[1], uf[2]), ""):
+            continue
+        key = (uf[0], uf[1])
+        sites[key] = max(sites.get(key, 0), uf[2])
+    return sites
+
+
+def _before_backward(frames: tuple[Frame, ...], sites: dict[tuple[str, str], int]) -> bool:
+    """The stack runs the code that calls backward at a line up to its backward call: the
+    forward pass and the loss, written as the user's own tensor code (``x @ w``, a loss by
+    hand), which py-spy shows at the user's line since it has no torch module frame."""
+    for name, path, line in frames:
+        last = sites.get((name, path))
+        if last is not None and line <= last:
+            return True
+    return False
+
+
 def profile(
     spans: Iterable[StackSpan],
     source: dict[tuple[str, int], str],
@@ -164,6 +195,11 @@ def profile(
     t1: float,
     cuda: bool = False,
 ) -> Profile:
+    """Main-thread time by category within a window. Host work of the user's own code that runs
+    before the step's backward call (in the function that calls it) is the forward pass and the
+    loss, not loop overhead; stalls are judged apart (``window_profile``), whatever their line."""
+    spans = tuple(spans)
+    sites = backward_sites(spans, source, cuda)
     seconds: dict[str, float] = {}
     lines: dict[str, Counter[Frame]] = {}
     seen: dict[int, str] = {}
@@ -172,6 +208,8 @@ def profile(
         if hi <= lo:
             continue
         cat = _category_of(s.frames, source, cuda, seen)
+        if cat == "other" and sites and _before_backward(s.frames, sites):
+            cat = "forward"
         seconds[cat] = seconds.get(cat, 0.0) + (hi - lo)
         uf = user_frame(s.frames)
         if uf is not None:

@@ -184,6 +184,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "functional_model",
+        None,
+        "healthy",
+        "a two-tower model as plain tensors and functions (x @ w), an InfoNCE loss by hand: its "
+        "forward runs in the user's own lines, before backward(), and is not loop overhead",
+        60.0,
+    ),
+    ZooCase(
         "compile_cold",
         None,
         "healthy",
