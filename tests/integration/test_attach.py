@@ -192,7 +192,10 @@ def test_checkpoint_shows_torch_save_time(tmp: Path) -> None:
     assert r.info["shares"]["save"] > 0.03
     first = r.problems[0]
     assert first["id"] == "checkpoint-stall", r.report["findings"]
-    assert re.search(r"torch.save held the main thread [\d.]+ s", first["evidence"][0])
+    assert re.search(
+        r"checkpoint saves \(torch.save, safetensors\) held the main thread [\d.]+ s",
+        first["evidence"][0],
+    )
     assert first["where"].startswith(f"{ZOO_DIR / 'checkpoint_stall.py'}:")
 
 

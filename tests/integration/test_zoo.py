@@ -5,6 +5,7 @@ Each script runs once (module-scoped cache) and several assertions read the stor
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +186,21 @@ def test_no_data_loader_means_data_wait_is_not_measured(zoo_tmp: Path) -> None:
     r = run_case("manual_slicing", zoo_tmp)
     assert r.report["summary"]["data_wait_frac"] is None
     assert "not measured" in r.stderr and "0% of step time" not in r.stderr
+
+
+def test_a_safetensors_checkpoint_is_a_checkpoint_save(zoo_tmp: Path) -> None:
+    """The Hugging Face Trainer writes weights with safetensors' save_model, not torch.save:
+    with only the (small) optimizer state seen, the stall would fall under the 3 % bar."""
+    r = run_trainprof(
+        zoo_tmp,
+        str(script_path("checkpoint_stall")),
+        env={**os.environ, "ZOO_SAVE_WITH": "safetensors"},
+        run_args=("--timeout", str(ZOO["checkpoint_stall"].timeout_s)),
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.problems[:1] == ["checkpoint-stall"], _describe(r)
+    first = r.report["findings"][0]
+    assert first["where"] and "checkpoint_stall.py:" in first["where"]
+    assert any("save_only_model=True" in f for f in first["fix"]), first["fix"]
+    events = "".join(p.read_text() for p in r.run_dir.glob("events-*.tp"))
+    assert '.safetensors"' in events and 'latest.pt"' in events  # both kinds of save recorded

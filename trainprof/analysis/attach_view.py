@@ -15,7 +15,7 @@ SHARES = (
     ("forward", "forward"),
     ("backward", "backward"),
     ("optimizer", "optimizer step"),
-    ("save", "torch.save"),
+    ("save", "checkpoint saves"),
     ("eval", "evaluation"),
     ("logging", "logging"),
     ("compile", "torch.compile"),

@@ -1,7 +1,7 @@
 """Which code held the main thread: classify stack spans, and name the user's own line.
 
 Pure: spans and source lines come from the Session. ``compile`` (Dynamo/Inductor compiling,
-anywhere in the stack) first; then, innermost-first: ``save`` (torch.serialization), ``data``
+anywhere in the stack) first; then, innermost-first: ``save`` (torch.serialization, safetensors' save_file), ``data``
 (torch.utils.data), ``optimizer`` (torch.optim), ``backward`` (autograd), ``forward``
 (nn.Module calls), ``logging`` (logging, tqdm, tensor formatting, or a user line that
 prints/logs/writes), ``sync`` (on CUDA only: a user line that copies a device tensor to the
@@ -89,7 +89,9 @@ def category(
         return "compile"
     for name, path, _line in reversed(frames):
         p = path.replace("\\", "/")
-        if "torch/serialization.py" in p:
+        if "torch/serialization.py" in p or (
+            "safetensors/torch.py" in p and short_name(name) in ("save_file", "save_model")
+        ):
             return "save"
         if "torch/utils/data/" in p:
             return "data"

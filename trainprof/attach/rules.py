@@ -188,9 +188,9 @@ def checkpoint_stall_attach(m: Metrics) -> Finding | None:
     return Finding(
         id="checkpoint-stall",
         severity="warning",
-        title=f"Checkpoint saves block training: {share:.0%} of the time in torch.save",
+        title=f"Checkpoint saves block training: {share:.0%} of the time saving",
         evidence=(
-            f"torch.save held the main thread {cost:.2f} s, {share:.0%} of {_sampled(m)}",
+            f"checkpoint saves (torch.save, safetensors) held the main thread {cost:.2f} s, {share:.0%} of {_sampled(m)}",
             f"{plural(len(saves), 'save')} seen, {ms(cost / len(saves))} each{every}; "
             "training waits for each save",
         ),

@@ -72,6 +72,10 @@ def start() -> None:
     from trainprof.probe.import_hook import call_after_import
 
     call_after_import("torch", _on_torch_imported)
+    if "save" not in disabled_parts():
+        from trainprof.probe.saves import wrap_safetensors
+
+        call_after_import("safetensors.torch", wrap_safetensors)
 
 
 def _mark_loaded(run_dir: str) -> None:

@@ -25,7 +25,7 @@ from types import FrameType
 from typing import Any
 
 from trainprof import probe
-from trainprof.probe import structure
+from trainprof.probe import saves, structure
 from trainprof.probe.device import Timeline, cuda_timeline
 from trainprof.probe.flops import StepFlops
 from trainprof.store.schema import (
@@ -36,7 +36,6 @@ from trainprof.store.schema import (
     FETCH,
     LOADER,
     MODE,
-    SAVE,
     TORCH,
 )
 
@@ -122,7 +121,7 @@ def install(torch: Any) -> None:
         pin_mod.pin_memory = _timed_pin(pin_mod.pin_memory)
     worker_mod._worker_loop = _worker_loop(worker_mod._worker_loop)
     if "save" not in off:
-        torch.save = _timed_save(torch.save)
+        torch.save = saves.timed(torch.save, "f")
     if "mode" not in off:
         torch.nn.Module.train = _watched_train(torch.nn.Module.train)
     if "precision" not in off:
@@ -616,32 +615,6 @@ def _noticed_autocast(orig: Any) -> Any:
 
 
 # ---------------------------------------------------------------- checkpoints and modes
-
-
-def _timed_save(orig: Any) -> Any:
-    @functools.wraps(orig)
-    def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
-        t0 = _clock()
-        try:
-            return orig(obj, f, *args, **kwargs)
-        finally:
-            t1 = _clock()
-            w = probe.writer()
-            if w is not None:
-                w.add(
-                    f"{SAVE} {w.us(t1)} {int((t1 - t0) * 1e6)} {_saved_bytes(f)} {json.dumps(str(f))}\n"
-                )
-
-    return save
-
-
-def _saved_bytes(f: Any) -> int:
-    try:
-        if isinstance(f, (str, os.PathLike)):
-            return os.path.getsize(f)
-        return int(f.tell())
-    except Exception:
-        return -1
 
 
 def _watched_train(orig: Any) -> Any:

@@ -73,7 +73,7 @@ CAUSE = {
     "sync": "waiting for the GPU (device→host sync)",
     "data": "waiting for data",
     "eval": "evaluation",
-    "checkpoint": "torch.save",
+    "checkpoint": "a checkpoint save",
 }
 
 
@@ -428,7 +428,9 @@ def _phases(trace: Trace, session: Session, log: ProcessLog, m: Metrics) -> None
             )
         )
     for seg, size, path in a.saves:
-        spans.append(_Span("torch.save", seg.t0, seg.t1, "save", {"bytes": size, "path": path}))
+        spans.append(
+            _Span("checkpoint save", seg.t0, seg.t1, "save", {"bytes": size, "path": path})
+        )
     for seg in a.evals:
         how = {
             "mode": "eval() … train()",

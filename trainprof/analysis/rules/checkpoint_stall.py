@@ -1,4 +1,4 @@
-"""Checkpoint stall: ``torch.save`` blocks training.
+"""Checkpoint stall: checkpoint saves (``torch.save``, safetensors' ``save_file``) block training.
 
 Seed 002: saving the full model and optimizer state every few steps took longer than the
 steps themselves; training waits for each write.
@@ -21,8 +21,16 @@ from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import interval, ms
 from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.units import plural
 
-SHARE = Threshold("share", 0.03, "share", "share of the steady run inside torch.save")
+# A .safetensors checkpoint is most often the Hugging Face Trainer's (or accelerate's).
+HF_FIX = (
+    "with the Hugging Face Trainer: a larger save_steps (or save_strategy='epoch'), and "
+    "save_only_model=True when you will not resume",
+)
+SHARE = Threshold(
+    "share", 0.03, "share", "share of the steady run inside torch.save or safetensors save_file"
+)
 
 
 @rule(
@@ -48,13 +56,13 @@ def check(m: Metrics) -> Finding | None:
     sizes = [b for _s, b, _p in inside if b >= 0]
     segs = [seg for seg, _b, _p in inside]
     frame = dominant_user_frame(m.activity.spans, [(s.t0, s.t1) for s in segs])
-    size = f", {sizes[-1] / 2**20:.1f} MiB each" if sizes else ""
+    size = _sizes(sizes)
     return Finding(
         id="checkpoint-stall",
         severity="warning",
-        title=f"Checkpoint saves block training: {share:.0%} of the run in torch.save",
+        title=f"Checkpoint saves block training: {share:.0%} of the run saving",
         evidence=(
-            f"{len(inside)} torch.save calls, {ms(cost / len(inside))} each{size}, "
+            f"{plural(len(inside), 'checkpoint save')}, {ms(cost / len(inside))} each{size}, "
             f"{interval(m, segs)}",
             f"{cost:.2f} s in all, {share:.0%} of the steady run; training waits for each save",
             f"last saved to {inside[-1][2]}",
@@ -64,6 +72,18 @@ def check(m: Metrics) -> Finding | None:
             "skip optimizer state when you will not resume; keep only the last N checkpoints",
             "save asynchronously: torch.distributed.checkpoint.async_save, or copy the "
             "state_dict to CPU and write it from a background thread",
+            *(HF_FIX if any(str(p).endswith(".safetensors") for _s, _b, p in inside) else ()),
         ),
         where=where(frame),
     )
+
+
+def _sizes(sizes: list[int]) -> str:
+    """ ", 24.7 MiB each", or the range where a checkpoint is several files of different sizes
+    (a Trainer's weights, then its optimizer state)."""
+    if not sizes:
+        return ""
+    lo, hi = min(sizes) / 2**20, max(sizes) / 2**20
+    if f"{lo:.1f}" == f"{hi:.1f}":
+        return f", {hi:.1f} MiB each"
+    return f", {lo:.1f}–{hi:.1f} MiB each"

@@ -27,6 +27,9 @@ VOCAB = 50_000
 DIM = 128
 SEQ = 32
 CLASSES = 4
+# ZOO_SAVE_WITH=safetensors: the weights go through safetensors' save_model (the optimizer
+# state, small here, still through torch.save), as the Hugging Face Trainer writes them.
+SAVE_WITH = os.environ.get("ZOO_SAVE_WITH", "torch")
 
 
 class FrozenEncoderClassifier(nn.Module):
@@ -46,6 +49,12 @@ class FrozenEncoderClassifier(nn.Module):
 def save_checkpoint(
     path: str, step: int, model: nn.Module, optimizer: torch.optim.Optimizer
 ) -> None:
+    if SAVE_WITH == "safetensors":  # the Hugging Face Trainer's way: weights, then the rest
+        from safetensors.torch import save_model
+
+        save_model(model, path.replace(".pt", ".safetensors"))
+        torch.save({"step": step, "optimizer": optimizer.state_dict()}, path)
+        return
     torch.save(
         {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, path
     )

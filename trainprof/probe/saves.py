@@ -1,0 +1,61 @@
+"""Checkpoint saves the training loop waits for: ``torch.save`` and safetensors' ``save_file``.
+
+Each call is one record (its end, duration, bytes written and path), from which the report
+finds checkpoint stalls. safetensors is how the Hugging Face Trainer and accelerate write
+model weights (the optimizer state still goes through ``torch.save``); its ``save_file`` is
+wrapped the moment ``safetensors.torch`` finishes importing, before a library binds the name
+(``from safetensors.torch import save_file``), and ``save_model`` calls it too.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from types import ModuleType
+from typing import Any
+
+from trainprof import probe
+from trainprof.store.schema import SAVE
+
+_clock = time.monotonic
+
+
+def timed(orig: Any, path_kw: str) -> Any:
+    """``orig(obj, path, ...)`` with a SAVE record; the path is its second argument or
+    ``path_kw``. It returns what ``orig`` returns and raises what it raises."""
+
+    @functools.wraps(orig)
+    def save(*args: Any, **kwargs: Any) -> Any:
+        t0 = _clock()
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            t1 = _clock()
+            w = probe.writer()
+            if w is not None:
+                f = args[1] if len(args) > 1 else kwargs.get(path_kw)
+                w.add(
+                    f"{SAVE} {w.us(t1)} {int((t1 - t0) * 1e6)} {saved_bytes(f)} "
+                    f"{json.dumps(str(f))}\n"
+                )
+
+    return save
+
+
+def saved_bytes(f: Any) -> int:
+    """The file's size after the save (a path), or the stream's position (a file object)."""
+    try:
+        if isinstance(f, (str, os.PathLike)):
+            return os.path.getsize(f)
+        return int(f.tell())
+    except Exception:
+        return -1
+
+
+def wrap_safetensors(module: ModuleType) -> None:
+    """The post-import hook for ``safetensors.torch``."""
+    save_file = getattr(module, "save_file", None)
+    if callable(save_file):
+        module.save_file = timed(save_file, "filename")  # type: ignore[attr-defined]
