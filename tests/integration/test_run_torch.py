@@ -71,6 +71,36 @@ def test_dataloader_workers_are_seen_and_measured(workers_run) -> None:  # type:
     assert len(primary.backwards) == 0
 
 
+TOP_LEVEL_WORKERS_JOB = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.set_num_threads(1)
+data = TensorDataset(torch.randn(4096, 64), torch.randint(0, 4, (4096,)))
+loader = DataLoader(data, batch_size=32, num_workers=2, persistent_workers=True)
+model = nn.Sequential(nn.Linear(64, 1024), nn.ReLU(), nn.Linear(1024, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(4):
+    for x, y in loader:
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+"""
+
+
+def test_persistent_workers_of_a_top_level_loop_are_measured(tmp_path: Path) -> None:
+    """A loop at the script's top level keeps its loader to the end: its persistent workers
+    are killed at the job's exit, before their own last write, so the counts their timer
+    wrote are all there is (nothing was recorded before)."""
+    script = write_script(tmp_path, "train_top.py", TOP_LEVEL_WORKERS_JOB)
+    r = run_trainprof(tmp_path, str(script))
+    assert r.returncode == 0, r.stderr
+    workers = Session.load(r.run_dir).workers
+    assert sorted(w.header["worker_id"] for w in workers) == [0, 1]
+    assert sum(w.fetch_count for w in workers) > 0
+
+
 def test_steps_option_stops_cleanly(tmp_path: Path) -> None:
     script = write_script(
         tmp_path,

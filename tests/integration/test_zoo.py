@@ -204,3 +204,17 @@ def test_a_safetensors_checkpoint_is_a_checkpoint_save(zoo_tmp: Path) -> None:
     assert any("save_only_model=True" in f for f in first["fix"]), first["fix"]
     events = "".join(p.read_text() for p in r.run_dir.glob("events-*.tp"))
     assert '.safetensors"' in events and 'latest.pt"' in events  # both kinds of save recorded
+
+
+def test_waiting_on_the_hand_over_from_workers_is_told_apart(zoo_tmp: Path) -> None:
+    """worker_transfer's workers make batches faster than the loop uses them: the wait is the
+    main process rebuilding each batch's tensors, and more workers would not help."""
+    r = run_case("worker_transfer", zoo_tmp)
+    first = r.report["findings"][0]
+    assert first["id"] == "input-bound", _describe(r)
+    assert any("receiving each batch from the workers" in e for e in first["evidence"]), first
+    # persistent workers, killed at the job's exit: their timer wrote their batch times
+    assert any("in each worker, a batch takes" in e for e in first["evidence"]), first
+    assert first["fix"][0].startswith("num_workers=0"), first["fix"]
+    assert not any("more workers" in f for f in first["fix"])
+    assert r.report["ledger"]["buckets"]["transfer"]["share"] > 0.1

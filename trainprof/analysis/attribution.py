@@ -15,7 +15,7 @@ import bisect
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainprof.analysis.usercode import is_user_path
@@ -137,12 +137,39 @@ def _category_of(
     return cat
 
 
+def data_part(frames: tuple[Frame, ...]) -> str:
+    """Which ledger bucket a DataLoader stack of the main thread fills. ``transfer``: rebuilding
+    a batch's tensors sent by a worker (with the default file_descriptor sharing, a new
+    connection to the worker, with its authentication handshake, per tensor)."""
+    names = [short_name(f[0]) for f in frames]
+    paths = [f[1].replace("\\", "/") for f in frames]
+    if "_next_index" in names:
+        return "sampler"
+    if any(
+        "torch/multiprocessing/reductions.py" in p
+        or p.endswith("multiprocessing/resource_sharer.py")
+        for p in paths
+    ):
+        return "transfer"
+    if any(n in ("__getitem__", "__getitems__") for n in names):
+        return "fetch"
+    if any("_utils/collate.py" in p for p in paths) or any("collate" in n for n in names):
+        return "collate"
+    if any("pin_memory.py" in p for p in paths):
+        return "pin"
+    if any(p.endswith("_utils/fetch.py") for p in paths):
+        return "fetch"
+    return "data_wait"
+
+
 @dataclass(frozen=True)
 class Profile:
-    """Main-thread time by category within a window, and the user lines behind each."""
+    """Main-thread time by category within a window, the user lines behind each, and the
+    DataLoader's time by ledger part (``data_part``)."""
 
     seconds: dict[str, float]
     lines: dict[str, Counter[Frame]]
+    data_parts: dict[str, float] = field(default_factory=dict)
 
     @property
     def total(self) -> float:
@@ -204,7 +231,9 @@ def profile(
     sites = backward_sites(spans, source, cuda)
     seconds: dict[str, float] = {}
     lines: dict[str, Counter[Frame]] = {}
+    data_parts: dict[str, float] = {}
     seen: dict[int, str] = {}
+    parts_seen: dict[int, str] = {}
     for s in spans:
         lo, hi = max(s.t0, t0), min(s.t1, t1)
         if hi <= lo:
@@ -213,10 +242,15 @@ def profile(
         if cat == "other" and sites and _before_backward(s.frames, sites):
             cat = "forward"
         seconds[cat] = seconds.get(cat, 0.0) + (hi - lo)
+        if cat == "data":
+            part = parts_seen.get(id(s.frames)) or parts_seen.setdefault(
+                id(s.frames), data_part(s.frames)
+            )
+            data_parts[part] = data_parts.get(part, 0.0) + (hi - lo)
         uf = user_frame(s.frames)
         if uf is not None:
             lines.setdefault(cat, Counter())[uf] += int((hi - lo) * 1e6)
-    return Profile(seconds, lines)
+    return Profile(seconds, lines, data_parts)
 
 
 def overlaps(

@@ -12,7 +12,9 @@ optimizer step to its own):
    waited. Of it: ``sampler`` (the main-process sampler), ``worker_start`` (an epoch's first
    batches while workers start), the main process's own ``fetch`` (``__getitem__``),
    ``collate`` and ``pin`` (with ``num_workers=0``: probe per-batch times × steady batches),
-   and the rest, ``data_wait`` (waiting on workers, or the loader's own Python machinery).
+   and the rest: ``transfer`` (receiving the workers' batches, by the share of the main
+   thread's loader samples spent rebuilding their tensors) and ``data_wait`` (waiting on
+   workers, or the loader's own Python machinery).
 3. Stalls: a stalled step's time beyond a median step, by cause (``stall_compute``,
    ``stall_blocked``, ``compile``).
 4. The rest is the step itself, split by the main thread's stack samples outside stalls:
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 
 from trainprof.analysis.stats import tail
 
-DATA = ("sampler", "worker_start", "fetch", "collate", "pin", "data_wait")
+DATA = ("sampler", "worker_start", "fetch", "collate", "pin", "transfer", "data_wait")
 STALLS = ("save", "eval", "stall_compute", "stall_blocked", "compile")
 STEP = ("forward", "backward", "optimizer", "sync", "logging", "loop", "idle", "step")
 BUCKETS = DATA + STALLS + STEP + ("unattributed",)
@@ -39,6 +41,7 @@ DESCRIPTION: dict[str, str] = {
     "fetch": "dataset __getitem__, in the main process",
     "collate": "collate_fn, in the main process",
     "pin": "pin_memory, in the main process",
+    "transfer": "receiving batches from workers (their tensors, one by one)",
     "data_wait": "DataLoader: waiting on workers, or its own code",
     "save": "checkpoint saves (torch.save, safetensors)",
     "eval": "evaluation between steps",
@@ -142,6 +145,7 @@ def build(
     main_fetch: MainFetch | None,
     step_profile: Mapping[str, float] | None,
     min_profile_s: float = 0.0,
+    transfer_frac: float = 0.0,
 ) -> Ledger:
     n = len(cols.t)
     lo = cols.first
@@ -181,7 +185,8 @@ def build(
         for k, v in parts.items():
             seconds[k] = v * scale
             loading -= v * scale
-    seconds["data_wait"] = max(0.0, loading)
+    seconds["transfer"] = max(0.0, loading) * transfer_frac
+    seconds["data_wait"] = max(0.0, loading) - seconds["transfer"]
     for st in stalls:
         bucket = STALL_BUCKET.get(st.cause)
         i = st.index
@@ -249,3 +254,12 @@ def allocate(ledger: Ledger, wants: Mapping[str, Want]) -> dict[str, dict[str, f
                 left[bucket] -= take
         out[key] = got
     return out
+
+
+def transfer_frac(data_parts: Mapping[str, float], min_s: float) -> float:
+    """The share of the loader's remaining wait (beyond the sampler, start-up and main-process
+    loading) spent receiving the workers' batches, from the main thread's loader samples; 0
+    with fewer than ``min_s`` seconds of such samples to judge by."""
+    transfer = data_parts.get("transfer", 0.0)
+    waiting = transfer + data_parts.get("data_wait", 0.0)
+    return transfer / waiting if waiting >= min_s and waiting > 0 else 0.0

@@ -302,6 +302,9 @@ def _ledger(
         main_fetch=fetch,
         step_profile=a.loop_profile.seconds if a.loop_profile is not None else None,
         min_profile_s=min_profile_s,
+        transfer_frac=ledger.transfer_frac(a.loop_profile.data_parts, min_profile_s)
+        if a.loop_profile is not None
+        else 0.0,
     )
 
 

@@ -54,23 +54,6 @@ def is_attach(meta: dict[str, Any]) -> bool:
     return isinstance(meta.get("attach"), dict)
 
 
-def data_part(frames: tuple[tuple[str, str, int], ...]) -> str:
-    """Which ledger bucket a DataLoader stack of the main thread fills."""
-    names = [attribution.short_name(f[0]) for f in frames]
-    paths = [f[1].replace("\\", "/") for f in frames]
-    if "_next_index" in names:
-        return "sampler"
-    if any(n in ("__getitem__", "__getitems__") for n in names):
-        return "fetch"
-    if any("_utils/collate.py" in p for p in paths) or any("collate" in n for n in names):
-        return "collate"
-    if any("pin_memory.py" in p for p in paths):
-        return "pin"
-    if any(p.endswith("_utils/fetch.py") for p in paths):
-        return "fetch"
-    return "data_wait"
-
-
 def _key(source: dict[tuple[str, int], str]) -> Any:
     return lambda s: attribution.category(s.frames, source)
 
@@ -242,7 +225,9 @@ def build_ledger(
         if hi <= lo:
             continue
         cat = attribution.category(s.frames, source)
-        bucket = data_part(s.frames) if cat == "data" else _CATEGORY_BUCKET.get(cat, "loop")
+        bucket = (
+            attribution.data_part(s.frames) if cat == "data" else _CATEGORY_BUCKET.get(cat, "loop")
+        )
         # The part inside a stall goes to the stall's bucket, beyond one typical step.
         i = bisect.bisect_right(starts, lo) - 1
         if i >= 0 and windows[i][1] > lo:
@@ -264,7 +249,7 @@ def shares_of(led: Ledger) -> dict[str, float]:
     """Main-thread shares by activity (view.SHARES) from the ledger."""
     g = led.share
     return {
-        "data": g("sampler", "worker_start", "fetch", "collate", "pin", "data_wait"),
+        "data": g("sampler", "worker_start", "fetch", "collate", "pin", "transfer", "data_wait"),
         "sampler": g("sampler"),
         "forward": g("forward"),
         "backward": g("backward"),

@@ -520,6 +520,7 @@ def _worker_loop(orig: Any) -> Any:
             _state.fetch_time = _state.collate_time = _state.pin_time = 0.0
             worker_id = kwargs.get("worker_id", args[10] if len(args) > 10 else None)
             w.set_role("worker", worker_id=worker_id, parent_pid=os.getppid())
+            w.start_timer()
         try:
             return orig(*args, **kwargs)
         finally:

@@ -207,6 +207,13 @@ class EventWriter:
             raise
         return fd
 
+    def start_timer(self) -> None:
+        """Tick from now on, though nothing is queued: a DataLoader worker's counters are
+        written at ticks only, and a persistent worker is killed at the job's exit, never
+        reaching its own final flush."""
+        if self._thread is None and not self._closed:
+            self._start_thread()
+
     def _start_thread(self) -> None:
         t = threading.Thread(target=self._flush_loop, name="trainprof-flush", daemon=True)
         self._thread = t

@@ -526,8 +526,8 @@ polyline.line { fill: none; }
 .cause-compile { fill: var(--compile); stroke: var(--compile); } .cause-data { fill: var(--data); stroke: var(--data); }
 .cause-eval { fill: var(--eval); stroke: var(--eval); } .cause-checkpoint { fill: var(--save); stroke: var(--save); }
 .cause-sync { fill: var(--s4); stroke: var(--s4); }
-.k-sampler, .k-worker_start, .k-fetch, .k-collate, .k-pin, .k-data_wait { fill: var(--data); }
-.k-fetch { opacity: .85; } .k-collate { opacity: .7; } .k-pin { opacity: .55; } .k-sampler { opacity: .45; }
+.k-sampler, .k-worker_start, .k-fetch, .k-collate, .k-pin, .k-transfer, .k-data_wait { fill: var(--data); }
+.k-fetch { opacity: .85; } .k-collate { opacity: .7; } .k-pin { opacity: .55; } .k-transfer { opacity: .6; } .k-sampler { opacity: .45; }
 .k-worker_start { opacity: .35; }
 .k-save { fill: var(--save); } .k-eval { fill: var(--eval); } .k-stall_compute { fill: var(--cpu); }
 .k-stall_blocked { fill: var(--blocked); } .k-compile { fill: var(--compile); }

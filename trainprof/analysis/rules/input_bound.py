@@ -39,7 +39,7 @@ WAIT_FRAC = Threshold(
     "share of steady time waiting for data beyond the sampler (TensorFlow's profiler calls "
     ">= 20 % highly input-bound)",
 )
-DATA = ("fetch", "collate", "pin", "data_wait")
+DATA = ("fetch", "collate", "pin", "transfer", "data_wait")
 
 
 @rule(
@@ -72,15 +72,21 @@ def check(m: Metrics) -> Finding | None:
     part, part_line = _costly_part(loader)
     if part_line:
         evidence.append(part_line)
-    contention = _worker_line(m, loader, workers)
+    # Receiving batches is most of the wait: the main process is the limit, not the workers.
+    transfer = led.get("transfer") >= 0.5 * led.get(*DATA)
+    contention = _worker_line(m, loader, workers, blame_cpus=not transfer)
     if contention:
         evidence.append(contention[0])
     fix: list[str] = []
-    if contention and contention[1]:
+    if transfer:
+        evidence.insert(1, _transfer_line(m, batches))
+        fix.extend(transfer_fix(cfg, loader, led.get("transfer") / batches))
+    elif contention and contention[1]:
         fix.append(contention[1])
+        fix.extend(part_fix(part, loader))
     else:
         fix.append(workers_fix(m, workers))
-    fix.extend(part_fix(part, loader))
+        fix.extend(part_fix(part, loader))
     if m.gpu_util_mean is not None and not cfg.get("pin_memory"):
         # Not to a loader already pinned (the H200 input-bound job was told to pin it).
         fix.append("pin_memory=True and .to(device, non_blocking=True) for host→device copies")
@@ -92,6 +98,40 @@ def check(m: Metrics) -> Finding | None:
         fix=tuple(fix),
         where=_where(part, loader) or loader_caller(m),
     )
+
+
+def _transfer_line(m: Metrics, batches: float) -> str:
+    led = m.ledger
+    assert led is not None
+    return (
+        f"receiving each batch from the workers takes the main process "
+        f"{ms(led.get('transfer') / batches)} ({led.share('transfer'):.0%} of the steady time): "
+        "it rebuilds the batch's tensors one by one (rebuild_storage_* in its stacks), and more "
+        "workers cannot share that"
+    )
+
+
+def transfer_fix(cfg: dict[str, object], loader: LoaderView | None, receive_s: float) -> list[str]:
+    """Fewer tensors to receive, or none: the cost is per tensor, not per byte."""
+    fix = []
+    make_ms = loader.worker_fetch_ms if loader else None
+    if make_ms is not None and make_ms / 1e3 < receive_s:
+        fix.append(
+            f"num_workers=0: a worker makes a batch in {_ms(make_ms)}, less than the "
+            f"{ms(receive_s)} the main process takes to receive one (data already in memory "
+            "needs no workers)"
+        )
+    fix.append(
+        "fewer, larger tensors per batch: a larger batch_size, or one stacked tensor instead "
+        "of a dict or tuple of many small ones"
+    )
+    if cfg.get("sharing_strategy") == "file_descriptor":
+        fix.append(
+            "torch.multiprocessing.set_sharing_strategy('file_system'): a tensor crosses as a "
+            "file name, not over a new connection to its worker (but a crashed process leaves "
+            "its files in /dev/shm)"
+        )
+    return fix
 
 
 def _costly_part(loader: LoaderView | None) -> tuple[str | None, str | None]:
@@ -159,10 +199,11 @@ def _where(part: str | None, loader: LoaderView | None) -> str | None:
 
 
 def _worker_line(
-    m: Metrics, loader: LoaderView | None, workers: int
+    m: Metrics, loader: LoaderView | None, workers: int, blame_cpus: bool = True
 ) -> tuple[str, str | None] | None:
     """What the workers could deliver against what the loop asks for. When they could keep up
-    but the loop still waits, the CPUs are the limit: say so instead of contradicting the wait."""
+    but the loop still waits, the CPUs are the limit (unless ``blame_cpus`` is off: receiving
+    the batches is): say so instead of contradicting the wait."""
     s = m.steady
     if s is None or loader is None or loader.worker_fetch_ms is None or not workers:
         return None
@@ -173,7 +214,7 @@ def _worker_line(
         f"deliver at most {capacity:.1f} batches/s; the loop asks for {demand:.1f}/s"
     )
     cpus = m.usable_cpus
-    if capacity < demand or cpus is None or cpus > workers + 1:
+    if capacity < demand or cpus is None or cpus > workers + 1 or not blame_cpus:
         return line, None
     cpu = f" (the job used {m.cpu_percent_mean:.0f}% CPU)" if m.cpu_percent_mean else ""
     line = (

@@ -44,6 +44,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "worker_transfer",
+        "input-bound",
+        "slow",
+        "num_workers=2 over a tokenized corpus in memory: each batch, a dict of four small "
+        "tensors, costs the main process more to receive than a worker takes to make it",
+        60.0,
+    ),
+    ZooCase(
         "sampler_overhead",
         "sampler-overhead",
         "slow",
