@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainprof.analysis import attribution, ledger
+from trainprof.analysis import attribution, frameworks, ledger
 from trainprof.analysis import mfu as mfu_mod
 from trainprof.analysis.attach_view import AttachView
 from trainprof.analysis.device import Bottleneck, DeviceView, bottleneck, device_view
@@ -115,6 +115,7 @@ class Activity:
     optimizers: dict[str, Any] | None = None
     structure: dict[str, Any] | None = None  # the model and optimizer at the first step
     zero_grad_kept: bool = False  # zero_grad(set_to_none=False) was called
+    framework: str | None = None  # the training framework that runs the loop (frameworks.py)
     flops: dict[str, Any] | None = None  # the probe's FLOP count of one step, or why none
     timeline_error: str | None = None  # why the probe's device timeline stopped, if it did
 
@@ -410,6 +411,7 @@ def _activity(
             (i["structure"] for i in infos if isinstance(i.get("structure"), dict)), None
         ),
         zero_grad_kept=any(i.get("zero_grad_set_to_none") is False for i in infos),
+        framework=frameworks.detect(spans),
         flops=mfu_mod.flop_count(infos),
         timeline_error=next(
             (str(i["device_timeline_error"]) for i in infos if "device_timeline_error" in i), None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from trainprof.analysis import frameworks
 from trainprof.analysis import metrics as metrics_mod
 from trainprof.analysis.crash import crash_findings
 from trainprof.analysis.findings import Finding, Skipped, Verdict, rank
@@ -49,7 +50,8 @@ def evaluate(
             continue
         finding = r.check(m)
         if finding is not None:
-            findings.append(finding)
+            own = frameworks.setting_fix(m.activity.framework, dict(r.settings))
+            findings.append(replace(finding, fix=(*finding.fix, *own)) if own else finding)
     findings = _only_if_unexplained(findings)
     if m.ledger is not None:
         findings = claim(m.ledger, findings)

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis import attribution, ledger
+from trainprof.analysis import attribution, frameworks, ledger
 from trainprof.analysis.attach_view import AttachView, RankAttach, RateEstimate
 from trainprof.analysis.ledger import BUCKETS, Ledger
 from trainprof.analysis.memory import growth
@@ -430,6 +430,7 @@ def compute(session: Session) -> Metrics:
         swap_used_max=max(finite(session.samples.swap_used), default=None),
         swap_io_bps_mean=mean(swap_io) if swap_io else None,
         loop_funcs=loop_functions(loop_spans, source),
+        framework=frameworks.detect(spans),
     )
     view = AttachView(
         pid=int(att.get("pid") or 0),

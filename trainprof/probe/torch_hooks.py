@@ -318,6 +318,8 @@ def _wrap_loader(dl: Any) -> None:
         if s.fetches and s.timeline is not None:
             _mark(s.timeline, "fetch")  # a later micro-batch of the step
         t0 = _clock()
+        if s.training is False:
+            _mode_restored(s, t0)
         batch = orig_next(self)
         dt = _clock() - t0
         s.wait += dt
@@ -574,6 +576,20 @@ def _record_precision(optimizer: Any) -> None:
         probe.record_info({"structure": structure.facts(torch, model, optimizer)})
     except Exception:
         pass
+
+
+def _mode_restored(s: _State, now: float) -> None:
+    """Called for each batch while the probe thinks the model evaluates: a model put back in
+    training mode without ``train()`` (Lightning restores each module's ``training`` flag by
+    assignment after validation) ends the evaluation here, as its next training batch comes."""
+    ref = s.model_ref
+    model = ref() if ref is not None else None
+    if model is None or getattr(model, "training", False) is not True:
+        return
+    s.training = True
+    w = probe.writer()
+    if w is not None:
+        w.add(f"{MODE} {w.us(now)} 1\n")
 
 
 def _remember_model(module: Any) -> None:

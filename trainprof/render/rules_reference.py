@@ -18,7 +18,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from trainprof.analysis import ledger
+from trainprof.analysis import frameworks, ledger
 from trainprof.analysis.rules.registry import Rule, Threshold
 from trainprof.version import __version__
 
@@ -117,6 +117,7 @@ def rule_json(r: Rule) -> dict[str, object]:
             {"name": t.name, "value": t.value, "unit": t.unit, "text": str(t), "doc": t.doc}
             for t in r.thresholds
         ],
+        "settings": {frameworks.NAMES[f]: text for f, text in r.settings.items()},
         "anti_pattern": r.block("Anti-pattern"),
         "best_practice": r.block("Best practice"),
     }
@@ -264,6 +265,11 @@ def rule_detail(r: Rule) -> Group:
     else:
         claims = Text("none: its findings carry no share of the time")
     parts.append(Padding(claims, (0, 0, 1, 2)))
+
+    if r.settings:
+        parts.append(_heading("in a framework's loop (added to the fixes when it runs the loop)"))
+        names = [(frameworks.NAMES[f], text) for f, text in r.settings.items()]
+        parts.append(Padding(_pairs(names), (0, 0, 1, 2)))
 
     for i, heading in enumerate(BLOCKS):
         below = 1 if i < len(BLOCKS) - 1 else 0

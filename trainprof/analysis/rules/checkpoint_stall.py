@@ -23,11 +23,6 @@ from trainprof.analysis.rules._common import interval, ms
 from trainprof.analysis.rules.registry import Threshold, rule
 from trainprof.units import plural
 
-# A .safetensors checkpoint is most often the Hugging Face Trainer's (or accelerate's).
-HF_FIX = (
-    "with the Hugging Face Trainer: a larger save_steps (or save_strategy='epoch'), and "
-    "save_only_model=True when you will not resume",
-)
 SHARE = Threshold(
     "share", 0.03, "share", "share of the steady run inside torch.save or safetensors save_file"
 )
@@ -40,6 +35,12 @@ SHARE = Threshold(
     needs=("steps",),
     claims=("save",),
     thresholds=(SHARE,),
+    settings={
+        "transformers": "a larger save_steps (or save_strategy='epoch') in TrainingArguments, "
+        "save_only_model=True when you will not resume, save_total_limit=N",
+        "lightning": "ModelCheckpoint(every_n_train_steps=... or every_n_epochs=1, "
+        "save_weights_only=True, save_top_k=1)",
+    },
 )
 def check(m: Metrics) -> Finding | None:
     led = m.ledger
@@ -72,7 +73,6 @@ def check(m: Metrics) -> Finding | None:
             "skip optimizer state when you will not resume; keep only the last N checkpoints",
             "save asynchronously: torch.distributed.checkpoint.async_save, or copy the "
             "state_dict to CPU and write it from a background thread",
-            *(HF_FIX if any(str(p).endswith(".safetensors") for _s, _b, p in inside) else ()),
         ),
         where=where(frame),
     )

@@ -36,6 +36,12 @@ SHARE = Threshold("share", 0.05, "share", "share of the steady run spent evaluat
     needs=("steps",),
     claims=("eval",),
     thresholds=(SHARE,),
+    settings={
+        "transformers": "a larger eval_steps (or eval_strategy='epoch'), a larger "
+        "per_device_eval_batch_size, and dataloader_num_workers in TrainingArguments",
+        "lightning": "Trainer(val_check_interval=..., limit_val_batches=...), or "
+        "check_val_every_n_epoch=N",
+    },
 )
 def check(m: Metrics) -> Finding | None:
     led = m.ledger

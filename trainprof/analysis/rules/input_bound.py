@@ -49,6 +49,11 @@ DATA = ("fetch", "collate", "pin", "transfer", "data_wait")
     needs=("steps", "loader"),
     claims=DATA,
     thresholds=(WAIT_FRAC, GPU_BUSY),
+    settings={
+        "transformers": "the Trainer builds the DataLoader: set its num_workers, "
+        "persistent_workers and pin_memory as dataloader_num_workers, "
+        "dataloader_persistent_workers and dataloader_pin_memory in TrainingArguments",
+    },
 )
 def check(m: Metrics) -> Finding | None:
     s, led = m.steady, m.ledger

@@ -34,6 +34,12 @@ LINES_PER_STEP = Threshold("lines_per_step", 0.5, "count", "lines of output per 
     needs=("steps", "stacks"),
     claims=("logging",),
     thresholds=(SHARE, LINES_PER_STEP, GPU_BUSY),
+    settings={
+        "transformers": "a larger logging_steps in TrainingArguments (and no print in a "
+        "callback's on_step_end)",
+        "lightning": "Trainer(log_every_n_steps=...), and self.log(..., on_step=False, "
+        "on_epoch=True) for what you read per epoch",
+    },
 )
 def check(m: Metrics) -> Finding | None:
     prof = m.activity.loop_profile or m.activity.profile

@@ -9,11 +9,11 @@ module's docstring holds its **Anti-pattern** and **Best practice** blocks.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
-from trainprof.analysis import ledger
+from trainprof.analysis import frameworks, ledger
 from trainprof.analysis.findings import Finding, Severity
 from trainprof.analysis.metrics import MIN_STEADY_S, Metrics
 from trainprof.units import plural, plural_of
@@ -144,6 +144,9 @@ class Rule:
     thresholds: tuple[Threshold, ...]
     check: Check | None  # None: found by another mechanism (crash signatures, the hang watch)
     doc: str  # the rule module's docstring
+    # framework (analysis/frameworks.py) → its own setting for the fix, added to a finding of
+    # a job that framework runs
+    settings: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def summary(self) -> str:
@@ -181,6 +184,7 @@ def rule(
     needs: tuple[str, ...] = (),
     claims: tuple[str, ...] = (),
     thresholds: tuple[Threshold, ...] = (),
+    settings: Mapping[str, str] | None = None,
 ) -> Callable[[Check], Check]:
     """Register the decorated check as rule ``id`` (its module's docstring is its reference)."""
     declared = dict(
@@ -191,6 +195,7 @@ def rule(
         needs=needs,
         claims=claims,
         thresholds=thresholds,
+        settings=settings or {},
     )
 
     def register(check: Check) -> Check:
@@ -212,6 +217,7 @@ def define(
     thresholds: tuple[Threshold, ...],
     check: Check | None,
     doc: str,
+    settings: Mapping[str, str] | None = None,
 ) -> Rule:
     unknown = [n for n in needs if n not in SIGNALS]
     if unknown:
@@ -224,7 +230,10 @@ def define(
     for heading in ("Anti-pattern", "Best practice"):
         if heading not in doc:
             raise RuleError(f"rule {id}: its docstring needs an '{heading}:' block")
-    r = Rule(id, title, family, severity, needs, claims, thresholds, check, doc)
+    unknown_fw = [f for f in settings or {} if f not in frameworks.NAMES]
+    if unknown_fw:
+        raise RuleError(f"rule {id}: unknown framework(s) {unknown_fw}")
+    r = Rule(id, title, family, severity, needs, claims, thresholds, check, doc, settings or {})
     REGISTRY[id] = r
     return r
 
