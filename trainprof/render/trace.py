@@ -362,6 +362,11 @@ class _DataSplit:
                 ("pin_memory (mean per batch)", (loader.main_pin_ms or 0.0) / 1e3),
             ]
         self.fetches = log.steps["fetches"]
+        # The share of the workers' wait spent receiving their batches (the ledger's, from the
+        # main thread's stacks): drawn first in each step's wait, as a mean.
+        led = m.ledger if m is not None and loader is not None else None
+        both = led.get("transfer", "data_wait") if led else 0.0
+        self.receive_frac = led.get("transfer") / both if led and both > 0 else 0.0
         self.epoch_first: set[int] = set()
         if self.workers:
             n_workers = int(config.get("num_workers") or 1)
@@ -390,6 +395,13 @@ class _DataSplit:
                 if d > 0:
                     out.append(_Span(name, at, at + d, "data", {"ms": round(d * 1e3, 3)}))
                     at, left = at + d, left - d
+        if self.receive_frac > 0 and i not in self.epoch_first and left > 1e-6:
+            d = left * self.receive_frac
+            out.append(
+                _Span("receiving batches from workers (mean share)", at, at + d, "data",
+                      {"ms": round(d * 1e3, 3)})
+            )  # fmt: skip
+            at, left = at + d, left - d
         if left > 1e-6:
             rest = (
                 "worker start-up (epoch's first batches)"
