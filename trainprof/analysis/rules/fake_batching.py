@@ -38,6 +38,13 @@ MIN_FETCHES = Threshold(
     needs=("steps", "loader"),
     claims=STEP_BUCKETS,
     thresholds=(MIN_FETCHES,),
+    settings={
+        "transformers": "a larger per_device_train_batch_size and a smaller "
+        "gradient_accumulation_steps in TrainingArguments (their product is the batch the "
+        "optimizer sees)",
+        "lightning": "a larger DataLoader batch_size and a smaller "
+        "Trainer(accumulate_grad_batches=...)",
+    },
 )
 def check(m: Metrics) -> Finding | None:
     s = m.steady
