@@ -61,6 +61,16 @@ def test_fake_batching_fires_on_batch_of_one_and_many_fetches() -> None:
     assert any("batch_size=16" in fx for fx in f.fix)
 
 
+def test_a_batch_sampler_of_ones_is_named_as_what_makes_the_batches() -> None:
+    """A framework's loader (accelerate's, under the Hugging Face Trainer) passes a
+    batch_sampler: its batch_size is None, which the evidence printed as such."""
+    loader = dict(DEFAULT_LOADER, batch_size=None)
+    _, verdict = analyze(session(process(100, step_s=0.2, batch_size=1, fetches=16, loader=loader)))
+    (f,) = verdict.findings
+    assert f.id == "fake-batching"
+    assert f.evidence[0].endswith("each a batch of 1 (from its batch_sampler, BatchSampler)")
+
+
 def test_real_batches_with_gradient_accumulation_are_not_fake_batching() -> None:
     _, verdict = analyze(session(process(100, batch_size=32, fetches=4)))
     assert verdict.findings == ()

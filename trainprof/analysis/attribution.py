@@ -304,6 +304,8 @@ def caller_of(
     last user frame before the first frame whose file contains ``path_part``."""
     counter: Counter[Frame] = Counter()
     for s, seconds in overlaps(spans, [window]):
+        if any("importlib._bootstrap" in f[1] for f in s.frames):
+            continue  # importing the library (`import torch` at line 2) calls nothing of it
         for i, frame in enumerate(s.frames):
             if path_part in frame[1].replace("\\", "/"):
                 callers = [f for f in s.frames[:i] if is_user_file(f[1])]

@@ -22,7 +22,7 @@ Best practice::
 from __future__ import annotations
 
 from trainprof.analysis.findings import Finding
-from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.metrics import LoaderView, Metrics
 from trainprof.analysis.rules._common import STEP_BUCKETS, loader_caller, primary_loader
 from trainprof.analysis.rules.registry import Threshold, rule
 
@@ -60,8 +60,7 @@ def check(m: Metrics) -> Finding | None:
         severity="warning",
         title=f"Fake batching: {k:.0f} batches of 1 per optimizer step instead of one batch of {k:.0f}",
         evidence=(
-            f"{k:.0f} DataLoader fetches per optimizer step, each a batch of 1 "
-            f"(DataLoader batch_size={configured})",
+            f"{k:.0f} DataLoader fetches per optimizer step, each a batch of 1 ({_made_by(loader)})",
             f"{s.steps_per_s:.2f} optimizer steps/s = {s.steps_per_s * k:.1f} samples/s",
             "each sample goes through its own Python iteration, collate and forward pass, "
             f"so the per-sample overhead is paid {k:.0f}× per step",
@@ -77,3 +76,12 @@ def check(m: Metrics) -> Finding | None:
         wants=tuple((b, 1.0 - 1.0 / k) for b in STEP_BUCKETS),
         where=loader_caller(m),
     )
+
+
+def _made_by(loader: LoaderView | None) -> str:
+    """What sets the batch size: the DataLoader's batch_size, or its batch_sampler (a
+    framework's loader passes one, and batch_size is then None)."""
+    cfg = loader.config if loader else {}
+    if cfg.get("batch_size") is None and cfg.get("batch_sampler"):
+        return f"from its batch_sampler, {str(cfg['batch_sampler']).rsplit('.', 1)[-1]}"
+    return f"DataLoader batch_size={cfg.get('batch_size')}"
