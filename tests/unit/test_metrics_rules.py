@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from synth import DEFAULT_LOADER, process, session
 
@@ -179,3 +181,29 @@ def test_workers_that_could_keep_up_but_share_the_cpus_are_not_contradicted() ->
     text = " ".join(f.evidence + f.fix)
     assert "could deliver 40.0 batches/s" in text and "share 2 usable CPUs" in text
     assert "deliver at most" not in text
+
+
+def test_an_evaluation_s_batches_are_not_training_samples() -> None:
+    """Steps of 32 samples; every 20th holds an evaluation whose loader's 20 batches of 32 the
+    probe counted into that step: samples/s is still 32 a step (was 2.5x higher with evals
+    every few steps in a Trainer run)."""
+    from trainprof.analysis.metrics import compute
+    from trainprof.store.events import ProcessLog
+
+    log = ProcessLog({"pid": 1000, "role": "main", "t0": 100.0, "version": 1})
+    t = 0
+    for i in range(200):
+        evaluates = i % 20 == 10
+        dur = 2_000_000 if i == 0 else 100_000 + (500_000 if evaluates else 0)
+        t += dur
+        if evaluates:  # model.eval() after the previous step, model.train() before this one
+            log.add_line(f"M {t - dur + 1000} 0")
+            log.add_line(f"M {t - 100_000} 1")
+        samples = 32 + (20 * 32 if evaluates else 0)
+        log.add_line(f"S {t} {dur} 0 0 32 {1 + (20 if evaluates else 0)} {samples}")
+    log.add_line("L 0 " + json.dumps(DEFAULT_LOADER))
+    log.torch_imported_us = 1000
+    m = compute(session(log))
+    assert m.activity.evals and m.steady is not None
+    assert m.steady.samples_per_step == pytest.approx(32)
+    assert m.steady.samples_per_s == pytest.approx(32 * m.steady.steps_per_s)
