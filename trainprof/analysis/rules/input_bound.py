@@ -86,11 +86,8 @@ def check(m: Metrics) -> Finding | None:
     if transfer:
         evidence.insert(1, _transfer_line(m, batches))
         fix.extend(transfer_fix(cfg, loader, led.get("transfer") / batches))
-    elif contention and contention[1]:
-        fix.append(contention[1])
-        fix.extend(part_fix(part, loader))
     else:
-        fix.append(workers_fix(m, workers))
+        fix.append(contention[1] if contention and contention[1] else workers_fix(m, workers))
         fix.extend(part_fix(part, loader))
     if m.gpu_util_mean is not None and not cfg.get("pin_memory"):
         # Not to a loader already pinned (the H200 input-bound job was told to pin it).
