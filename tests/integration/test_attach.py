@@ -186,6 +186,18 @@ def test_input_bound_is_first_and_shows_the_data_share(tmp: Path) -> None:
     )
 
 
+def test_waiting_on_the_hand_over_from_workers_is_told_apart(tmp: Path) -> None:
+    with started(zoo_job("worker_transfer"), "epoch 0", tmp) as job:
+        r = attach(job.proc.pid, tmp)
+    first = r.problems[0]
+    assert first["id"] == "input-bound", r.report["findings"]
+    assert "receiving batches from workers" in first["evidence"][1]
+    assert first["fix"][0].startswith("fewer, larger tensors per batch"), first["fix"]
+    assert not any("more workers" in f for f in first["fix"])
+    loop = line_of("worker_transfer", r"for batch in loader")
+    assert first["where"] == f"{ZOO_DIR / 'worker_transfer.py'}:{loop} (main)"
+
+
 def test_checkpoint_shows_torch_save_time(tmp: Path) -> None:
     with started(zoo_job("checkpoint_stall"), "checkpoint saved", tmp) as job:
         r = attach(job.proc.pid, tmp)

@@ -60,6 +60,7 @@ def input_bound_attach(m: Metrics) -> Finding | None:
         (led.share("collate"), "collate_fn"),
         (led.share("pin"), "pin_memory"),
         (led.share("sampler"), "the sampler"),
+        (led.share("transfer"), "receiving batches from workers"),
         (led.share("data_wait"), "waiting on workers or the loader's own code"),
     ]
     split = ", ".join(f"{name} {s:.0%}" for s, name in parts if s >= 0.01)
@@ -69,16 +70,22 @@ def input_bound_attach(m: Metrics) -> Finding | None:
         f"{plural(a.workers, 'DataLoader worker process')} seen under the job"
         + (f" on {m.usable_cpus} usable CPUs" if m.usable_cpus else ""),
     ]
-    fix = [input_bound.workers_fix(m, a.workers)]
     part = "collate" if led.share("collate") > led.share("fetch") else "getitem"
-    fix.extend(input_bound.part_fix(part, None))
+    receiving = led.get("transfer") >= 0.5 * led.get(*input_bound.DATA, "sampler")
+    if receiving:  # more workers cannot share the main thread's receiving
+        by_fd = any(f[0] == "rebuild_storage_fd" for s in m.activity.spans for f in s.frames)
+        fix = input_bound.transfer_fix(
+            {"sharing_strategy": "file_descriptor"} if by_fd else {}, None, 0.0
+        )
+    else:
+        fix = [input_bound.workers_fix(m, a.workers), *input_bound.part_fix(part, None)]
     return Finding(
         id="input-bound",
         severity="warning",
         title=f"Input-bound: the training loop waits for data {share:.0%} of the time",
         evidence=tuple(e for e in evidence if e),
         fix=tuple(fix),
-        where=loader_code(m, part) or loader_caller(m),
+        where=loader_caller(m) if receiving else loader_code(m, part) or loader_caller(m),
     )
 
 
