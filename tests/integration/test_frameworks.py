@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import Result, run_trainprof, write_script
 
+from trainprof.store.session import Session
+
 pytest.importorskip("transformers")
 pytest.importorskip("lightning")
 
@@ -46,6 +48,7 @@ LIGHTNING_JOB = """
 # A small MLP under Lightning, validating every 20 batches.
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -73,7 +76,8 @@ y = x[:, :10].argmax(1)
 train = DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True)
 val = DataLoader(TensorDataset(x[:4096], y[:4096]), batch_size=64)
 L.Trainer(
-    max_epochs=4, accelerator="cpu", logger=False, enable_checkpointing=False,
+    max_epochs=4, accelerator="cpu", logger=False,
+    callbacks=[ModelCheckpoint(dirpath="ckpts", every_n_train_steps=100, save_top_k=-1)],
     enable_progress_bar=False, enable_model_summary=False, val_check_interval=20,
 ).fit(Net(), train, val)
 """
@@ -106,3 +110,9 @@ def test_lightning_evaluations_end_where_it_restores_training_mode(tmp_path: Pat
     assert "model.eval() … model.train()" in first["evidence"][0], first["evidence"]
     assert not any("call model.eval()" in f for f in first["fix"])
     assert any(f.startswith("with Lightning: Trainer(val_check_interval") for f in first["fix"])
+    # Lightning serialises into memory (a torch.save inside its own save), then writes: one
+    # save a checkpoint, named by its file
+    primary = Session.load(r.run_dir).primary
+    assert primary is not None
+    paths = [path for _t, _d, _b, path in primary.saves]
+    assert len(paths) == 512 // 100 and all(p.endswith(".ckpt") for p in paths), paths

@@ -1,7 +1,7 @@
 """Which code held the main thread: classify stack spans, and name the user's own line.
 
 Pure: spans and source lines come from the Session. ``compile`` (Dynamo/Inductor compiling,
-anywhere in the stack) first; then, innermost-first: ``save`` (torch.serialization, safetensors' save_file), ``data``
+anywhere in the stack) first; then, innermost-first: ``save`` (torch.serialization, safetensors' save_file, Lightning's _atomic_save), ``data``
 (torch.utils.data), ``optimizer`` (torch.optim), ``backward`` (autograd), ``forward``
 (nn.Module calls), ``logging`` (logging, tqdm, tensor formatting, or a user line that
 prints/logs/writes), ``sync`` (on CUDA only: a user line that copies a device tensor to the
@@ -29,6 +29,9 @@ SYNC_LINE = re.compile(
     r"\.(item|cpu|tolist|numpy)\(\)|torch\.cuda\.synchronize\(|\.to\([\"']cpu[\"']"
 )
 ZERO_GRAD_LINE = re.compile(r"\.zero_grad\(")
+# A parameter updated by hand (``p.sub_(lr * v)``, ``v.mul_(m).add_(p.grad)``): the optimizer
+# step of a loop without torch.optim, not loop overhead.
+UPDATE_LINE = re.compile(r"\.(add|sub|mul|div|addcmul|addcdiv|lerp|copy|zero|clamp)_\(")
 # Python functions whose innermost frame means the thread waits in a C call (py-spy shows no
 # native frames): locks, queues, selectors, sockets, subprocesses.
 _IDLE_FUNCS = {
@@ -36,6 +39,11 @@ _IDLE_FUNCS = {
     "recv", "recv_into", "recvfrom", "accept", "connect", "create_connection", "sendall",
     "_recv_bytes", "_poll", "communicate", "waitpid", "_try_wait", "epoll", "join",
 }  # fmt: skip
+# Checkpoint writers besides torch.serialization, by the file's last two path parts.
+_SAVE_FUNCS = {
+    "safetensors/torch.py": ("save_file", "save_model"),
+    "utilities/cloud_io.py": ("_atomic_save",),  # Lightning: torch.save to memory, then a write
+}
 # Files that run only while torch.compile compiles (not when compiled code runs).
 _COMPILE_FILES = (
     "torch/_dynamo/convert_frame.py", "torch/_dynamo/symbolic_convert.py",
@@ -89,8 +97,8 @@ def category(
         return "compile"
     for name, path, _line in reversed(frames):
         p = path.replace("\\", "/")
-        if "torch/serialization.py" in p or (
-            "safetensors/torch.py" in p and short_name(name) in ("save_file", "save_model")
+        if "torch/serialization.py" in p or short_name(name) in _SAVE_FUNCS.get(
+            "/".join(p.rsplit("/", 2)[-2:]), ()
         ):
             return "save"
         if "torch/utils/data/" in p:
@@ -109,7 +117,7 @@ def category(
     uf = user_frame(frames)
     if uf is not None:
         text = source.get((uf[1], uf[2]), "")
-        if ZERO_GRAD_LINE.search(text):
+        if ZERO_GRAD_LINE.search(text) or UPDATE_LINE.search(text):
             # zero_grad runs behind torch's dynamo-disable wrapper: samples in that wrapper
             # have no torch/optim frame yet, but the time is the optimizer's
             return "optimizer"

@@ -73,9 +73,10 @@ def start() -> None:
 
     call_after_import("torch", _on_torch_imported)
     if "save" not in disabled_parts():
-        from trainprof.probe.saves import wrap_safetensors
+        from trainprof.probe.saves import HOOKS
 
-        call_after_import("safetensors.torch", wrap_safetensors)
+        for name, hook in HOOKS.items():
+            call_after_import(name, hook)
 
 
 def _mark_loaded(run_dir: str) -> None:
