@@ -43,7 +43,7 @@ DESCRIPTION: dict[str, str] = {
     "pin": "pin_memory, in the main process",
     "transfer": "receiving batches from workers (their tensors, one by one)",
     "data_wait": "DataLoader: waiting on workers, or its own code",
-    "save": "checkpoint saves (torch.save, safetensors)",
+    "save": "checkpoint saves (torch.save, safetensors, Lightning's)",
     "eval": "evaluation between steps",
     "stall_compute": "stalls: CPU work in the loop",
     "stall_blocked": "stalls: blocked waiting (I/O, sleep, lock, network)",

@@ -1,4 +1,4 @@
-"""Checkpoint stall: checkpoint saves (``torch.save``, safetensors' ``save_file``) block training.
+"""Checkpoint stall: checkpoint saves (``torch.save``, safetensors, Lightning's) block training.
 
 Seed 002: saving the full model and optimizer state every few steps took longer than the
 steps themselves; training waits for each write.
@@ -23,9 +23,7 @@ from trainprof.analysis.rules._common import interval, ms
 from trainprof.analysis.rules.registry import Threshold, rule
 from trainprof.units import plural
 
-SHARE = Threshold(
-    "share", 0.03, "share", "share of the steady run inside torch.save or safetensors save_file"
-)
+SHARE = Threshold("share", 0.03, "share", "share of the steady run inside checkpoint saves")
 
 
 @rule(
