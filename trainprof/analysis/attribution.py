@@ -195,14 +195,17 @@ class Profile:
 
 
 def backward_sites(
-    spans: Iterable[StackSpan], source: dict[tuple[str, int], str], cuda: bool = False
+    spans: Iterable[StackSpan],
+    source: dict[tuple[str, int], str],
+    cuda: bool = False,
+    seen: dict[int, str] | None = None,
 ) -> dict[tuple[str, str], int]:
     """(function, file) → the last line where the user's code calls ``backward`` (the innermost
     user frame of backward samples, where that line says ``backward``: ``loss.backward()``,
     ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``). A framework's
     ``trainer.fit(model)`` line, under which backward runs too, is not one."""
     sites: dict[tuple[str, str], int] = {}
-    seen: dict[int, str] = {}
+    seen = {} if seen is None else seen
     for s in spans:
         if _category_of(s.frames, source, cuda, seen) != "backward":
             continue
@@ -236,11 +239,11 @@ def profile(
     before the step's backward call (in the function that calls it) is the forward pass and the
     loss, not loop overhead; stalls are judged apart (``window_profile``), whatever their line."""
     spans = tuple(spans)
-    sites = backward_sites(spans, source, cuda)
+    seen: dict[int, str] = {}  # each distinct stack's category, judged once for both passes
+    sites = backward_sites(spans, source, cuda, seen)
     seconds: dict[str, float] = {}
     lines: dict[str, Counter[Frame]] = {}
     data_parts: dict[str, float] = {}
-    seen: dict[int, str] = {}
     parts_seen: dict[int, str] = {}
     for s in spans:
         lo, hi = max(s.t0, t0), min(s.t1, t1)
@@ -251,9 +254,9 @@ def profile(
             cat = "forward"
         seconds[cat] = seconds.get(cat, 0.0) + (hi - lo)
         if cat == "data":
-            part = parts_seen.get(id(s.frames)) or parts_seen.setdefault(
-                id(s.frames), data_part(s.frames)
-            )
+            part = parts_seen.get(id(s.frames))
+            if part is None:
+                part = parts_seen[id(s.frames)] = data_part(s.frames)
             data_parts[part] = data_parts.get(part, 0.0) + (hi - lo)
         uf = user_frame(s.frames)
         if uf is not None:
