@@ -6,7 +6,7 @@ impacts of all findings add up to at most 100 %, and the report shows the ledger
 breakdown the findings cite. The split, per steady step (a step runs from the previous
 optimizer step to its own):
 
-1. ``save`` and ``eval``: the parts of the step inside a checkpoint save (``torch.save``, safetensors) or an evaluation
+1. ``save`` and ``eval``: the parts of the step inside a checkpoint save (``torch.save``, safetensors, Lightning's) or an evaluation
    (probe intervals, exact).
 2. Data: the step's wait in ``DataLoader.__next__`` beyond what an evaluation's own loader
    waited. Of it: ``sampler`` (the main-process sampler), ``worker_start`` (an epoch's first

@@ -82,5 +82,5 @@ def wrap_lightning(module: ModuleType) -> None:
 HOOKS = {
     "safetensors.torch": wrap_safetensors,
     "lightning.fabric.utilities.cloud_io": wrap_lightning,
-    "lightning.fabric.utilities.cloud_io": wrap_lightning,
+    "lightning_fabric.utilities.cloud_io": wrap_lightning,
 }
