@@ -1,9 +1,12 @@
 """attach's stalls from stacks alone: a gap between backward/optimizer samples filled with
-forward passes is an evaluation only if the thread moved; one forward stack held unchanged
-is a thread that did not run (descheduled on a loaded machine), not an evaluation."""
+forward passes is an evaluation only if the thread moved and the passes were called from
+elsewhere than the training step's forward; one forward stack held unchanged is a thread that
+did not run (descheduled on a loaded machine), and the step's own forward slowed down is a
+slow step, neither an evaluation."""
 
 from __future__ import annotations
 
+from trainprof.analysis.attribution import category
 from trainprof.attach.analysis import find_stalls
 from trainprof.store.stacks import StackSpan
 
@@ -13,6 +16,9 @@ FORWARD = (("<module>", TRAIN, 1), ("Module._call_impl", f"{TORCH}/nn/modules/mo
 LAYER = (*FORWARD, ("Linear.forward", f"{TORCH}/nn/modules/linear.py", 2))
 BACKWARD = (("<module>", TRAIN, 3), ("backward", f"{TORCH}/autograd/__init__.py", 1))
 LOADER = (("<module>", TRAIN, 9), ("__next__", f"{TORCH}/utils/data/dataloader.py", 1))
+EVALUATE = (("<module>", TRAIN, 7), ("evaluate", TRAIN, 30))
+EVAL_FORWARD = (*EVALUATE, *FORWARD[1:])
+EVAL_LAYER = (*EVALUATE, *LAYER[1:])
 
 
 def loop(gap: list[tuple[float, tuple[tuple[str, str, int], ...]]]) -> list[StackSpan]:
@@ -37,9 +43,27 @@ def loop(gap: list[tuple[float, tuple[tuple[str, str, int], ...]]]) -> list[Stac
 
 
 def test_an_evaluation_of_many_batches_is_one() -> None:
-    batches = [(0.004, LOADER), (0.01, FORWARD), (0.01, LAYER)] * 25  # 0.6 s
+    batches = [(0.004, LOADER), (0.01, EVAL_FORWARD), (0.01, EVAL_LAYER)] * 25  # 0.6 s
     (stall,) = find_stalls(loop(batches), {}, None)
     assert stall.cause == "eval"
+
+
+def test_an_evaluation_still_running_when_sampling_ends_leaves_the_others_alone() -> None:
+    """Forward passes after the last backward are no ordinary step's: the evaluation that
+    runs there must not make the evaluations' call site the training step's."""
+    batches = [(0.004, LOADER), (0.01, EVAL_FORWARD), (0.01, EVAL_LAYER)] * 25
+    spans = loop(batches)
+    t = spans[-1].t1
+    spans += [StackSpan(t, t + 0.01, EVAL_FORWARD), StackSpan(t + 0.01, t + 0.02, EVAL_LAYER)]
+    assert [s.cause for s in find_stalls(spans, {}, None)] == ["eval"]
+
+
+def test_the_steps_own_forward_slowed_down_is_no_evaluation() -> None:
+    """The shape a CI run called an evaluation: a new epoch's loader reset, then one forward
+    pass of the training step, ten times its usual length while the workers took both cores:
+    its stacks change (not held), but it is called from the step's forward line."""
+    slow = [(0.024, LOADER)] + [(0.01, FORWARD), (0.01, LAYER)] * 12
+    assert all(s.cause != "eval" for s in find_stalls(loop(slow), {}, None))
 
 
 def test_a_thread_frozen_in_one_forward_is_no_evaluation() -> None:
@@ -52,3 +76,15 @@ def test_a_restarts_start_up_before_its_first_forward_is_no_evaluation() -> None
     init = (("<module>", TRAIN, 5), ("Images.__init__", TRAIN, 20))
     restart = [(0.035, init), (0.01, LOADER)] + [(0.01, FORWARD), (0.01, LAYER)] * 8
     assert all(s.cause != "eval" for s in find_stalls(loop(restart), {}, None))
+
+
+def test_building_the_model_is_no_forward_pass() -> None:
+    """A restart builds its model again: nn.Module constructors are not forward work."""
+    build = (
+        ("<module>", TRAIN, 5),
+        ("SmallResNet.__init__", TRAIN, 48),
+        ("Conv2d.__init__", f"{TORCH}/nn/modules/conv.py", 531),
+        ("Module.__setattr__", f"{TORCH}/nn/modules/module.py", 2031),
+    )
+    assert category(build, {}) == "other"
+    assert category(LAYER, {}) == "forward"

@@ -111,8 +111,9 @@ def category(
             return "logging"
         if "torch/nn/modules/" in p or "torch/nn/functional.py" in p:
             # a loss or activation called as F.cross_entropy(...) is forward work too (it was
-            # "other host work" and pushed a cpu-stall job's loop-overhead to its threshold)
-            return "forward"
+            # "other host work" and pushed a cpu-stall job's loop-overhead to its threshold);
+            # building the model is not (a restart's Conv2d.__init__ was "forward")
+            return "other" if _builds_modules(frames) else "forward"
     top = frames[-1] if frames else None
     uf = user_frame(frames)
     if uf is not None:
@@ -131,6 +132,16 @@ def category(
     if top is not None and short_name(top[0]) in _IDLE_FUNCS and not is_user_file(top[1]):
         return "idle"
     return "other"
+
+
+_CONSTRUCTION = ("__init__", "reset_parameters")
+
+
+def _builds_modules(frames: tuple[Frame, ...]) -> bool:
+    return any(
+        short_name(name) in _CONSTRUCTION and "torch/nn/modules/" in path.replace("\\", "/")
+        for name, path, _line in frames
+    )
 
 
 def _category_of(

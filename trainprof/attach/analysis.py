@@ -15,6 +15,7 @@ There are no probe steps, so everything comes from the main thread's stack sampl
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
@@ -38,7 +39,7 @@ from trainprof.analysis.stats import finite, mean
 from trainprof.attach import estimate
 from trainprof.store.gpus import machine_utils
 from trainprof.store.session import Session
-from trainprof.store.stacks import StackSpan, load_spans
+from trainprof.store.stacks import Frame, StackSpan, load_spans
 
 PROGRESS = ("backward", "optimizer")  # a step advances: stacks inside these
 EVAL_STEPS = 5  # an evaluation: forward passes alone for this many typical steps...
@@ -132,12 +133,65 @@ def loop_functions(
     return frozenset(f for f, w in weight.items() if w >= LOOP_SHARE * top)
 
 
+def call_chain(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+    """The frames that called into torch: where a forward pass was called from (the user's
+    loop, a framework's training or evaluation loop), each with its line."""
+    for i, frame in enumerate(frames):  # outermost first
+        if "/torch/" in frame[1].replace("\\", "/"):
+            return frames[:i]
+    return frames
+
+
+def step_forward_chains(
+    spans: Sequence[StackSpan],
+    source: dict[tuple[str, int], str],
+    long_gaps: Sequence[tuple[float, float]],
+) -> frozenset[tuple[Frame, ...]]:
+    """Where the training step calls its forward pass: the call chains of forward stacks in
+    ordinary steps, between two backward/optimizer stacks and outside the long gaps (before
+    the first of them or after the last, an evaluation may be running)."""
+    marks = [s.t0 for s in spans if attribution.category(s.frames, source) in PROGRESS]
+    if not marks:
+        return frozenset()
+    starts = [a for a, _b in long_gaps]
+    chains: set[tuple[Frame, ...]] = set()
+    for s in spans:
+        if not marks[0] < s.t0 < marks[-1]:
+            continue
+        i = bisect.bisect_right(starts, s.t0) - 1
+        if i >= 0 and s.t0 < long_gaps[i][1]:
+            continue
+        if attribution.category(s.frames, source) == "forward":
+            chains.add(call_chain(s.frames))
+    return frozenset(chains)
+
+
+def _other_forward_s(
+    spans: Sequence[StackSpan],
+    source: dict[tuple[str, int], str],
+    gap: tuple[float, float],
+    step_chains: frozenset[tuple[Frame, ...]],
+) -> float:
+    """Seconds of forward stacks in ``gap`` called from elsewhere than the training step."""
+    return sum(
+        sec
+        for s, sec in attribution.overlaps(spans, [gap])
+        if attribution.category(s.frames, source) == "forward"
+        and call_chain(s.frames) not in step_chains
+    )
+
+
 def _cause(
-    prof: attribution.Profile, length: float, typical: float, held: bool = False
+    prof: attribution.Profile,
+    length: float,
+    typical: float,
+    held: bool,
+    elsewhere_s: float,
 ) -> str | None:
     """A gap's cause from its stacks; None when it is no stall (a step whose backward the
     sampling missed looks like a short run of forward passes). ``held``: one unchanged stack
-    held most of the gap (``stalls.frozen``)."""
+    held most of the gap (``stalls.frozen``); ``elsewhere_s``: its forward time called from
+    elsewhere than the training step's forward."""
     if prof.share("save") >= 0.5:
         return "checkpoint"
     if prof.share("compile") >= 0.5:
@@ -151,8 +205,12 @@ def _cause(
         # ...and the forward passes themselves last that long: a restart's start-up (a new
         # dataset, workers starting) before its first forward is not an evaluation (a CI run
         # called 0.23 s of dataset __init__, worker start and 0.16 s of forward one)
+        # ...called from elsewhere than the training step: a healthy job's first forward of an
+        # epoch, slowed several times while both cores ran the workers refilling their queues,
+        # lasted 0.16 s (a CI run called 0.24 s of one an evaluation); an evaluation loop, or
+        # a framework's, calls the model from its own line
         least = max(EVAL_STEPS * typical, EVAL_MIN_S)
-        return "eval" if length >= least and prof.seconds.get("forward", 0.0) >= least else None
+        return "eval" if length >= least and elsewhere_s >= least else None
     if prof.share("data") >= 0.5:
         return "data"
     if prof.share("idle") >= 0.5:
@@ -168,12 +226,13 @@ def find_stalls(
         return []
     typical = step_s or statistics.median(b - a for a, b in gaps)
     limit = max(STALL_FACTOR * typical, typical + STALL_MIN_EXCESS_S)
+    long_gaps = [(a, b) for a, b in gaps if b - a >= limit]
+    step_chains = step_forward_chains(spans, source, long_gaps)
     out: list[Stall] = []
-    for a, b in gaps:
-        if b - a < limit:
-            continue
+    for a, b in long_gaps:
         prof = attribution.window_profile(spans, source, [(a, b)])
-        cause = _cause(prof, b - a, typical, frozen(spans, a, b))
+        elsewhere = _other_forward_s(spans, source, (a, b), step_chains)
+        cause = _cause(prof, b - a, typical, frozen(spans, a, b), elsewhere)
         if cause is not None:
             out.append(Stall(len(out), a, b, (b - a) - typical, cause))
     return out
@@ -218,8 +277,6 @@ def build_ledger(
     seconds = dict.fromkeys(BUCKETS, 0.0)
     windows = sorted((st.t0, st.t1, st) for st in stalls)
     starts = [w[0] for w in windows]
-    import bisect
-
     for s in spans:
         lo, hi = max(s.t0, window[0]), min(s.t1, window[1])
         if hi <= lo:
