@@ -85,15 +85,19 @@ L.Trainer(
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def _run(tmp: Path, name: str, text: str) -> Result:
+def _run(tmp: Path, name: str, text: str, *run_args: str) -> Result:
     script = write_script(tmp, name, text)
-    r = run_trainprof(tmp, str(script), env={**os.environ, **OFFLINE}, timeout=240)
+    r = run_trainprof(
+        tmp, str(script), env={**os.environ, **OFFLINE}, timeout=240, run_args=run_args
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return r
 
 
-def test_the_hugging_face_trainer_gets_its_own_settings(tmp_path: Path) -> None:
-    r = _run(tmp_path, "hf_job.py", HF_JOB)
+@pytest.mark.parametrize("stacks", ["sampled", "--no-stacks"])
+def test_the_hugging_face_trainer_gets_its_own_settings(tmp_path: Path, stacks: str) -> None:
+    """Without stack samples the framework is the one that called the first optimizer step."""
+    r = _run(tmp_path, "hf_job.py", HF_JOB, *([stacks] if stacks.startswith("--") else []))
     first = r.report["findings"][0]
     assert first["id"] == "eval-stall", r.report["findings"]
     assert "model.eval() … model.train()" in first["evidence"][0]

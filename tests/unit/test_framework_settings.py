@@ -38,6 +38,17 @@ def test_the_framework_whose_loop_ran_is_named() -> None:
 
 def test_an_imported_framework_that_runs_no_loop_is_none() -> None:
     assert frameworks.detect(_spans(IMPORT_ONLY)) is None
+
+
+def test_without_stacks_the_frame_that_stepped_the_optimizer_names_it() -> None:
+    """The probe's ``step_callers`` (innermost first); a malformed record names nothing."""
+    callers = [[name, path] for name, path, _line in reversed(PL_STEP)]
+    assert frameworks.detect([], [{"step_callers": callers}]) == "lightning"
+    own = [["main", "/home/u/train.py"], ["<module>", "/home/u/train.py"]]
+    assert frameworks.detect([], [{"step_callers": own}]) is None
+    assert frameworks.detect([], [{"step_callers": [["f", 3], "x", None]}]) is None
+    # stacks, where there are any, decide
+    assert frameworks.detect(_spans(HF_STEP), [{"step_callers": callers}]) == "transformers"
     assert frameworks.detect([]) is None
 
 

@@ -413,7 +413,7 @@ def _activity(
             (i["structure"] for i in infos if isinstance(i.get("structure"), dict)), None
         ),
         zero_grad_kept=any(i.get("zero_grad_set_to_none") is False for i in infos),
-        framework=frameworks.detect(spans),
+        framework=frameworks.detect(spans, infos),
         flops=mfu_mod.flop_count(infos),
         timeline_error=next(
             (str(i["device_timeline_error"]) for i in infos if "device_timeline_error" in i), None
