@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -224,6 +225,9 @@ def test_demo_names_fake_batching_and_input_bound(tmp_path: Path) -> None:
     assert set(ids[:2]) == {"fake-batching", "input-bound"}
     assert sum(f["impact"] for f in report["findings"][:2]) <= 1.0
     assert "Fake batching" in proc.stderr
+    # 8 single-sample batches a step: the rate a progress bar over the loader shows, too
+    assert report["settings"]["batches_per_step"] == 8
+    assert re.search(r"it/s \(8 batches each: [\d.]+ batches/s\)", proc.stderr)
 
 
 def test_demo_list_and_bad_name() -> None:

@@ -65,6 +65,15 @@ class StepStats:
     samples_per_step: float | None
 
 
+def batches_per_step(metrics: Metrics) -> int | None:
+    """DataLoader batches per optimizer step (more than one: gradient accumulation); None
+    without a DataLoader or an optimizer step."""
+    steady = metrics.steady
+    if steady is None or metrics.unit != "step" or steady.fetches_per_step < 1:
+        return None
+    return round(steady.fetches_per_step)
+
+
 @dataclass(frozen=True)
 class LoaderView:
     """Where a loader's batch time goes, from the probe's counters."""

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.metrics import Metrics, batches_per_step
 from trainprof.store.session import Session
 
 # Settings a baseline gate must find unchanged before it compares samples/s (the rest, such as
@@ -23,6 +23,7 @@ LIKE_WITH_LIKE = ("batch_size", "world_size", "device", "precision")
 LABELS = {
     "batch_size": "batch size",
     "samples_per_step": "samples per step",
+    "batches_per_step": "batches per step",
     "num_workers": "DataLoader workers",
     "pin_memory": "pin_memory",
     "world_size": "world size",
@@ -48,6 +49,7 @@ def run_settings(session: Session, metrics: Metrics) -> dict[str, Any]:
         "samples_per_step": round(steady.samples_per_step, 2)
         if steady is not None and steady.samples_per_step
         else None,
+        "batches_per_step": batches_per_step(metrics),
         "num_workers": loader.get("num_workers"),
         "pin_memory": loader.get("pin_memory"),
         "world_size": _world_size(session),

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from trainprof.analysis.findings import Verdict
 from trainprof.analysis.ledger import DATA, DESCRIPTION, STALLS, STEP
-from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.metrics import Metrics, batches_per_step
 from trainprof.analysis.rules.registry import SIGNALS
 from trainprof.analysis.stats import bins
 from trainprof.render.ranks import rank_table
@@ -177,6 +177,12 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
             f"(excluded warm-up: first {m.warmup_steps}, {_dur(m.warmup_s)} since launch)",
         )
         rate = f"{s.steps_per_s:.2f} it/s"
+        per_step = batches_per_step(m)
+        if per_step is not None and per_step > 1:
+            # a progress bar over the DataLoader counts batches: say both, so they agree
+            rate += (
+                f" ({per_step} batches each: {s.steps_per_s * s.fetches_per_step:.1f} batches/s)"
+            )
         rate += (
             f" · {s.samples_per_s:.1f} samples/s"
             if s.samples_per_s
