@@ -74,7 +74,7 @@ def main() -> None:
         model.embedding.weight.requires_grad_(False)
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
         criterion = nn.CrossEntropyLoss()
-        save_every, max_steps, step = 20, 310, 0
+        save_every, max_steps, step = 20, 430, 0  # ~1.9 s steady on a fast CPU (310: 1.35 s)
         while step < max_steps:
             model.train()
             for batch_tokens, batch_labels in loader:

@@ -94,7 +94,7 @@ def main() -> None:
     triplet = nn.TripletMarginLoss(margin=0.3)
 
     step = 0
-    for epoch in range(6):
+    for epoch in range(10):  # ~1.8 s of steady state on a fast CPU (6 gave 1.09 s)
         backbone.train()
         classifier.train()
         for images, pids in loader:
