@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean venv gpu-check browser-check
+.PHONY: demo test lint bench clean venv gpu-check gpu-wheels browser-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,6 +34,11 @@ bench: $(STAMP)
 # pytest-timeout come from wheels carried in .wheels/ when missing. See bench/gpu_check.py.
 gpu-check:
 	PYTHONPATH=. $(PY) -m bench.gpu_check $(GPU_CHECK_ARGS)
+
+# Here, before a GPU run: the wheels gpu-check installs on that machine (no network there).
+gpu-wheels:
+	$(PY) -m pip download -q -d .wheels --only-binary=:all: --python-version 3.12 \
+		--platform manylinux2014_x86_64 py-spy pytest pytest-timeout
 
 # The HTML report in a real browser (tests/browser, skipped by `make test` where no Chromium is
 # found): installs Debian's chromium first if it is missing (as root, or with passwordless sudo).
