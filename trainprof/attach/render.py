@@ -20,7 +20,10 @@ def rate_text(r: RateEstimate) -> str:
     if r.steps_per_s is None:
         return f"not estimated: {r.reason}"
     return (
-        f"~{r.steps_per_s:.2f} it/s estimated (step period {r.period_s * 1e3:.1f} ms outside "
+        # a backward pass each, which `run` would count per optimizer step: say so, or a job
+        # accumulating gradients over 4 micro-batches reads 4x the rate `run` reports
+        f"~{r.steps_per_s:.2f} it/s estimated (one backward pass each: a micro-batch "
+        f"where gradients accumulate; period {r.period_s * 1e3:.1f} ms outside "
         f"stalls; {r.method}; confidence {r.confidence}: peak {r.score:.2f}, "
         f"{r.harmonics} multiple{'s' if r.harmonics != 1 else ''} agree)"
         if r.period_s is not None
