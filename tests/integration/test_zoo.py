@@ -219,3 +219,12 @@ def test_waiting_on_the_hand_over_from_workers_is_told_apart(zoo_tmp: Path) -> N
     assert first["fix"][0].startswith("num_workers=0"), first["fix"]
     assert not any("more workers" in f for f in first["fix"])
     assert r.report["ledger"]["buckets"]["transfer"]["share"] > 0.1
+
+
+def test_a_forward_recomputed_in_backward_is_backward_time(zoo_tmp: Path) -> None:
+    """Activation checkpointing runs each block's forward again inside loss.backward(): the
+    ledger gives that to backward (about twice the forward, plus the forward itself), not to
+    forward (read as forward, the split was 43 % forward / 53 % backward)."""
+    r = run_case("activation_checkpointing", zoo_tmp)
+    buckets = r.report["ledger"]["buckets"]
+    assert buckets["backward"]["share"] > 1.5 * buckets["forward"]["share"], buckets

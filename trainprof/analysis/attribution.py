@@ -95,6 +95,7 @@ def category(
 ) -> str:
     if is_compiling(frames):
         return "compile"
+    in_backward = any(_runs_backward(name, path) for name, path, _line in frames)
     for name, path, _line in reversed(frames):
         p = path.replace("\\", "/")
         if "torch/serialization.py" in p or short_name(name) in _SAVE_FUNCS.get(
@@ -105,7 +106,7 @@ def category(
             return "data"
         if "torch/optim/" in p:
             return "optimizer"
-        if "torch/autograd/" in p or ("torch/_tensor.py" in p and short_name(name) == "backward"):
+        if _runs_backward(name, p):
             return "backward"
         if "_tensor_str.py" in p or "/logging/" in p or "/tqdm/" in p:
             return "logging"
@@ -113,6 +114,10 @@ def category(
             # a loss or activation called as F.cross_entropy(...) is forward work too (it was
             # "other host work" and pushed a cpu-stall job's loop-overhead to its threshold);
             # building the model is not (a restart's Conv2d.__init__ was "forward")
+            # ...and a module's forward run again by autograd (activation checkpointing
+            # recomputes it) is backward time: it was "forward", 3.9 s of a 24 s run
+            if in_backward:
+                return "backward"
             return "other" if _builds_modules(frames) else "forward"
     top = frames[-1] if frames else None
     uf = user_frame(frames)
@@ -132,6 +137,25 @@ def category(
     if top is not None and short_name(top[0]) in _IDLE_FUNCS and not is_user_file(top[1]):
         return "idle"
     return "other"
+
+
+# Functions that run autograd's backward, by file. Not every torch/autograd frame: a function
+# decorated with @torch.no_grad() runs under grad_mode.py's wrapper (an evaluation, an EMA
+# update), and a custom Function's forward under function.py's apply.
+_BACKWARD_FUNCS = {
+    "torch/autograd/__init__.py": ("backward", "grad"),
+    "torch/autograd/graph.py": ("_engine_run_backward",),
+    "torch/autograd/function.py": ("BackwardCFunction.apply",),
+    "torch/_tensor.py": ("Tensor.backward", "backward"),
+}
+
+
+def _runs_backward(name: str, path: str) -> bool:
+    p = path.replace("\\", "/")
+    for suffix, names in _BACKWARD_FUNCS.items():
+        if p.endswith(suffix):
+            return name in names or short_name(name) in names
+    return False
 
 
 _CONSTRUCTION = ("__init__", "reset_parameters")

@@ -200,6 +200,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "activation_checkpointing",
+        None,
+        "healthy",
+        "torch.utils.checkpoint recomputes each block's forward inside backward, and an EMA "
+        "update runs under @torch.no_grad(): the recompute is backward time",
+        60.0,
+    ),
+    ZooCase(
         "compile_cold",
         None,
         "healthy",
