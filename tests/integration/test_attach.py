@@ -211,6 +211,21 @@ def test_checkpoint_shows_torch_save_time(tmp: Path) -> None:
     assert first["where"].startswith(f"{ZOO_DIR / 'checkpoint_stall.py'}:")
 
 
+def test_short_validations_under_no_grad_are_evaluations(tmp: Path) -> None:
+    """eval_no_grad validates for ~0.15 s every 20 steps under torch.no_grad(), called from
+    its own line in the loop: each one is an evaluation. attach cannot see model.eval(), so it
+    neither claims its absence nor advises calling it."""
+    with started(zoo_job("eval_no_grad"), "val ppl", tmp) as job:
+        r = attach(job.proc.pid, tmp)
+    first = r.problems[0]
+    assert first["id"] == "eval-stall", r.report["findings"]
+    assert "model.eval() cannot be seen from outside" in first["evidence"][0]
+    assert not any("model.eval()" in f for f in first["fix"]), first["fix"]
+    assert "every 1 steps" not in first["evidence"][0]
+    call = line_of("eval_no_grad", r"total \+= criterion\(model\(vx\)")
+    assert first["where"] == f"{ZOO_DIR / 'eval_no_grad.py'}:{call} (fit)", first["where"]
+
+
 def test_a_healthy_job_gets_no_warning_through_its_worker(tmp: Path) -> None:
     """Given a DataLoader worker's PID, attach says so and samples the training process."""
     with started(zoo_job("healthy_loader"), "epoch 0", tmp) as job:

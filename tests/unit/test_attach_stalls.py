@@ -72,7 +72,7 @@ def test_a_thread_frozen_in_one_forward_is_no_evaluation() -> None:
 
 def test_a_restarts_start_up_before_its_first_forward_is_no_evaluation() -> None:
     """The shape a CI run called an evaluation: a new dataset built, workers starting, then
-    the first forward passes: 0.23 s of gap, but only 0.16 s of forward (under 0.2 s)."""
+    the first forward passes of the training step (its own forward line), 0.16 s of them."""
     init = (("<module>", TRAIN, 5), ("Images.__init__", TRAIN, 20))
     restart = [(0.035, init), (0.01, LOADER)] + [(0.01, FORWARD), (0.01, LAYER)] * 8
     assert all(s.cause != "eval" for s in find_stalls(loop(restart), {}, None))
@@ -88,3 +88,11 @@ def test_building_the_model_is_no_forward_pass() -> None:
     )
     assert category(build, {}) == "other"
     assert category(LAYER, {}) == "forward"
+
+
+def test_a_short_validation_from_its_own_line_is_an_evaluation() -> None:
+    """0.1 s of validation (10 steps' worth) every few steps is an evaluation: short ones
+    count too once they are told apart from the training step's own forward."""
+    batches = [(0.002, LOADER), (0.004, EVAL_FORWARD), (0.004, EVAL_LAYER)] * 10  # 0.1 s
+    (stall,) = find_stalls(loop(batches), {}, None)
+    assert stall.cause == "eval"

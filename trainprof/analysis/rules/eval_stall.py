@@ -54,10 +54,14 @@ def check(m: Metrics) -> Finding | None:
         return None
     cost = led.get("eval")
     switched = all(e.how == "mode" for e in inside)
+    # attach reads stacks only: a model.eval() call is too quick to be seen, so its absence
+    # is no evidence (the zoo's eval_stall calls it, and attach advised calling it)
+    unseen = "" if m.attach is None else "; model.eval() cannot be seen from outside"
     how = (
         "model.eval() … model.train()"
         if switched
-        else "forward passes with no backward between steps; no model.eval() was seen"
+        else "forward passes with no backward between steps"
+        + (unseen or "; no model.eval() was seen")
         if any(e.how == "forward" for e in inside)
         else "another DataLoader iterated between steps; no model.eval() was seen"
     )
@@ -73,7 +77,7 @@ def check(m: Metrics) -> Finding | None:
         "use a larger eval batch size and torch.inference_mode() instead of torch.no_grad()",
         "give the validation DataLoader workers (num_workers, persistent_workers=True)",
     ]
-    if not switched:
+    if not switched and not unseen:
         fix.insert(
             0,
             "call model.eval() before validating and model.train() after: without it dropout "
