@@ -461,34 +461,74 @@ def enclosing(qualname: str) -> str:
     return parts[-1] if parts else qualname
 
 
+# A stall's window holds its step's own forward, backward and optimizer step too: code called
+# from another loop line names the stall when it holds this share of the window's loop calls.
+OTHER_CALL_SHARE = 0.25
+_STEP_WORK = ("forward", "backward", "optimizer")
+
+
+def _loop_frame(frames: tuple[Frame, ...], loop_funcs: frozenset[tuple[str, str]]) -> int | None:
+    """The index of the innermost frame of a loop function, or None."""
+    for i in range(len(frames) - 1, -1, -1):
+        if (frames[i][0], frames[i][1]) in loop_funcs:
+            return i
+    return None
+
+
+def step_lines(
+    spans: Iterable[StackSpan],
+    source: dict[tuple[str, int], str],
+    loop_funcs: frozenset[tuple[str, str]],
+) -> frozenset[Frame]:
+    """The loop lines ordinary steps run their forward, backward and optimizer step from (the
+    innermost loop-function frame of those stacks), read from stacks outside stalls."""
+    out: set[Frame] = set()
+    seen: dict[int, str] = {}
+    for s in spans:
+        if _category_of(s.frames, source, False, seen) in _STEP_WORK:
+            i = _loop_frame(s.frames, loop_funcs)
+            if i is not None:
+                out.add(s.frames[i])
+    return frozenset(out)
+
+
 def call_site(
     spans: Sequence[StackSpan],
     windows: Iterable[tuple[float, float]],
     loop_funcs: frozenset[tuple[str, str]],
+    step_lines: frozenset[Frame] = frozenset(),
 ) -> CallSite | None:
     """The loop line (and callee) that held the main thread longest inside the windows: in each
-    stack, the innermost frame of a loop function, and the frame it calls."""
+    stack, the innermost frame of a loop function, and the frame it calls. A line that
+    ordinary steps run (``step_lines``: the forward, backward, optimizer calls) yields to
+    another line holding ``OTHER_CALL_SHARE`` of the time: py-spy once held a step's forward
+    stack across most of a 0.2 s pseudo-label refresh, and the stall was named after the
+    forward line. The hot line is the innermost user line under the call named."""
     calls: Counter[tuple[Frame, str]] = Counter()
-    hot: Counter[Frame] = Counter()
+    hot: dict[tuple[Frame, str], Counter[Frame]] = {}
     for s, seconds in overlaps(spans, windows):
         weight = int(seconds * 1e6)
+        i = _loop_frame(s.frames, loop_funcs)
+        if i is None:
+            continue
+        f = s.frames[i]
+        # A comprehension or lambda in the loop is the loop's own code: name what it calls.
+        # A library call made on the loop's line (model(x), requests.post) is the loop's
+        # own work at that line.
+        named = [g for g in s.frames[i + 1 :] if not short_name(g[0]).startswith("<")]
+        inline = not named or not is_user_file(named[0][1])
+        key = (f, "<inline>" if inline else named[0][0])
+        calls[key] += weight
         uf = user_frame(s.frames)
         if uf is not None:
-            hot[uf] += weight
-        for i in range(len(s.frames) - 1, -1, -1):
-            f = s.frames[i]
-            if (f[0], f[1]) in loop_funcs:
-                # A comprehension or lambda in the loop is the loop's own code: name what it calls.
-                # A library call made on the loop's line (model(x), requests.post) is the loop's
-                # own work at that line.
-                named = [g for g in s.frames[i + 1 :] if not short_name(g[0]).startswith("<")]
-                inline = not named or not is_user_file(named[0][1])
-                calls[(f, "<inline>" if inline else named[0][0])] += weight
-                break
+            hot.setdefault(key, Counter())[uf] += weight
     if not calls:
         return None
-    (frame, callee), _n = calls.most_common(1)[0]
-    top = hot.most_common(1)[0][0] if hot else None
+    others = Counter({k: w for k, w in calls.items() if k[0] not in step_lines})
+    pool = others if others.total() >= OTHER_CALL_SHARE * calls.total() else calls
+    (frame, callee), _n = pool.most_common(1)[0]
+    lines = hot.get((frame, callee))
+    top = lines.most_common(1)[0][0] if lines else None
     if callee == "<inline>":
         return CallSite(frame, None, top if top != frame else None)
     return CallSite(frame, callee, top)

@@ -38,7 +38,7 @@ from trainprof.analysis.stats import bins, finite, int_percentiles, mean, scaled
 from trainprof.store.events import ProcessLog
 from trainprof.store.gpus import JobGpus, machine_utils
 from trainprof.store.session import Session
-from trainprof.store.stacks import StackSpan
+from trainprof.store.stacks import Frame, StackSpan
 
 MIN_STEADY = 5
 MIN_STEADY_S = 1.0
@@ -118,6 +118,8 @@ class Activity:
     autocast: tuple[str, ...] = ()  # "device:dtype" of each autocast context the job entered
     ranks: tuple[RankView, ...] = ()  # torchrun ranks with steps
     loop_funcs: frozenset[tuple[str, str]] = frozenset()  # user functions that drive torch
+    # loop lines ordinary steps call forward/backward/optimizer from (attribution.step_lines)
+    step_lines: frozenset[Frame] = frozenset()
     compile_s: float | None = None  # main-thread time compiling before the steady window
     main_cpu_in_stalls: float | None = None  # main process CPU % in samples inside stalls
     # With several optimizers: {"counted": label, "steps": {label: n}} (labels "Adam#0").
@@ -378,6 +380,9 @@ def _activity(
     loop_prof = (
         attribution.profile(loop_spans, session.source, *window, cuda) if spans and window else None
     )
+    loop_funcs = attribution.loop_functions(loop_spans, session.source) | attribution.step_callers(
+        infos
+    )
     roles = {p.pid: p.role for p in session.processes}
     growths = []
     if window is not None:  # start-up (imports, allocator warm-up) always grows memory
@@ -414,8 +419,8 @@ def _activity(
         swap_io_bps_mean=mean(finite(swap_io)) if finite(swap_io) else None,
         output_lines=(out.get("stdout_lines", 0) + out.get("stderr_lines", 0)) if out else None,
         output_bytes=(out.get("stdout_bytes", 0) + out.get("stderr_bytes", 0)) if out else None,
-        loop_funcs=attribution.loop_functions(loop_spans, session.source)
-        | attribution.step_callers(infos),
+        loop_funcs=loop_funcs,
+        step_lines=attribution.step_lines(loop_spans, session.source, loop_funcs),
         compile_s=_compile_s(spans, window),
         optimizers=next((i["optimizers"] for i in reversed(infos) if "optimizers" in i), None),
         structure=next(

@@ -460,6 +460,7 @@ def compute(session: Session) -> Metrics:
     busy = [(st.t0, st.t1) for st in stalls]
     inside = {id(sp) for sp, _s in attribution.overlaps(spans, busy)}
     loop_spans = [sp for sp in spans if id(sp) not in inside]
+    loop_funcs = loop_functions(loop_spans, source)
     growths = []
     if window is not None:
         for pid, series in session.samples.procs.items():
@@ -489,7 +490,8 @@ def compute(session: Session) -> Metrics:
         swap_total=session.samples.swap_total,
         swap_used_max=max(finite(session.samples.swap_used), default=None),
         swap_io_bps_mean=mean(swap_io) if swap_io else None,
-        loop_funcs=loop_functions(loop_spans, source),
+        loop_funcs=loop_funcs,
+        step_lines=attribution.step_lines(loop_spans, source, loop_funcs),
         framework=frameworks.detect(spans),
     )
     view = AttachView(

@@ -46,7 +46,7 @@ from trainprof.analysis.stalls import Stall
 from trainprof.store.events import ProcessLog
 from trainprof.store.rundir import SAMPLES, write_user_file
 from trainprof.store.session import Session
-from trainprof.store.stacks import StackSpan
+from trainprof.store.stacks import Frame, StackSpan
 from trainprof.version import __version__
 
 MIB = 1024 * 1024
@@ -453,7 +453,7 @@ def _phases(trace: Trace, session: Session, log: ProcessLog, m: Metrics) -> None
             _Span("evaluation", seg.t0, seg.t1, "eval", {"seen as": how.get(seg.how, seg.how)})
         )
     for st in a.stalls:
-        spans.append(_stall_span(st, session.spans, a.loop_funcs))
+        spans.append(_stall_span(st, session.spans, a.loop_funcs, a.step_lines))
     hang, wall = session.meta.get("hang"), session.meta.get("wall_s")
     if isinstance(hang, dict) and len(ts) and isinstance(launched, (int, float)) and wall:
         last = log.t0 + ts[-1] / 1e6
@@ -473,10 +473,13 @@ def _phases(trace: Trace, session: Session, log: ProcessLog, m: Metrics) -> None
 
 
 def _stall_span(
-    st: Stall, spans: Sequence[StackSpan], loop_funcs: frozenset[tuple[str, str]]
+    st: Stall,
+    spans: Sequence[StackSpan],
+    loop_funcs: frozenset[tuple[str, str]],
+    step_lines: frozenset[Frame],
 ) -> _Span:
     """``stall: CPU work in refresh_pseudo_labels()``: its cause and what the loop called."""
-    site = attribution.call_site(spans, [(st.t0, st.t1)], loop_funcs) if spans else None
+    site = attribution.call_site(spans, [(st.t0, st.t1)], loop_funcs, step_lines) if spans else None
     cause = CAUSE.get(st.cause, st.cause)
     args: dict[str, Any] = {
         "step": st.index,
@@ -552,9 +555,6 @@ def _first_frames(spans: list[StackSpan], limit: int) -> list[StackSpan]:
         if total > limit:
             return spans[:i]
     return spans
-
-
-Frame = tuple[str, str, int]
 
 
 def _flame(spans: Sequence[StackSpan]) -> list[tuple[str, float, Frame]]:

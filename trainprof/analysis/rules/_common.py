@@ -60,7 +60,7 @@ def site(m: Metrics, windows: list[tuple[float, float]]) -> CallSite | None:
     """Where the training loop calls the code that ran inside the windows, and its hot line."""
     if not m.activity.spans or not windows:
         return None
-    return call_site(m.activity.spans, windows, m.activity.loop_funcs)
+    return call_site(m.activity.spans, windows, m.activity.loop_funcs, m.activity.step_lines)
 
 
 def window_s(m: Metrics) -> float | None:

@@ -1,0 +1,44 @@
+"""Where a stall is said to be called from: its window also holds its step's own forward,
+backward and optimizer step, so a loop line that ordinary steps run yields to another loop line
+holding a fair share of the window (a CI run named a pseudo-label refresh after the forward
+line, whose stack py-spy held across half of it); with nothing else in the window, it stays."""
+
+from __future__ import annotations
+
+from trainprof.analysis.attribution import call_site, step_lines
+from trainprof.store.stacks import StackSpan
+
+TRAIN = "/home/u/train.py"
+TORCH = "/venv/lib/python3.12/site-packages/torch"
+LOOP = frozenset({("main", TRAIN)})
+MODULE = ("Module._call_impl", f"{TORCH}/nn/modules/module.py", 1789)
+STEP_FORWARD = (("main", TRAIN, 104), MODULE)
+STEP_BACKWARD = (("main", TRAIN, 107), ("backward", f"{TORCH}/autograd/__init__.py", 354))
+REFRESH = (("main", TRAIN, 111), ("refresh_pseudo_labels", TRAIN, 84), ("search", TRAIN, 50))
+
+
+def spans(*parts: tuple[float, tuple[tuple[str, str, int], ...]]) -> list[StackSpan]:
+    out, t = [], 0.0
+    for d, frames in parts:
+        out.append(StackSpan(t, t + d, frames))
+        t += d
+    return out
+
+
+def test_the_steps_forward_line_yields_to_the_refresh() -> None:
+    ordinary = spans(*[(0.004, STEP_FORWARD), (0.006, STEP_BACKWARD)] * 10)
+    lines = step_lines(ordinary, {}, LOOP)
+    assert lines == {("main", TRAIN, 104), ("main", TRAIN, 107)}
+    stall = spans((0.11, STEP_FORWARD), (0.09, REFRESH))
+    site = call_site(stall, [(0.0, 0.2)], LOOP, lines)
+    assert site is not None and site.where == f"{TRAIN}:111 (main → refresh_pseudo_labels())"
+    assert site.hot_where == f"{TRAIN}:50 (search)"
+    # without the steps' lines, the longest call wins
+    assert call_site(stall, [(0.0, 0.2)], LOOP).where == f"{TRAIN}:104 (main)"  # type: ignore[union-attr]
+
+
+def test_a_stall_inside_the_steps_own_line_keeps_it() -> None:
+    lines = frozenset({("main", TRAIN, 104), ("main", TRAIN, 107)})
+    stall = spans((0.19, STEP_FORWARD), (0.01, REFRESH))
+    site = call_site(stall, [(0.0, 0.2)], LOOP, lines)
+    assert site is not None and site.where == f"{TRAIN}:104 (main)"
