@@ -8,6 +8,7 @@ import pytest
 from synth import DEFAULT_LOADER, process, session
 
 from trainprof.analysis.pipeline import analyze
+from trainprof.render.console import quiet_note
 from trainprof.render.json_report import report_dict
 
 
@@ -165,6 +166,10 @@ def test_a_steady_state_of_28_ms_is_not_judged() -> None:
     assert m.steady is not None and m.steady.data_wait_frac == pytest.approx(0.8)  # described...
     assert verdict.findings == ()  # ...but not judged
     assert any("too short to judge" in s.reason for s in verdict.skipped)
+    note, all_clear = quiet_note({"exit_code": 0}, m)
+    assert not all_clear and note.endswith("more steps would have them judged")
+    note, _ = quiet_note({"exit_code": 0, "stopped_by": "steps"}, m)
+    assert note.endswith("a larger --steps would have them judged")
 
 
 def test_workers_that_could_keep_up_but_share_the_cpus_are_not_contradicted() -> None:

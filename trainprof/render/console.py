@@ -425,7 +425,11 @@ def quiet_note(meta: dict[str, Any] | None, m: Metrics | None) -> tuple[str, boo
             "each backward(); this job made none, so the rules that read steps were skipped "
             "(-v lists them)"
         ), False
-    return f"No problem found, but {why}: the rules that read steps were skipped (-v)", False
+    more = "a larger --steps" if (meta or {}).get("stopped_by") == "steps" else "more steps"
+    return (
+        f"No problem found, but {why}: the rules that read steps were skipped (-v); "
+        f"{more} would have them judged"
+    ), False
 
 
 def finished_cleanly(meta: dict[str, Any]) -> bool:
