@@ -46,6 +46,15 @@ def test_a_bigger_batch_lowers_it_per_s_but_samples_per_s_decides() -> None:
     assert ("batch_size", 4, 16) in c.settings
 
 
+def test_more_batches_per_step_is_accumulation_not_a_batch_size() -> None:
+    one = side([300, 310, 305], batch_size=16, samples_per_step=16.0, batches_per_step=1)
+    four = side([310, 320, 315], batch_size=16, samples_per_step=64.0, batches_per_step=4)
+    c = compare(one, four)
+    assert c.batch_note is not None
+    assert "not comparable across gradient accumulation steps" in c.batch_note
+    assert ("batches_per_step", 1, 4) in c.settings
+
+
 def test_findings_that_appeared_and_disappeared() -> None:
     a, b = side([1000, 1010, 1020]), side([1000, 1010, 1020])
     a.report["findings"] = [finding("input-bound", "warning")]

@@ -141,9 +141,19 @@ def _batch_note(a: Side, b: Side) -> str | None:
     its = ""
     if its_a is not None and its_b is not None:
         its = f"it/s went {its_b.median / its_a.median - 1:+.0%}, but "
+    # the same batch size over more batches per step is gradient accumulation, not a batch size
+    ka, kb = sa.get("batches_per_step"), sb.get("batches_per_step")
+    what = (
+        "gradient accumulation steps"
+        if ka is not None
+        and kb is not None
+        and ka != kb
+        and sa.get("batch_size") == sb.get("batch_size")
+        else "batch sizes"
+    )
     return (
         f"{its}a step of B carries {per_b:g} samples and a step of A {per_a:g}: it/s is not "
-        "comparable across batch sizes; samples/s is, and the verdict uses it"
+        f"comparable across {what}; samples/s is, and the verdict uses it"
     )
 
 
