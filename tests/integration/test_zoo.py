@@ -228,3 +228,17 @@ def test_a_forward_recomputed_in_backward_is_backward_time(zoo_tmp: Path) -> Non
     r = run_case("activation_checkpointing", zoo_tmp)
     buckets = r.report["ledger"]["buckets"]
     assert buckets["backward"]["share"] > 1.5 * buckets["forward"]["share"], buckets
+
+
+def test_fake_batching_is_placed_without_stacks(tmp_path: Path) -> None:
+    """With --no-stacks (or samples torn by py-spy's --nonblocking reads) the line that asks
+    the DataLoader for each batch still comes from the probe, which reads it once."""
+    r = run_trainprof(tmp_path, str(script_path("fake_batching")), run_args=("--no-stacks",))
+    first = r.report["findings"][0]
+    assert first["id"] == "fake-batching", _describe(r)
+    line = next(
+        i
+        for i, text in enumerate(script_path("fake_batching").read_text().splitlines(), 1)
+        if "= next(loader_iter)" in text
+    )
+    assert first["where"] == f"{script_path('fake_batching')}:{line} (main)", first["where"]

@@ -401,6 +401,27 @@ def loop_functions(
     return frozenset(out)
 
 
+def loader_caller_frame(infos: Iterable[dict[str, Any]]) -> Frame | None:
+    """The user's line that asked the DataLoader for a batch, as the probe read it once (its
+    ``loader_callers``, innermost first): the innermost frame in the user's own code."""
+    for info in infos:
+        callers = info.get("loader_callers")
+        if not isinstance(callers, list):
+            continue
+        for f in callers:
+            if (
+                isinstance(f, list)
+                and len(f) == 3
+                and isinstance(f[0], str)
+                and isinstance(f[1], str)
+                and isinstance(f[2], int)
+                and is_user_file(f[1])
+            ):
+                return (f[0], f[1], f[2])
+        return None
+    return None
+
+
 def step_callers(infos: Iterable[dict[str, Any]]) -> frozenset[tuple[str, str]]:
     """(function, file) of the user frames on the stack that stepped the optimizer first, as
     the probe read it: the loop functions even where sampling caught none of its steps."""

@@ -120,6 +120,7 @@ class Activity:
     loop_funcs: frozenset[tuple[str, str]] = frozenset()  # user functions that drive torch
     # loop lines ordinary steps call forward/backward/optimizer from (attribution.step_lines)
     step_lines: frozenset[Frame] = frozenset()
+    loader_caller: Frame | None = None  # the line asking the DataLoader, as the probe read it
     compile_s: float | None = None  # main-thread time compiling before the steady window
     main_cpu_in_stalls: float | None = None  # main process CPU % in samples inside stalls
     # With several optimizers: {"counted": label, "steps": {label: n}} (labels "Adam#0").
@@ -421,6 +422,7 @@ def _activity(
         output_bytes=(out.get("stdout_bytes", 0) + out.get("stderr_bytes", 0)) if out else None,
         loop_funcs=loop_funcs,
         step_lines=attribution.step_lines(loop_spans, session.source, loop_funcs),
+        loader_caller=attribution.loader_caller_frame(infos),
         compile_s=_compile_s(spans, window),
         optimizers=next((i["optimizers"] for i in reversed(infos) if "optimizers" in i), None),
         structure=next(
