@@ -225,21 +225,28 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         raise SystemExit(0)
 
 
+def _record_callers(key: str, depth: int, lines: bool) -> None:
+    """The stack from ``depth`` frames above this function, innermost first, as one info
+    record: each frame's name as py-spy gives it (``co_qualname`` on 3.11+, so the analysis
+    can match them), its file, and with ``lines`` its line."""
+    try:
+        frame: FrameType | None = sys._getframe(depth)
+        callers: list[list[Any]] = []
+        while frame is not None and len(callers) < MAX_CALLERS:
+            code = frame.f_code
+            entry: list[Any] = [getattr(code, "co_qualname", code.co_name), code.co_filename]
+            callers.append([*entry, frame.f_lineno] if lines else entry)
+            frame = frame.f_back
+        probe.record_info({key: callers})
+    except Exception:
+        pass
+
+
 def _record_step_callers() -> None:
     """The functions on the stack that steps the optimizer, read once, at the first step: the
     training loop and its train-step helpers as a fact. Stack samples alone can miss them (a
-    loop whose steps take a few ms between long stalls gets a handful of backward samples).
-    Names as py-spy gives them (``co_qualname`` on 3.11+), so the analysis can match them."""
-    try:
-        frame: FrameType | None = sys._getframe(1)
-        callers: list[list[str]] = []
-        while frame is not None and len(callers) < MAX_CALLERS:
-            code = frame.f_code
-            callers.append([getattr(code, "co_qualname", code.co_name), code.co_filename])
-            frame = frame.f_back
-        probe.record_info({"step_callers": callers})
-    except Exception:
-        pass
+    loop whose steps take a few ms between long stalls gets a handful of backward samples)."""
+    _record_callers("step_callers", 2, lines=False)  # from the optimizer hook up
 
 
 def _record_loader_callers() -> None:
@@ -248,17 +255,7 @@ def _record_loader_callers() -> None:
     user's ``next(it)`` or ``for batch in loader`` line as a fact. py-spy's --nonblocking
     samples of a loop that fetches 64 batches a step were torn or failed (a quarter of them
     on a 2-core machine), and none named that line once."""
-    try:
-        frame: FrameType | None = sys._getframe(2)  # above the __next__ wrapper
-        callers: list[list[Any]] = []
-        while frame is not None and len(callers) < MAX_CALLERS:
-            code = frame.f_code
-            name = getattr(code, "co_qualname", code.co_name)
-            callers.append([name, code.co_filename, frame.f_lineno])
-            frame = frame.f_back
-        probe.record_info({"loader_callers": callers})
-    except Exception:
-        pass
+    _record_callers("loader_callers", 3, lines=True)  # above the __next__ wrapper
 
 
 def _count_flops(s: _State) -> None:
