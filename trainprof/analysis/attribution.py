@@ -95,7 +95,6 @@ def category(
 ) -> str:
     if is_compiling(frames):
         return "compile"
-    in_backward = any(_runs_backward(name, path) for name, path, _line in frames)
     for name, path, _line in reversed(frames):
         p = path.replace("\\", "/")
         if "torch/serialization.py" in p or short_name(name) in _SAVE_FUNCS.get(
@@ -113,10 +112,10 @@ def category(
         if "torch/nn/modules/" in p or "torch/nn/functional.py" in p:
             # a loss or activation called as F.cross_entropy(...) is forward work too (it was
             # "other host work" and pushed a cpu-stall job's loop-overhead to its threshold);
-            # building the model is not (a restart's Conv2d.__init__ was "forward")
-            # ...and a module's forward run again by autograd (activation checkpointing
-            # recomputes it) is backward time: it was "forward", 3.9 s of a 24 s run
-            if in_backward:
+            # a module's forward run again by autograd (activation checkpointing recomputes
+            # it) is backward time (it was "forward", 3.9 s of a 24 s run); building the model
+            # is neither (a restart's Conv2d.__init__ was "forward")
+            if any(_runs_backward(n, f) for n, f, _l in frames):
                 return "backward"
             return "other" if _builds_modules(frames) else "forward"
     top = frames[-1] if frames else None

@@ -80,11 +80,8 @@ def interval(m: Metrics, segments: list[Segment]) -> str:
     An attach whose step rate was not estimated has its stalls numbered in order only (no step
     numbers): counting them would read "every 1 steps"."""
     counted = m.attach is None or m.attach.rate.steps_per_s is not None
-    idx = sorted(
-        st.index
-        for st in m.activity.stalls
-        if counted and any(s.t0 < st.t1 and s.t1 > st.t0 for s in segments)
-    )
+    stalls = m.activity.stalls if counted else ()
+    idx = sorted(st.index for st in stalls if any(s.t0 < st.t1 and s.t1 > st.t0 for s in segments))
     p = period(idx) if idx else None
     if p:
         return f"every {p} steps"
