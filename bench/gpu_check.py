@@ -11,9 +11,12 @@ Phases, each with its own budget (what does not fit is said to be skipped):
    ``.pyspy/bin`` on PATH and the repository on an absolute PYTHONPATH; whether py-spy may
    attach to a process here.
 2. tests: ``python3 -m pytest -q <tests/gpu files> -x --timeout 300`` (the zoo first;
-   ``--keep-going`` drops ``-x``), output in ``$OUT/pytest.txt``; the reports, console texts
-   and measurements the tests keep in ``$OUT/artifacts.tgz`` (the device tool brings back at
-   most 8 files).
+   ``--keep-going`` drops ``-x``; ``--only`` names the tests to run instead), output in
+   ``$OUT/pytest.txt``; the reports, console texts and measurements the tests keep in
+   ``$OUT/artifacts.tgz`` (the device tool brings back at most 8 files). pytest is told to
+   stop starting tests once its budget is near (``--session-timeout``), so it prints its own
+   summary; where a long test still runs past the budget it is stopped, and the failures so
+   far come from ``bench/gpu_failures.py``, which writes each one down as it happens.
 3. overhead: ``bench/gpu_loop.py`` calibrated to ≈1000 (or as fast as the host goes) and
    ≈100 steps/s; one run of ``gpu_loop.py --toggle`` under ``trainprof run`` (trainprof's cost
    inside one process, on the device's clock: hooks off, outside processes stopped, both, and
@@ -302,7 +305,11 @@ def phase_setup(c: Check, device: str) -> None:
 # ---------------------------------------------------------------- tests
 
 
-def test_files() -> list[str]:
+def test_files(only: str = "") -> list[str]:
+    """The GPU tests to run: ``only``'s comma-separated node ids or files, else every file in
+    tests/gpu (``FIRST_TESTS`` first)."""
+    if only:
+        return [t.strip() for t in only.split(",") if t.strip()]
     folder = ROOT / "tests" / "gpu"
     names = [n for n in FIRST_TESTS if (folder / n).is_file()]
     names += sorted(p.name for p in folder.glob("test_*.py") if p.name not in names)
@@ -344,7 +351,13 @@ def junit_summary(path: Path) -> dict[str, Any] | None:
     return out
 
 
-def phase_tests(c: Check, budget_s: float, keep_going: bool, per_test_s: int) -> None:
+# A test started this close to the budget might not end before it: pytest starts none then.
+SESSION_MARGIN_S = 45.0
+
+
+def phase_tests(
+    c: Check, budget_s: float, keep_going: bool, per_test_s: int, only: str = ""
+) -> None:
     log(f"== tests (budget {budget_s:.0f} s)")
     if not c.setup.get("pytest"):
         c.skip("tests: pytest is not installed and no wheel for it was carried in .wheels/")
@@ -356,13 +369,21 @@ def phase_tests(c: Check, budget_s: float, keep_going: bool, per_test_s: int) ->
     meas = c.work / "measurements.jsonl"
     junit = c.work / "gpu-junit.xml"
     text = c.work / "pytest.txt"
+    failures = c.work / "failures.txt"
     cmd = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider"]
-    cmd += [*test_files(), "--junitxml", str(junit), "--durations", "15"]
+    cmd += ["-p", "bench.gpu_failures"]
+    cmd += [*test_files(only), "--junitxml", str(junit), "--durations", "15"]
     if not keep_going:
         cmd.append("-x")
     if c.setup.get("pytest_timeout"):
         cmd += ["--timeout", str(per_test_s)]
-    env = dict(c.env, GPU_CHECK_ARTIFACTS=str(art), GPU_CHECK_MEASUREMENTS=str(meas))
+        cmd += ["--session-timeout", str(int(max(10.0, budget_s - SESSION_MARGIN_S)))]
+    env = dict(
+        c.env,
+        GPU_CHECK_ARTIFACTS=str(art),
+        GPU_CHECK_MEASUREMENTS=str(meas),
+        GPU_CHECK_FAILURES=str(failures),
+    )
     log("  " + " ".join(cmd[1:]))
     t0 = time.monotonic()
     with open(text, "w") as f:
@@ -375,6 +396,10 @@ def phase_tests(c: Check, budget_s: float, keep_going: bool, per_test_s: int) ->
             kill_group(proc)
             rc = None
     wall = time.monotonic() - t0
+    if rc is None and failures.is_file():
+        with open(text, "a") as f:  # pytest was stopped before its own summary
+            f.write("\n\n(stopped at the budget; the failures so far:)\n")
+            f.write(failures.read_text(errors="replace"))
     output = text.read_text(errors="replace")
     log(output[-6000:])
     c.tests = {"rc": rc, "seconds": round(wall, 1), "command": " ".join(cmd[1:])}
@@ -480,7 +505,10 @@ def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
         sizes = DEFAULT_SIZES.split(",")
         log(f"  sizes {sizes} (not calibrated)")
     loop_args = ["--device", a.device, "--sizes", ",".join(sizes), *pin]
-    probe_cost(c, [*loop_args, "--warmup-s", str(a.warmup_s), "--measure-s", str(a.toggle_s)])
+    toggle_args = [*loop_args, "--warmup-s", str(a.warmup_s), "--measure-s", str(a.toggle_s)]
+    if a.toggle_by_part:
+        toggle_args.append("--by-part")
+    probe_cost(c, toggle_args, timeout=90.0 + len(sizes) * (a.toggle_s + 2 * a.warmup_s))
     loop_args += ["--warmup-s", str(a.warmup_s), "--measure-s", str(a.measure_s)]
     wanted = a.variants.split(",") if a.variants else [v.key for v in VARIANTS]
     variants = [v for v in VARIANTS if v.key in wanted or v.key == "plain"]
@@ -526,7 +554,7 @@ def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
         c.skip(f"overhead: only {res.rounds} of the {a.min_rounds} rounds wanted fitted")
 
 
-def probe_cost(c: Check, loop_args: list[str]) -> None:
+def probe_cost(c: Check, loop_args: list[str], timeout: float) -> None:
     """One ``trainprof run`` of ``gpu_loop.py --toggle``: the probe's in-loop µs per step on the
     device's clock, by part, with an A/A control (resolves what whole-process rounds cannot)."""
     with tempfile.TemporaryDirectory(prefix="trainprof-gpu-toggle-") as tmp:
@@ -534,7 +562,7 @@ def probe_cost(c: Check, loop_args: list[str]) -> None:
         cmd += [str(GPU_LOOP), *loop_args, "--toggle"]
         try:
             proc = subprocess.run(
-                cmd, env=c.env, cwd=tmp, capture_output=True, text=True, timeout=120
+                cmd, env=c.env, cwd=tmp, capture_output=True, text=True, timeout=timeout
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             c.skip(f"probe cost (--toggle): {type(exc).__name__}: {exc}")
@@ -581,6 +609,8 @@ def overhead_markdown(c: Check) -> list[str]:
     rows = c.overhead.get("rows")
     if not rows:
         return []
+    if not c.overhead.get("rounds"):
+        return [f"## Overhead on {c.machine.get('card', '?')}", "", "No whole-process rounds ran."]
     table = ratio_rows(rows, c.overhead["sizes"], "plain (median steps/s)")
     spy = "with py-spy" if c.setup.get("py_spy_attach") == "ok" else "py-spy not working"
     lines = [
@@ -715,6 +745,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--tests-budget-s", type=float, default=260.0)
     ap.add_argument("--overhead-budget-s", type=float, default=220.0)
     ap.add_argument("--keep-going", action="store_true", help="pytest without -x")
+    ap.add_argument("--only", default="", help="these tests (node ids or files, comma-separated)")
     ap.add_argument("--per-test-s", type=int, default=300, help="pytest --timeout")
     ap.add_argument("--skip-tests", action="store_true")
     ap.add_argument("--skip-overhead", action="store_true")
@@ -731,6 +762,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         + ",".join(v.key for v in VARIANTS),
     )
     ap.add_argument("--toggle-s", type=float, default=10.0, help="in-process toggle, per size")
+    ap.add_argument(
+        "--toggle-by-part", action="store_true", help="the toggle turns each hook part off too"
+    )
     ap.add_argument("--warmup-s", type=float, default=0.5)
     ap.add_argument("--measure-s", type=float, default=1.5)
     ap.add_argument("--out", type=Path, default=None, help="default: $OUT, if set")
@@ -748,9 +782,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.skip_tests:
             c.skip("tests: --skip-tests")
         else:
-            phase_tests(
-                c, min(a.tests_budget_s, c.left() - reserve - 10), a.keep_going, a.per_test_s
-            )
+            budget = min(a.tests_budget_s, c.left() - reserve - 10)
+            phase_tests(c, budget, a.keep_going, a.per_test_s, a.only)
         if a.skip_overhead:
             c.skip("overhead: --skip-overhead")
         else:

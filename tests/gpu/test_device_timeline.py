@@ -7,6 +7,13 @@
    16, steady window) must agree with the job's means over all its steps within 20 %, 0.2 ms
    or three standard errors of a sample that size. The loader restarts every 8 steps, so a
    sampling stride that divides by 8 would always miss (or always hit) the restart's gap.
+   Where the GPU has caught up with the host, an event's time is the host's instant of its
+   record, so the job records its events right next to the probe's marks: first thing after
+   the batch arrives, in its optimizer's own step hooks (they run just after the probe's
+   pre-hook and just before its post-hook), from events created and recorded once before the
+   loop. (The first H200 run created each event in the loop, a few statements after the
+   batch: every boundary after an idle GPU came ~60 µs late, which the job's ``record_us``
+   now measures.)
 2. The probe adds no synchronization: a GPU-bound loop of ~10 ms steps whose host runs well
    ahead of the GPU runs plain and under trainprof, interleaved A B B A, each run timing
    itself with CUDA events; under trainprof it must keep at least 90 % of the plain rate. (A
@@ -56,8 +63,46 @@ def tagged(text: str, tag: str) -> dict[str, Any]:
     raise AssertionError(f"no {tag} line in the job's output:\n{text[-2000:]}")
 
 
+EVENTS = '''
+class Events:
+    """The job's own CUDA events, created and recorded once before the loop: CUDA creates an
+    event at its first record, which would put that cost between the probe's mark and the
+    job's. ``record_us`` measures the two on the host (median µs): a fresh event's first
+    record, and a record of one made ahead."""
+
+    def __init__(self, dev, n):
+        self.stream = torch.cuda.current_stream(dev)
+        self.fresh_us = []
+        for _ in range(32):
+            t = time.perf_counter()
+            torch.cuda.Event(enable_timing=True).record(self.stream)
+            self.fresh_us.append((time.perf_counter() - t) * 1e6)
+        self.ready = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for e in self.ready:
+            e.record(self.stream)
+        torch.cuda.synchronize()
+        self.ready.reverse()
+        self.warm_us = []
+
+    def record(self):
+        e = self.ready.pop()
+        e.record(self.stream)
+        return e
+
+    def record_us(self):
+        for _ in range(32):
+            e = torch.cuda.Event(enable_timing=True)
+            e.record(self.stream)
+            t = time.perf_counter()
+            e.record(self.stream)
+            self.warm_us.append((time.perf_counter() - t) * 1e6)
+        return {"fresh": sorted(self.fresh_us)[16], "warm": sorted(self.warm_us)[16]}
+'''
+
+
 GROUND_TRUTH = """
 import json
+import time
 
 import torch
 import torch.nn.functional as F
@@ -65,7 +110,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 ROWS, STEPS, WARMUP = 32768, 1000, 32  # ~4 s: ~30 timed steps at 8 a second
-
+# the Events helper (EVENTS) goes here
 
 def main():
     dev = torch.device("cuda")
@@ -80,22 +125,21 @@ def main():
         nn.Linear(4096, 4096), nn.GELU(), nn.Linear(4096, 10),
     ).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    events = Events(dev, 4 * STEPS)
     marks = []
+    opt.register_step_pre_hook(lambda *_: marks[-1].append(events.record()))
+    opt.register_step_post_hook(lambda *_: marks[-1].append(events.record()))
     while len(marks) < STEPS:
         for idx in loader:
-            ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
-            ev[0].record()
+            marks.append([events.record()])
             idx = idx.to(dev, non_blocking=True)
             x, y = features[idx], labels[idx]
             opt.zero_grad(set_to_none=True)
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = F.cross_entropy(model(x), y)
-            ev[1].record()
+            marks[-1].append(events.record())
             loss.backward()
-            ev[2].record()
             opt.step()
-            ev[3].record()
-            marks.append(ev)
             if len(marks) == STEPS:
                 break
     torch.cuda.synchronize()
@@ -104,12 +148,13 @@ def main():
          a[3].elapsed_time(b[0]))
         for a, b in zip(marks, marks[1:])
     ]
-    print("GROUND_TRUTH " + json.dumps({"warmup": WARMUP, "steps_ms": rows}))
+    print("GROUND_TRUTH " + json.dumps(
+        {"warmup": WARMUP, "steps_ms": rows, "record_us": events.record_us()}))
 
 
 if __name__ == "__main__":
     main()
-"""
+""".replace("# the Events helper (EVENTS) goes here", EVENTS)
 
 
 def test_device_timeline_matches_the_jobs_own_cuda_events(tmp_path: Path) -> None:
@@ -137,6 +182,7 @@ def test_device_timeline_matches_the_jobs_own_cuda_events(tmp_path: Path) -> Non
             "probe_s": got,
             "timed_steps": [step for step, _parts in timed],
             "worst_matched_step_error_s": worst,
+            "record_us": job.get("record_us"),
         }
     )
     assert device["timed_steps"] >= 8, device
@@ -166,6 +212,7 @@ def _timed_steps(run_dir: Path) -> list[tuple[int, list[float]]]:
 
 ACCUMULATING = """
 import json
+import time
 
 import torch
 import torch.nn.functional as F
@@ -173,7 +220,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 ROWS, STEPS, WARMUP, ACCUM = 32768, 500, 16, 4  # four micro-batches per optimizer step
-
+# the Events helper (EVENTS) goes here
 
 def main():
     dev = torch.device("cuda")
@@ -187,6 +234,7 @@ def main():
         nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 4096), nn.GELU(), nn.Linear(4096, 10),
     ).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    events = Events(dev, (4 * ACCUM + 2) * STEPS)
     it = iter(loader)
 
     def fetch():
@@ -197,51 +245,40 @@ def main():
             it = iter(loader)
             return next(it)
 
-    def event():
-        e = torch.cuda.Event(enable_timing=True)
-        e.record()
-        return e
-
-    steps = []  # per step: [(phase, start event, end event)], closed by the next step's batch
+    # Per step: (phase, event) in order; each interval counts for the phase that opens it,
+    # and the step's last interval (its end to the next step's first batch) is its gap.
+    steps = []
+    opt.register_step_pre_hook(lambda *_: steps[-1].append(("optimizer", events.record())))
+    opt.register_step_post_hook(lambda *_: steps[-1].append(("gap", events.record())))
     for _ in range(STEPS):
-        spans, last = [], None
+        steps.append([])
         for i in range(ACCUM):
             if i:
-                e_fetch = event()  # the GPU idles here only if it caught up with the host
-                spans.append(("backward", last, e_fetch))
+                # the GPU idles from here only if it caught up with the host
+                steps[-1].append(("data", events.record()))
             idx = fetch()
-            e_batch = event()
-            if i:
-                spans.append(("data", e_fetch, e_batch))
-            elif steps:
-                steps[-1].append(("gap", steps[-1].pop()[1], e_batch))
+            steps[-1].append(("forward", events.record()))
             idx = idx.to(dev, non_blocking=True)
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = F.cross_entropy(model(features[idx]), labels[idx]) / ACCUM
-            last = event()
-            spans.append(("forward", e_batch, last))
+            steps[-1].append(("backward", events.record()))
             loss.backward()
-        e_opt = event()
-        spans.append(("backward", last, e_opt))
         opt.step()
-        e_end = event()
-        spans.append(("optimizer", e_opt, e_end))
-        spans.append(("open", e_end, None))
         opt.zero_grad(set_to_none=True)
-        steps.append(spans)
     torch.cuda.synchronize()
     rows = []
-    for spans in steps[:-1]:
+    for marks, after in zip(steps, steps[1:]):
         total = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0, "gap": 0.0, "data": 0.0}
-        for phase, a, b in spans:
+        for (phase, a), (_next, b) in zip(marks, [*marks[1:], after[0]]):
             total[phase] += a.elapsed_time(b)
         rows.append([total[k] for k in ("forward", "backward", "optimizer", "gap", "data")])
-    print("GROUND_TRUTH " + json.dumps({"warmup": WARMUP, "steps_ms": rows}))
+    print("GROUND_TRUTH " + json.dumps(
+        {"warmup": WARMUP, "steps_ms": rows, "record_us": events.record_us()}))
 
 
 if __name__ == "__main__":
     main()
-"""
+""".replace("# the Events helper (EVENTS) goes here", EVENTS)
 
 
 def test_micro_batches_are_summed_against_the_jobs_own_cuda_events(tmp_path: Path) -> None:
@@ -263,6 +300,7 @@ def test_micro_batches_are_summed_against_the_jobs_own_cuda_events(tmp_path: Pat
         {
             "measurement": "device_timeline_micro_batches",
             "matched": [(s, p, per_step[s]) for s, p in matched[:12]],
+            "record_us": job.get("record_us"),
         }
     )
     assert len(matched) >= 8, f"timed steps {[s for s, _p in timed]} of {len(per_step)}"
