@@ -351,8 +351,10 @@ def junit_summary(path: Path) -> dict[str, Any] | None:
     return out
 
 
-# A test started this close to the budget might not end before it: pytest starts none then.
+# A test started this close to the budget might not end before it: pytest starts none then
+# (a quarter of a smaller budget).
 SESSION_MARGIN_S = 45.0
+SESSION_TIMEOUT_SAYS = "session-timeout:"  # pytest-timeout's line when it stopped the session
 
 
 def phase_tests(
@@ -377,7 +379,8 @@ def phase_tests(
         cmd.append("-x")
     if c.setup.get("pytest_timeout"):
         cmd += ["--timeout", str(per_test_s)]
-        cmd += ["--session-timeout", str(int(max(10.0, budget_s - SESSION_MARGIN_S)))]
+        margin = min(SESSION_MARGIN_S, budget_s / 4)
+        cmd += ["--session-timeout", str(int(max(10.0, budget_s - margin)))]
     env = dict(
         c.env,
         GPU_CHECK_ARTIFACTS=str(art),
@@ -411,6 +414,14 @@ def phase_tests(
             f"tests: stopped at the budget ({budget_s:.0f} s); the rest of tests/gpu did not run"
         )
         c.tests["progress"] = output.strip().splitlines()[-1:] if output.strip() else []
+    elif SESSION_TIMEOUT_SAYS in output:
+        # pytest exits 1 once a test ends past the session timeout, failed or not: what failed
+        # is in the junit summary; the tests after it did not start.
+        c.tests["rc"] = None
+        c.skip(
+            "tests: pytest's session timeout came (its budget less a margin): any test after "
+            "it did not start"
+        )
     if meas.is_file():
         c.tests["measurements"] = [
             json.loads(line) for line in meas.read_text().splitlines() if line.strip()
@@ -739,11 +750,13 @@ def bring_back(work: Path, out: Path, summary: dict[str, Any]) -> None:
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__)
-    # The first H200 session: tests took 195 s (four GPU tests came since: ~50 s more), a
-    # 6-variant round 72 s (the default 4 variants: ~45 s).
+    # H200 sessions: all of tests/gpu takes ~300 s (the 2026-11-27 runs: the first 13 tests
+    # ran in 260 s, the other 6 in 85 s), setup 11 s; the overhead phase gets the rest: the
+    # toggle (what resolves a few µs a step) first, then whole-process rounds (~57 s each) as
+    # fit.
     ap.add_argument("--budget-s", type=float, default=480.0, help="wall budget, all phases")
-    ap.add_argument("--tests-budget-s", type=float, default=260.0)
-    ap.add_argument("--overhead-budget-s", type=float, default=220.0)
+    ap.add_argument("--tests-budget-s", type=float, default=330.0)
+    ap.add_argument("--overhead-budget-s", type=float, default=130.0)
     ap.add_argument("--keep-going", action="store_true", help="pytest without -x")
     ap.add_argument("--only", default="", help="these tests (node ids or files, comma-separated)")
     ap.add_argument("--per-test-s", type=int, default=300, help="pytest --timeout")
@@ -753,7 +766,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--sizes", default="", help="HxBxD,... for the loop (skips calibration)")
     ap.add_argument("--no-calibrate", dest="calibrate", action="store_false")
     ap.add_argument("--no-pin", dest="pin", action="store_false", help="leave the loop on any CPU")
-    ap.add_argument("--min-rounds", type=int, default=2)
+    ap.add_argument("--min-rounds", type=int, default=1)
     ap.add_argument("--max-rounds", type=int, default=6)
     ap.add_argument(
         "--variants",
@@ -761,7 +774,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         help="overhead rounds: these variant keys, comma-separated (plain always); all: "
         + ",".join(v.key for v in VARIANTS),
     )
-    ap.add_argument("--toggle-s", type=float, default=10.0, help="in-process toggle, per size")
+    ap.add_argument("--toggle-s", type=float, default=20.0, help="in-process toggle, per size")
     ap.add_argument(
         "--toggle-by-part", action="store_true", help="the toggle turns each hook part off too"
     )
