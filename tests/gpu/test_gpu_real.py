@@ -1,4 +1,5 @@
-"""Real-GPU checks, run on a lent GPU machine; skipped where CUDA or NVML is missing."""
+"""Real-GPU checks, run on a lent GPU machine; skipped where CUDA or NVML is missing. (The zoo's
+cases, their GPU utilization among them, are tests/gpu/test_gpu_zoo.py's.)"""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_trainprof, trainprof_cmd
-
-from trainprof.examples.zoo import ZOO, script_path
+from conftest import trainprof_cmd
 
 
 def _cuda() -> bool:
@@ -19,13 +18,6 @@ def _cuda() -> bool:
 
 
 pytestmark = pytest.mark.skipif(not _cuda(), reason="no CUDA device")
-
-
-def test_gpu_zoo_case_is_named_and_gpu_is_measured(tmp_path: Path) -> None:
-    r = run_trainprof(tmp_path, str(script_path("gpu_fp32")), run_args=("--interval", "0.2"))
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.problems[0] == ZOO["gpu_fp32"].expect, r.report
-    assert r.report["summary"]["gpu_util_mean"] is not None
 
 
 def test_doctor_sees_the_gpu(tmp_path: Path) -> None:
