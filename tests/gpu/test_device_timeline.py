@@ -66,7 +66,7 @@ def tagged(text: str, tag: str) -> dict[str, Any]:
     raise AssertionError(f"no {tag} line in the job's output:\n{text[-2000:]}")
 
 
-EVENTS = '''
+BOUNDARIES = '''
 from torch.utils.data import dataloader as _dataloader
 
 
@@ -136,7 +136,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 ROWS, STEPS, WARMUP = 32768, 1000, 32  # ~4 s: ~30 timed steps at 8 a second
-# the Boundaries helper (EVENTS) goes here
+# the Boundaries helper (BOUNDARIES) goes here
 
 
 def main():
@@ -172,7 +172,7 @@ def main():
 
 if __name__ == "__main__":
     main()
-""".replace("# the Boundaries helper (EVENTS) goes here", EVENTS)
+""".replace("# the Boundaries helper (BOUNDARIES) goes here", BOUNDARIES)
 
 
 def test_device_timeline_matches_the_jobs_own_cuda_events(tmp_path: Path) -> None:
@@ -238,7 +238,7 @@ from torch.utils.data import DataLoader
 
 ROWS, STEPS, WARMUP, ACCUM = 32768, 220, 16, 4  # four micro-batches per optimizer step
 WIDTH, BATCH, FETCH_S = 8192, 4096, 0.008
-# the Boundaries helper (EVENTS) goes here
+# the Boundaries helper (BOUNDARIES) goes here
 
 
 def slow_collate(indices):
@@ -290,7 +290,7 @@ def main():
 
 if __name__ == "__main__":
     main()
-""".replace("# the Boundaries helper (EVENTS) goes here", EVENTS)
+""".replace("# the Boundaries helper (BOUNDARIES) goes here", BOUNDARIES)
 
 
 def test_micro_batches_are_summed_against_the_jobs_own_cuda_events(tmp_path: Path) -> None:
