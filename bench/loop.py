@@ -164,9 +164,11 @@ class ProbeSwitch:
 
     Finds them by what ``trainprof.probe.torch_hooks`` installs: ``functools.wraps`` wrappers
     (their ``__wrapped__`` is the original) on the DataLoader iterator and dataset fetchers,
-    ``torch.autograd.backward`` (the device timeline's backward mark and, outside it, the
-    collective timer's wrapper), ``Optimizer.zero_grad``, ``autocast.__enter__``, and global
-    optimizer pre- and post-hooks, all functions whose globals are those modules'.
+    ``torch.autograd.backward`` (the device timeline's backward mark and, outside it in a DDP
+    job, the collective timer's wrapper), ``Optimizer.zero_grad`` and ``autocast.__enter__``
+    (in their first steps only), and global optimizer pre- (with a CUDA timeline) and post-hooks,
+    all functions whose globals are those modules'. Built after a few steps, it switches the
+    hooks of the steady state.
     (The collate timer wraps each fetcher's collate_fn when the fetcher is built, so it cannot be
     switched inside a running epoch: ``bench.micro`` times it per call.)
     """
@@ -253,6 +255,8 @@ def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) 
     import torch
 
     torch.set_num_threads(1)
+    trainers = _trainers(torch, sizes)
+    trainers[0].run(0.0, min_steps=5)  # the hooks of the steady state (some leave after a step)
     switch = ProbeSwitch()
     parts = [p for p, ok in switch.found.items() if ok]
     # "same" switches nothing: its difference to "on" is the measurement's noise (an A/A test)
@@ -262,7 +266,6 @@ def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) 
         ("all", frozenset(parts)),
     ]
     modes += [(p, frozenset({p})) for p in parts]
-    trainers = _trainers(torch, sizes)
     out = []
     for h, tr in zip(sizes, trainers, strict=True):
         tr.run(warmup_s, min_steps=3)

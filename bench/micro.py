@@ -7,8 +7,8 @@ it, and the DataLoader/fetch wrappers built by the probe's own wrapper factories
 callables (a ``__next__`` that returns a real ``[x, y]`` batch of 8). The ``torch.distributed``
 wrappers (``trainprof.probe.collectives``) come apart (``distributed``): a Python collective's
 timer around a trivial collective, and the ``autograd.backward`` wait timer of a DDP job around
-a real backward (its hook and final callback run on the autograd engine); the same timer in a
-job without DDP is one of the hot-path hooks. Best case: hot caches, minimum of several timed
+a real backward (its hook and final callback run on the autograd engine; a job without DDP has
+no such wrapper). Best case: hot caches, minimum of several timed
 repeats. Prints one JSON line.
 
 Uses ``trainprof.probe.torch_hooks`` and ``collectives`` internals by name; a hook whose factory
@@ -144,24 +144,23 @@ def main() -> int:
         def inner(*args: Any, **kwargs: Any) -> None:
             return None
 
-        wrapped = th._marked_backward(inner, True)
-        # after the first optimizer step, as on every steady step: no record, one more test
-        saved, th._state.steps = th._state.steps, max(th._state.steps, 1)
+        wrapped = th._marked_backward(types.SimpleNamespace(), inner, True)
+        # a CUDA job's steady step: an untimed one (a CPU job's wrapper left at its first step)
+        saved = th._state.steps, th._state.timeline
+        th._state.steps = max(th._state.steps, 1)
+        th._state.timeline = dev.Timeline(FreeEvent, None, lambda _line: None, lambda _t: 0)
         try:
             return _added(lambda: wrapped(batch), lambda: inner(batch))
         finally:
-            th._state.steps = saved
+            th._state.steps, th._state.timeline = saved
 
     def zero_grad() -> float:
         def inner(self: Any, set_to_none: bool = True) -> None:
             return None
 
-        wrapped = th._noticed_zero_grad(inner)
+        owner = type("Owner", (), {})  # where the wrapper would take itself out: not here
+        wrapped = th._noticed_zero_grad(owner, inner)
         return _added(lambda: wrapped(None), lambda: inner(None))
-
-    def pre_step() -> float:
-        opt = types.SimpleNamespace()
-        return _added(lambda: th._before_optimizer_step(opt, (), {}), lambda: None)
 
     # torch.distributed (probe/collectives.py): the backward wrapper is installed in every job
     # with torch.distributed and only checks a counter until a DDP model exists; in a DDP job
@@ -177,13 +176,6 @@ def main() -> int:
         return one
 
     plain_backward = inspect.unwrap(torch.autograd.backward)  # torch's own, under the probe's
-
-    def backward_no_ddp() -> float:  # a counter check: a real backward would drown it
-        def inner(*args: Any, **kwargs: Any) -> None:
-            return None
-
-        wrapped = coll._waited_backward(inner)
-        return _added(lambda: wrapped(batch), lambda: inner(batch))
 
     distributed: list[dict[str, Any]] = []
 
@@ -232,17 +224,26 @@ def main() -> int:
         tl = dev.Timeline(FreeEvent, lambda: (1, 2, 3), lambda _line: None, lambda _t: 0)
 
         def step() -> None:
+            # what the hooks do: a mark is called on a timed step only
             if timed:  # make this step a timed one, whatever the stride and the rate cap say
                 tl.next_timed, tl.last_timed_at = tl.step, -1e9
-            tl.mark("batch")
-            tl.mark("backward")
-            tl.mark("optimizer")
+            for name in ("batch", "backward"):
+                if tl.active:
+                    tl.mark(name)
+            pre_step(opt, (), {})
             tl.step_ended()
 
-        return _added(step, lambda: None, CALLS // 4)
+        saved = th._state.timeline, th._state.primary_opt_id
+        th._state.timeline, th._state.primary_opt_id = tl, id(opt)
+        try:
+            return _added(step, lambda: None, CALLS // 4)
+        finally:
+            th._state.timeline, th._state.primary_opt_id = saved
+
+    pre_step = th._before_optimizer_step  # registered with the timeline
 
     for name, calls, timed in (
-        ("device timeline, an untimed step (4 marks)", "every step", False),
+        ("device timeline, an untimed step (pre-step hook, step end)", "every step", False),
         (
             "device timeline, a timed step (5 events, read-out)",
             f"≤ {dev.MAX_PER_S:g} a second",
@@ -258,10 +259,8 @@ def main() -> int:
     add("sampler _next_index wrapper", 1, next_index)
     add("dataset fetch timer", 1, fetch)
     add("collate_fn timer", 1, collate)
-    add("autograd.backward mark (no GPU timeline)", 1, backward_mark)
-    add("Optimizer.zero_grad watch", 1, zero_grad)
-    add("optimizer pre-step hook (no GPU timeline)", 1, pre_step)
-    add("autograd.backward wait timer (no DDP model)", 1, backward_no_ddp)
+    add("autograd.backward mark (CUDA jobs; a CPU job's leaves)", 1, backward_mark)
+    add(f"Optimizer.zero_grad watch (first {th.WATCH_STEPS} steps only)", 0, zero_grad)
     add_distributed("autograd.backward wait timer, DDP model", "1 per step", backward_ddp)
     add_distributed("Python collective timer (all_reduce, ...)", "1 per collective", collective)
 

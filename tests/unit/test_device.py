@@ -46,10 +46,18 @@ def drive(
     fwd_ms: float = 1.0,
     bwd_ms: float = 4.0,
     wait_ms: float = 0.0,
+    gated: bool = False,
 ) -> None:
     """``steps`` steps on the fake GPU of ``micro`` micro-batches each (the GPU waits ``wait_ms``
     for each batch, then forward ``fwd_ms``, backward ``bwd_ms``), optimizer 6 ms and 2 ms of
-    loop code; it runs 5 ms behind the host, whose clock advances ``step_s`` a step."""
+    loop code; it runs 5 ms behind the host, whose clock advances ``step_s`` a step. ``gated``:
+    marks are made only while ``tl.active``, as the probe's hooks make them."""
+
+    def mark(name: str) -> None:
+        if not gated or tl.active:
+            tl.mark(name)
+        assert tl.active == (tl.current is not None or tl.closing is not None)
+
     clock = {"now": 0.0}
     monkeypatch.setattr(device, "_clock", lambda: clock["now"])
     gpu = FakeEvent.gpu
@@ -57,15 +65,16 @@ def drive(
     for _step in range(steps):
         for i in range(micro):
             if i:
-                tl.mark("fetch")
+                mark("fetch")
             gpu["now"] += wait_ms
-            tl.mark("batch")
+            mark("batch")
             gpu["now"] += fwd_ms
-            tl.mark("backward")
+            mark("backward")
             gpu["now"] += bwd_ms
-        tl.mark("optimizer")
+        mark("optimizer")
         gpu["now"] += 6.0
         tl.step_ended()
+        assert tl.active == (tl.current is not None or tl.closing is not None)
         gpu["now"] += 2.0  # the loop's own work before the next batch
         gpu["done"] = gpu["now"] - 5.0
         clock["now"] += step_s
@@ -146,6 +155,20 @@ def test_micro_batches_are_summed_and_the_wait_for_them_is_idle_time(
     view = device_view(log.device, 0.0, (-1.0, 1e9))
     assert view is not None and view.data_s == pytest.approx(1.5e-3)
     assert view.idle_share == pytest.approx((2.5 + 1.5) / (4 + 16 + 6 + 2.5 + 1.5))
+
+
+@pytest.mark.parametrize("micro", [1, 4])
+def test_marks_skipped_while_inactive_change_nothing(
+    monkeypatch: pytest.MonkeyPatch, micro: int
+) -> None:
+    """The hooks call ``mark`` only while ``tl.active`` (most steps are not timed): the same
+    steps are timed and read the same as with every mark made."""
+    lines: dict[bool, list[str]] = {False: [], True: []}
+    for gated in (False, True):
+        tl = device.Timeline(FakeEvent, None, lines[gated].append, lambda t: 0)
+        drive(tl, 6 * device.EVERY, 1.0, monkeypatch, micro=micro, wait_ms=0.5, gated=gated)
+    assert len(lines[True]) >= 3
+    assert lines[True] == lines[False]
 
 
 def test_a_long_accumulation_still_closes_its_step(monkeypatch: pytest.MonkeyPatch) -> None:

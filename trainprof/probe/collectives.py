@@ -17,7 +17,8 @@ Two seams, because DDP does not call the Python collectives:
 Both are cumulative counters, written as an info record ``{"collectives": {"s", "n", "ddp_s",
 "ddp_n", "backend"}}`` at most every ``EMIT_EVERY_S`` and at exit, so the analysis can read the time spent
 in any window (a steady state) from the counters around it. On the hot path: two clock reads
-per collective, a hook and a callback per backward, and float adds.
+per collective, a hook and a callback per backward once a DDP model exists (none before), and
+float adds.
 
 With NCCL the host does not block in a collective (it is queued on the GPU's streams), so
 these host times are no wait there; the record names the backend and the analysis says
@@ -96,10 +97,6 @@ def install(torch: Any) -> None:
             setattr(dist, name, timed)
     ddp = torch.nn.parallel.DistributedDataParallel
     ddp.__init__ = _hooked_ddp_init(ddp.__init__)
-    import torch.autograd as autograd
-
-    _state.engine = autograd.Variable._execution_engine
-    autograd.backward = _waited_backward(autograd.backward)
     atexit.register(emit)  # runs before the probe's own exit flush (registered earlier)
 
 
@@ -127,13 +124,29 @@ def _timed(fn: Any) -> Any:
 
 
 def _hooked_ddp_init(init: Any) -> Any:
+    """DDP's constructor; the first DDP model wraps ``torch.autograd.backward`` (a job without
+    DDP keeps torch's own: no wrapper call on its backward)."""
+
     @functools.wraps(init)
     def ddp_init(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         _state.ddp_models += 1
         _note_backend(getattr(self, "process_group", None))
+        if _state.engine is None:
+            _wrap_backward()
 
     return ddp_init
+
+
+def _wrap_backward() -> None:
+    try:
+        import torch.autograd as autograd
+
+        engine = autograd.Variable._execution_engine
+        autograd.backward = _waited_backward(autograd.backward)
+        _state.engine = engine
+    except Exception as exc:  # fail open: no DDP wait measured, the job goes on
+        probe.record_info({"probe_error": f"ddp backward: {type(exc).__name__}: {exc}"[:300]})
 
 
 def _compute_done() -> None:
@@ -158,8 +171,6 @@ def _waited_backward(backward: Any) -> Any:
     @functools.wraps(backward)
     def waited_backward(*args: Any, **kwargs: Any) -> Any:
         st = _state
-        if not st.ddp_models:
-            return backward(*args, **kwargs)
         handle = None
         try:
             root = _root(args, kwargs)

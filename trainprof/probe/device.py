@@ -77,6 +77,9 @@ class Timeline:
         self.closing: tuple[int, list[Mark]] | None = None  # a timed step waiting for its gap
         self.pending: list[tuple[int, list[Mark]]] = []
         self.pool: list[Any] = []
+        # A timed step or a gap being closed: a mark records an event. The probe's hooks test
+        # this before calling ``mark``, so an untimed step costs them one attribute read.
+        self.active = False
 
     def _event(self) -> Any:
         return self.pool.pop() if self.pool else self.make_event()
@@ -103,6 +106,7 @@ class Timeline:
             self.closing = None
             marks.append(self._record("next"))
             self.pending.append((step, marks))
+            self.active = cur is not None
         if cur is not None and records:
             cur.append(self._record(name))
 
@@ -112,6 +116,7 @@ class Timeline:
             if marks:
                 self.pool.extend(ev for _name, ev, _t in marks)
         self.current = self.closing = None
+        self.active = False
 
     def _record(self, name: str) -> Mark:
         ev = self._event()
@@ -120,19 +125,22 @@ class Timeline:
 
     def step_ended(self) -> None:
         """The optimizer post-hook: close the timed step, decide on the next, read what is done."""
-        self.mark("end")
-        if self.current is not None:
-            self.closing = (self.step, self.current)
-            self.current = None
+        if self.active:
+            self.mark("end")
+            if self.current is not None:
+                self.closing = (self.step, self.current)
+                self.current = None
         self.step += 1
         if self.step >= self.next_timed:
             now = _clock()
             if now - self.last_timed_at >= self.min_gap_s and len(self.pending) < MAX_PENDING:
                 self.current = []
+                self.active = True
                 self.last_timed_at = now
                 self.min_gap_s = self.stride.uniform(0.5, 1.5) / MAX_PER_S
                 self.next_timed = self.step + self.stride.randint(EVERY // 2, EVERY * 3 // 2)
-        self.read_done()
+        if self.pending:
+            self.read_done()
 
     def read_done(self) -> None:
         if self.pending and self.capturing():

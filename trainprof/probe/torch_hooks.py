@@ -43,12 +43,17 @@ _clock = time.monotonic
 # Frames kept of the first step's stack, innermost first: the user's frames are the outermost,
 # and a framework's loop (Lightning, HF Trainer) nests deep below them.
 MAX_CALLERS = 256
+# How the job calls zero_grad() and autocast is read over its first optimizer steps; then those
+# wrappers take themselves out (a training loop calls both the same way every step, and each
+# wrapper is a Python call a step, dear on the cold caches of a fast GPU loop).
+WATCH_STEPS = 2
 
 
 class _State:
     """Counters for the step in progress (one set per process)."""
 
     def __init__(self) -> None:
+        self.writer: Any = None  # the probe's EventWriter, read once at install
         self.primary_opt_id: int | None = None
         self.last_boundary = 0.0
         self.steps = 0
@@ -91,6 +96,7 @@ def install(torch: Any) -> None:
     if w is None:
         return
     off = probe.disabled_parts()
+    _state.writer = w
     _state.last_boundary = w.t0
     _state.max_steps = probe.max_steps()
     _state.steps_min_s = probe.steps_min_s()
@@ -103,13 +109,11 @@ def install(torch: Any) -> None:
 
     if "steps" not in off:
         optim_mod.register_optimizer_step_post_hook(_on_optimizer_step)
-    _state.device_off = "device" in off
-    if not _state.device_off:
-        optim_mod.register_optimizer_step_pre_hook(_before_optimizer_step)
+    _state.device_off = "device" in off  # the pre-step hook comes with a CUDA timeline
     if not _state.device_off or "steps" not in off:
         import torch.autograd as autograd
 
-        autograd.backward = _marked_backward(autograd.backward, "steps" not in off)
+        autograd.backward = _marked_backward(autograd, autograd.backward, "steps" not in off)
     if "loader" not in off:
         _wrap_loader(dl)
     if "fetch" not in off:
@@ -127,9 +131,9 @@ def install(torch: Any) -> None:
         torch.nn.Module.train = _watched_train(torch.nn.Module.train)
     if "precision" not in off:
         ac = torch.amp.autocast_mode.autocast
-        ac.__enter__ = _noticed_autocast(ac.__enter__)
+        ac.__enter__ = _noticed_autocast(ac, ac.__enter__)
         opt_cls = torch.optim.Optimizer
-        opt_cls.zero_grad = _noticed_zero_grad(opt_cls.zero_grad)
+        opt_cls.zero_grad = _noticed_zero_grad(opt_cls, opt_cls.zero_grad)
 
 
 def flush_counters() -> None:
@@ -182,6 +186,39 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     s = _state
     key = id(optimizer)
     known = s.optimizers.get(key)
+    if known is not None and key == s.primary_opt_id and known[0]() is optimizer:
+        known[1][1] += 1  # the common case: the counted optimizer stepped again
+        s.other_stepped_twice = None
+    elif not _counts_as_step(s, optimizer, key, known):
+        return
+    now = _clock()
+    w = s.writer
+    if w is None:
+        return
+    s.steps += 1
+    w.add_step((now, s.last_boundary, s.wait, s.sampler, s.batch_size, s.fetches, s.samples))
+    s.last_boundary = now
+    s.wait = s.sampler = 0.0
+    s.fetches = s.samples = 0
+    tl = s.timeline
+    if tl is not None:
+        try:
+            tl.step_ended()
+        except Exception as exc:
+            _timeline_failed(exc)
+    if s.flops is not None:
+        _count_flops(s)
+    if s.first_step_t is None:
+        s.first_step_t = now
+    if s.max_steps is not None and s.steps >= s.max_steps and now - s.first_step_t >= s.steps_min_s:
+        probe.record_info({"stop": "steps", "steps": s.steps})
+        w.flush()
+        raise SystemExit(0)
+
+
+def _counts_as_step(s: _State, optimizer: Any, key: int, known: Any) -> bool:
+    """Book a step of an optimizer that is new, not the counted one, or whose id was reused;
+    True if it is the counted (primary) optimizer's step."""
     if known is None or known[0]() is not optimizer:
         if known is not None and key == s.primary_opt_id:
             s.primary_opt_id = None  # the counted optimizer is gone; its id is reused
@@ -201,28 +238,10 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         # the counted one does not has replaced it (a new optimizer per phase): follow it.
         if s.other_stepped_twice != key:
             s.other_stepped_twice = key
-            return
+            return False
         s.primary_opt_id = key
     s.other_stepped_twice = None
-    now = _clock()
-    w = probe.writer()
-    if w is None:
-        return
-    s.steps += 1
-    w.add_step((now, s.last_boundary, s.wait, s.sampler, s.batch_size, s.fetches, s.samples))
-    s.last_boundary = now
-    s.wait = s.sampler = 0.0
-    s.fetches = s.samples = 0
-    if s.timeline is not None:
-        _mark_step_end(s)
-    if s.flops is not None:
-        _count_flops(s)
-    if s.first_step_t is None:
-        s.first_step_t = now
-    if s.max_steps is not None and s.steps >= s.max_steps and now - s.first_step_t >= s.steps_min_s:
-        probe.record_info({"stop": "steps", "steps": s.steps})
-        w.flush()
-        raise SystemExit(0)
+    return True
 
 
 def _record_callers(key: str, depth: int, lines: bool) -> None:
@@ -275,24 +294,28 @@ def _count_flops(s: _State) -> None:
 
 
 def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    """Registered with the CUDA timeline (CPU jobs never pay for it)."""
     tl = _state.timeline
-    if tl is not None and id(optimizer) == _state.primary_opt_id:
+    if tl is not None and tl.active and id(optimizer) == _state.primary_opt_id:
         _mark(tl, "optimizer")
 
 
-def _marked_backward(orig: Any, count: bool) -> Any:
+def _marked_backward(owner: Any, orig: Any, count: bool) -> Any:
     """``torch.autograd.backward`` (what ``Tensor.backward`` calls): the device timeline's mark,
     and, in a job that has made neither an optimizer step nor a DataLoader batch (a hand-written
     loop and update), a record of each return, which then counts as its step. Once either comes,
-    one integer test a call."""
+    one integer test a call and an attribute read (the timeline's, on an untimed step); a job
+    whose first optimizer step brought no CUDA timeline has no use for it: it leaves."""
 
     @functools.wraps(orig)
     def backward(*args: Any, **kwargs: Any) -> Any:
         s = _state
         tl = s.timeline
-        if tl is not None:
+        if tl is not None and tl.active:
             _mark(tl, "backward")
         if s.steps or s.batches_seen or not count:
+            if tl is None and s.steps:
+                _unwrap(owner, "backward", backward, orig)
             return orig(*args, **kwargs)
         out = orig(*args, **kwargs)
         w = probe.writer()
@@ -304,20 +327,17 @@ def _marked_backward(orig: Any, count: bool) -> Any:
 
 
 def _mark(tl: Timeline, name: str) -> None:
+    """A mark on a timed step (callers test ``tl.active`` first: most steps are not timed)."""
     try:
         tl.mark(name)
-    except Exception as exc:  # fail open: the timeline stops, the job goes on
-        _state.timeline = None
-        probe.record_info({"device_timeline_error": f"{type(exc).__name__}: {exc}"[:300]})
-
-
-def _mark_step_end(s: _State) -> None:
-    try:
-        if s.timeline is not None:
-            s.timeline.step_ended()
     except Exception as exc:
-        s.timeline = None
-        probe.record_info({"device_timeline_error": f"{type(exc).__name__}: {exc}"[:300]})
+        _timeline_failed(exc)
+
+
+def _timeline_failed(exc: Exception) -> None:
+    """Fail open: the timeline stops, the job goes on."""
+    _state.timeline = None
+    probe.record_info({"device_timeline_error": f"{type(exc).__name__}: {exc}"[:300]})
 
 
 # ---------------------------------------------------------------- DataLoader
@@ -332,8 +352,9 @@ def _wrap_loader(dl: Any) -> None:
     @functools.wraps(orig_next)
     def __next__(self: Any) -> Any:
         s = _state
-        if s.fetches and s.timeline is not None:
-            _mark(s.timeline, "fetch")  # a later micro-batch of the step
+        tl = s.timeline
+        if s.fetches and tl is not None and tl.active:
+            _mark(tl, "fetch")  # a later micro-batch of the step
         t0 = _clock()
         if s.training is False:
             _mode_restored(s, t0)
@@ -342,8 +363,9 @@ def _wrap_loader(dl: Any) -> None:
         s.wait += dt
         s.fetches += 1
         n = _leading_dim(batch)
-        if s.timeline is not None:
-            _mark(s.timeline, "batch")
+        tl = s.timeline
+        if tl is not None and tl.active:
+            _mark(tl, "batch")
         if s.fetches == 1:
             s.batch_size = n
         if n > 0:
@@ -580,8 +602,10 @@ def _record_precision(optimizer: Any) -> None:
             info["capability"] = list(torch.cuda.get_device_capability(param.device))
             info["gpu_name"] = torch.cuda.get_device_name(param.device)
             w = probe.writer()
-            if w is not None and not _state.device_off:
+            if w is not None and not _state.device_off and _state.timeline is None:
                 _state.timeline = cuda_timeline(torch, param.device, w.add, w.us)
+                # each step's "optimizer" mark (this step's pre-hooks have run already)
+                torch.optim.optimizer.register_optimizer_step_pre_hook(_before_optimizer_step)
             props = torch.cuda.get_device_properties(param.device)
             info["memory_total"] = props.total_memory
             # Which of the machine's GPUs this is, in NVML's terms (store/gpus.py).
@@ -621,34 +645,47 @@ def _remember_model(module: Any) -> None:
         pass
 
 
-def _noticed_zero_grad(orig: Any) -> Any:
+def _noticed_zero_grad(owner: type, orig: Any) -> Any:
+    """``Optimizer.zero_grad``: a call with ``set_to_none=False`` is recorded once; the wrapper
+    leaves once that is seen or the job has made ``WATCH_STEPS`` optimizer steps."""
+
     @functools.wraps(orig)
     def zero_grad(self: Any, set_to_none: bool = True) -> Any:
-        if not set_to_none and not _state.zero_grad_kept:
-            _state.zero_grad_kept = True
+        s = _state
+        if not set_to_none and not s.zero_grad_kept:
+            s.zero_grad_kept = True
             probe.record_info({"zero_grad_set_to_none": False})
+        if s.zero_grad_kept or s.steps >= WATCH_STEPS:
+            _unwrap(owner, "zero_grad", zero_grad, orig)
         return orig(self, set_to_none)
 
     return zero_grad
 
 
-def _noticed_autocast(orig: Any) -> Any:
-    seen: set[str] = set()
+def _noticed_autocast(owner: type, orig: Any) -> Any:
+    """``autocast.__enter__``: each enabled device and dtype is recorded once; the wrapper leaves
+    at the first enabled autocast after ``WATCH_STEPS`` optimizer steps (the training step's
+    own has been seen by then). A job without autocast never calls it."""
+    seen: set[tuple[str, str]] = set()
 
     @functools.wraps(orig)
     def __enter__(self: Any) -> Any:
-        key = f"{getattr(self, 'device', '?')}:{getattr(self, 'fast_dtype', '?')}"
-        if key not in seen and getattr(self, "_enabled", True):
-            seen.add(key)
-            probe.record_info(
-                {
-                    "autocast": str(getattr(self, "device", "?")),
-                    "dtype": str(getattr(self, "fast_dtype", "?")),
-                }
-            )
+        if getattr(self, "_enabled", True):
+            key = (str(getattr(self, "device", "?")), str(getattr(self, "fast_dtype", "?")))
+            if key not in seen:
+                seen.add(key)
+                probe.record_info({"autocast": key[0], "dtype": key[1]})
+            if _state.steps >= WATCH_STEPS:
+                _unwrap(owner, "__enter__", __enter__, orig)
         return orig(self)
 
     return __enter__
+
+
+def _unwrap(owner: type, name: str, wrapper: Any, orig: Any) -> None:
+    """Put ``orig`` back, unless something else has wrapped ``wrapper`` since."""
+    if vars(owner).get(name) is wrapper:
+        setattr(owner, name, orig)
 
 
 # ---------------------------------------------------------------- checkpoints and modes

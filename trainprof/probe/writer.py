@@ -76,8 +76,11 @@ class EventWriter:
 
     def add_step(self, rec: tuple[float, float, float, float, int, int, int]) -> None:
         """(end, previous end, wait s, sampler s, batch size, fetches, samples) of one step."""
-        self._steps.append(rec)
-        self._queued(len(self._steps), rec[0])
+        steps = self._steps
+        steps.append(rec)
+        # _queued's tests, inline: this runs once per step, and a call is dear on cold caches
+        if len(steps) >= FLUSH_EVERY_RECORDS or rec[0] >= self._due or self._thread is None:
+            self._queued(len(steps), rec[0])
 
     def _queued(self, waiting: int, now: float) -> None:
         """After a record was queued: flush a full queue or one the timer left waiting too long,

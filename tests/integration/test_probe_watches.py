@@ -1,0 +1,73 @@
+"""The probe's per-step footprint in a real torch loop: the watches that read how the job calls
+``zero_grad()`` and autocast record what they see and then take themselves out, and a job with
+neither DDP nor a GPU keeps no wrapper it does not need on ``backward`` or the optimizer step
+(each is a Python call a step, which a fast GPU loop pays on cold caches)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_trainprof, write_script
+
+from trainprof.store.session import Session
+
+JOB = """
+import json, sys
+import torch
+from torch import nn
+import torch.optim.optimizer as optim_mod
+
+def ours(fn):
+    return "trainprof" in getattr(getattr(fn, "__code__", None), "co_filename", "")
+
+def hooks():
+    backward = vars(torch.autograd)["backward"]
+    return {
+        "zero_grad": ours(vars(torch.optim.Optimizer)["zero_grad"]),
+        "autocast": ours(vars(torch.amp.autocast_mode.autocast)["__enter__"]),
+        "backward_layers": ours(backward) + ours(getattr(backward, "__wrapped__", None)),
+        "pre_step_hooks": len(optim_mod._global_optimizer_pre_hooks),
+    }
+
+torch.manual_seed(0)
+model = nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+seen = []
+for step in range(6):
+    seen.append(hooks())
+    opt.zero_grad(set_to_none=step != 1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(torch.randn(4, 8)).float().pow(2).mean()
+    loss.backward()
+    opt.step()
+seen.append(hooks())
+with open(sys.argv[1], "w") as f:
+    json.dump(seen, f)
+"""
+
+
+def test_watches_record_then_leave_and_no_idle_wrapper_stays(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "watched.py", JOB)
+    out = tmp_path / "hooks.json"
+    r = run_trainprof(tmp_path, "--no-stacks", str(script), str(out))
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(out.read_text())
+    # zero_grad: watched until set_to_none=False is seen (step 1), then torch's own
+    assert [s["zero_grad"] for s in seen] == [True, True, False, False, False, False, False]
+    # autocast: watched over the first two optimizer steps (entered at step 2, then left)
+    assert [s["autocast"] for s in seen] == [True, True, True, False, False, False, False]
+    # backward: the probe's mark alone (the DDP wait timer comes with a DDP model), gone once the
+    # first optimizer step brought no CUDA timeline; no pre-step hook (it comes with a timeline)
+    assert [s["backward_layers"] for s in seen] == [1, 1, 0, 0, 0, 0, 0]
+    assert {s["pre_step_hooks"] for s in seen} == {0}
+
+    primary = Session.load(r.run_dir).primary
+    assert primary is not None
+    infos = primary.infos
+    assert {"zero_grad_set_to_none": False}.items() <= next(
+        i for i in infos if "zero_grad_set_to_none" in i
+    ).items()
+    autocasts = [(i["autocast"], i["dtype"]) for i in infos if "autocast" in i]
+    assert autocasts == [("cpu", "torch.bfloat16")]
+    assert r.report is not None and r.report["summary"]["steps"] == 6
