@@ -185,6 +185,73 @@ def test_a_long_accumulation_still_closes_its_step(monkeypatch: pytest.MonkeyPat
         assert f[13] == 0, line
 
 
+def test_a_started_timeline_marks_a_real_optimizers_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The probe's wiring with a real torch optimizer: starting the timeline registers its
+    pre-step hook with torch (a wrong name there once lost every GPU job's precision facts, and
+    the timeline its optimizer phase), and each timed step is marked by the pre- and post-hooks."""
+    import torch
+    import torch.optim.optimizer as optim_mod
+
+    from trainprof.probe import torch_hooks
+
+    class Writer:
+        def add_step(self, rec: object) -> None:
+            pass
+
+        def add(self, line: str) -> None:
+            pass
+
+        def us(self, t: float) -> int:
+            return 0
+
+    class Event(FakeEvent):
+        def record(self) -> None:
+            self.at = 0.0
+
+        def elapsed_time(self, end: FakeEvent) -> float:
+            return 1.0
+
+    lines: list[str] = []
+    clock = {"now": 0.0}
+
+    def tick() -> float:
+        clock["now"] += 1.0
+        return clock["now"]
+
+    monkeypatch.setattr(device, "_clock", tick)
+    monkeypatch.setattr(torch_hooks, "_state", torch_hooks._State())
+    monkeypatch.setattr(
+        torch_hooks,
+        "cuda_timeline",
+        lambda torch, dev, emit, us: device.Timeline(Event, None, lines.append, lambda t: 0),
+    )
+    torch_hooks._state.writer = Writer()
+    before = set(optim_mod._global_optimizer_pre_hooks)
+    post = optim_mod.register_optimizer_step_post_hook(torch_hooks._on_optimizer_step)
+    try:
+        torch_hooks._start_timeline(torch, torch.device("cpu"))
+        torch_hooks._start_timeline(torch, torch.device("cpu"))  # once only
+        added = set(optim_mod._global_optimizer_pre_hooks) - before
+        assert [optim_mod._global_optimizer_pre_hooks[k] for k in added] == [
+            torch_hooks._before_optimizer_step
+        ]
+        param = torch.nn.Parameter(torch.zeros(2))
+        opt = torch.optim.SGD([param], lr=0.1)
+        for _ in range(5 * device.EVERY):
+            param.grad = torch.ones(2)
+            opt.step()
+    finally:
+        post.remove()
+        for k in set(optim_mod._global_optimizer_pre_hooks) - before:
+            del optim_mod._global_optimizer_pre_hooks[k]
+    assert torch_hooks._state.steps == 5 * device.EVERY
+    assert len(lines) >= 3, lines
+    for line in lines:
+        assert int(line.split()[5]) == 1000, f"the optimizer phase is timed: {line}"
+
+
 def test_a_timeline_error_never_reaches_the_job() -> None:
     class Broken(FakeEvent):
         def record(self) -> None:

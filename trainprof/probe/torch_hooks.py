@@ -601,11 +601,7 @@ def _record_precision(optimizer: Any) -> None:
         if param.device.type == "cuda":
             info["capability"] = list(torch.cuda.get_device_capability(param.device))
             info["gpu_name"] = torch.cuda.get_device_name(param.device)
-            w = probe.writer()
-            if w is not None and not _state.device_off and _state.timeline is None:
-                _state.timeline = cuda_timeline(torch, param.device, w.add, w.us)
-                # each step's "optimizer" mark (this step's pre-hooks have run already)
-                torch.optim.optimizer.register_optimizer_step_pre_hook(_before_optimizer_step)
+            _start_timeline(torch, param.device)
             props = torch.cuda.get_device_properties(param.device)
             info["memory_total"] = props.total_memory
             # Which of the machine's GPUs this is, in NVML's terms (store/gpus.py).
@@ -618,8 +614,23 @@ def _record_precision(optimizer: Any) -> None:
         probe.record_info({"precision": info})
         model = _state.model_ref() if _state.model_ref is not None else None
         probe.record_info({"structure": structure.facts(torch, model, optimizer)})
-    except Exception:
-        pass
+    except Exception as exc:  # fail open, but leave a trace in the event file
+        probe.record_info({"probe_error": f"precision: {type(exc).__name__}: {exc}"[:300]})
+
+
+def _start_timeline(torch: Any, device: Any) -> None:
+    """The CUDA device timeline and its pre-step hook (each later step's "optimizer" mark),
+    once; a failure stops the timeline alone, and the report says so."""
+    w = _state.writer
+    if w is None or _state.device_off or _state.timeline is not None:
+        return
+    try:
+        import torch.optim.optimizer as optim_mod  # torch.optim deletes its "optimizer" name
+
+        _state.timeline = cuda_timeline(torch, device, w.add, w.us)
+        optim_mod.register_optimizer_step_pre_hook(_before_optimizer_step)
+    except Exception as exc:
+        _timeline_failed(exc)
 
 
 def _mode_restored(s: _State, now: float) -> None:
