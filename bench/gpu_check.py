@@ -519,6 +519,8 @@ def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
     toggle_args = [*loop_args, "--warmup-s", str(a.warmup_s), "--measure-s", str(a.toggle_s)]
     if a.toggle_by_part:
         toggle_args.append("--by-part")
+    if a.toggle_hooks_only:
+        toggle_args.append("--hooks-only")
     probe_cost(c, toggle_args, timeout=90.0 + len(sizes) * (a.toggle_s + 2 * a.warmup_s))
     loop_args += ["--warmup-s", str(a.warmup_s), "--measure-s", str(a.measure_s)]
     wanted = a.variants.split(",") if a.variants else [v.key for v in VARIANTS]
@@ -586,6 +588,8 @@ def probe_cost(c: Check, loop_args: list[str], timeout: float) -> None:
     for row in out["toggle"]:
         costs = ", ".join(f"{k} {v:+.1f}" for k, v in row["cost_us"].items())
         log(f"  probe cost {row['size']} at {row['steps_per_s']:.0f} steps/s (µs/step): {costs}")
+        paired = ", ".join(f"{k} {v:+.1f} ± {e:.1f}" for k, (v, e) in row["cost_us_paired"].items())
+        log(f"    paired: {paired}")
 
 
 def toggle_markdown(c: Check) -> list[str]:
@@ -595,10 +599,17 @@ def toggle_markdown(c: Check) -> list[str]:
     modes = list(out["toggle"][0]["cost_us"])
     table = [["size (steps/s), blocks", "from", *modes]]
     for row in out["toggle"]:
-        for key, label in (("cost_us", "median"), ("cost_us_mean", "mean")):
+        for key, label in (
+            ("cost_us", "median"),
+            ("cost_us_mean", "mean"),
+            ("cost_us_paired", "paired"),
+        ):
             if key not in row:
                 continue
-            cells = [f"{row[key][m]:+.1f}" for m in modes]
+            if key == "cost_us_paired":
+                cells = [f"{row[key][m][0]:+.1f} ± {row[key][m][1]:.1f}" for m in modes]
+            else:
+                cells = [f"{row[key][m]:+.1f}" for m in modes]
             size = f"{row['size']} ({row['steps_per_s']:.0f}/s), {row['blocks_per_mode']}"
             table.append([size if label == "median" else "", label, *cells])
     return [
@@ -612,7 +623,9 @@ def toggle_markdown(c: Check) -> list[str]:
         "processes stopped (`outside`: the parent's psutil/NVML sampler and py-spy, SIGSTOP; "
         "`runner`: the parent alone; `py-spy`: py-spy alone) and "
         'both (`everything`); a block\'s step time against "on", from the median block (the '
-        "steady cost) and from the mean (rare stalls count too). Positive: what it costs.",
+        "steady cost), from the mean (rare stalls count too) and paired (the median over "
+        'cycles of "on" less the mode\'s block of the same cycle, ± its ~95 % interval: a '
+        "drift of the machine cancels). Positive: what it costs.",
     ]
 
 
@@ -777,6 +790,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--toggle-s", type=float, default=20.0, help="in-process toggle, per size")
     ap.add_argument(
         "--toggle-by-part", action="store_true", help="the toggle turns each hook part off too"
+    )
+    ap.add_argument(
+        "--toggle-hooks-only",
+        action="store_true",
+        help="the toggle's modes: on, A/A and all hooks off alone (3× the blocks of each)",
     )
     ap.add_argument("--warmup-s", type=float, default=0.5)
     ap.add_argument("--measure-s", type=float, default=1.5)

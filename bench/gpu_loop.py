@@ -244,18 +244,22 @@ def toggle(
     measure_s: float,
     block_steps: int,
     by_part: bool = False,
+    hooks_only: bool = False,
 ) -> dict[str, Any]:
     """Under ``trainprof run``: trainprof's cost per step on the device's clock, from
     interleaved blocks of ``block_steps`` steps with the probe's hooks on, unchanged (an A/A
     control), all off, each part off (``bench.loop.ProbeSwitch``), trainprof's outside
     processes stopped (``outside``: samplers and py-spy) and both (``everything``); with
-    ``by_part``, each hook part off too (more modes: fewer blocks of each). Each block
-    is timed by two CUDA events, read only at the end (no sync inside the measurement). Cost =
-    step time "on" minus the mode's, from the median block (robust: the hooks' steady cost) and
-    from the mean (counts rare stalls too, such as a sampler's read every 0.5 s)."""
+    ``by_part``, each hook part off too (more modes: fewer blocks of each); with ``hooks_only``
+    the first three alone (more blocks of each). Each block is timed by two CUDA events, read
+    only at the end (no sync inside the measurement). Cost = step time "on" minus the mode's,
+    from the median block (robust: the hooks' steady cost), from the mean (counts rare stalls
+    too, such as a sampler's read every 0.5 s) and paired: the median over cycles of "on" minus
+    the mode's block of the same cycle, with its ~95 % half-width (a drift cancels)."""
     import torch
 
     from bench.loop import ProbeSwitch, _median, interleave
+    from bench.stats import paired_difference
 
     device = _device(torch, device_arg)
     built = trainers(torch, device, sizes)
@@ -266,7 +270,7 @@ def toggle(
     outside = OutsideSwitch()
     parts = [p for p, ok in switch.found.items() if ok]
     modes = [("on", frozenset()), ("same", frozenset()), ("all", frozenset(parts))]
-    if outside.found:
+    if outside.found and not hooks_only:
         modes += [
             ("outside", frozenset({"outside"})),
             ("runner", frozenset({"runner"})),  # the psutil/NVML sampler's process alone
@@ -311,6 +315,10 @@ def toggle(
                     "cost_us": {name: (med["on"] - med[name]) * 1e6 for name, _ in modes[1:]},
                     "cost_us_mean": {
                         name: (mean["on"] - mean[name]) * 1e6 for name, _ in modes[1:]
+                    },
+                    "cost_us_paired": {
+                        name: [v * 1e6 for v in paired_difference(per_step["on"], per_step[name])]
+                        for name, _ in modes[1:]
                     },
                 }
             )
@@ -380,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block-steps", type=int, default=20, help="--toggle: steps per block")
     ap.add_argument("--by-part", action="store_true", help="--toggle: each hook part off too")
     ap.add_argument(
+        "--hooks-only", action="store_true", help="--toggle: on, A/A and all hooks off alone"
+    )
+    ap.add_argument(
         "--cpu",
         type=int,
         default=None,
@@ -397,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             args.measure_s,
             args.block_steps,
             args.by_part,
+            args.hooks_only,
         )
     elif args.calibrate:
         out = calibrate(args.device, [float(x) for x in args.calibrate.split(",")])

@@ -13,6 +13,18 @@ def median(values: Iterable[float]) -> float:
     return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
 
 
+def paired_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """Median of ``a[i] - b[i]`` (pairs measured side by side: a slow drift of the machine
+    cancels within each pair) and the half-width of its ~95 % interval (1.58 IQR / √n, the
+    notch of a box plot)."""
+    d = sorted(x - y for x, y in zip(a, b, strict=False))
+    if not d:
+        raise ValueError("no pairs")
+    n = len(d)
+    iqr = d[(3 * n) // 4] - d[n // 4] if n >= 4 else d[-1] - d[0]
+    return median(d), 1.58 * iqr / n**0.5
+
+
 def format_table(rows: Sequence[Sequence[str]]) -> str:
     """Left-aligned first column, right-aligned others, one header rule."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
