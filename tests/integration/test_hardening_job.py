@@ -282,3 +282,56 @@ def test_python_isolated_mode_says_the_probe_could_not_load(tmp_path: Path) -> N
     plain = write_script(tmp_path, "plain.py", "print('no torch here')\n")
     r = run_trainprof(tmp_path, str(plain))
     assert json.loads((r.run_dir / "run.json").read_text())["probe"] == {"loaded": True}
+
+
+SLOTTED_ITERATOR_JOB = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+class Slotted:
+    # an iterator that takes no new attributes: the probe cannot tag its epoch on it
+    __slots__ = ("inner",)
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self.inner)
+
+class Loader(DataLoader):
+    def _get_iterator(self):
+        return Slotted(super()._get_iterator())
+
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    for x in Loader(torch.randn(64, 4), batch_size=8):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+print("job finished")
+"""
+
+
+def test_a_probe_error_leaves_the_job_alone_and_the_report_says_it(tmp_path: Path) -> None:
+    """The probe fails open: here it cannot tag a custom iterator with its epoch start. The
+    job runs to its end, its steps are counted, and the report says what the probe could not
+    do (once, not per epoch), so a missing fact is not read as a clean bill."""
+    script = write_script(tmp_path, "slotted.py", SLOTTED_ITERATOR_JOB)
+    r = run_trainprof(tmp_path, "--no-stacks", str(script))
+    assert r.returncode == 0, r.stderr
+    assert "job finished" in r.stdout
+    assert r.report is not None
+    assert r.report["summary"]["steps"] == 16
+    errors = r.report["summary"]["probe_errors"]
+    assert len(errors) == 1 and errors[0].startswith("DataLoader.__iter__: AttributeError"), errors
+    shown = subprocess.run(
+        trainprof_cmd("report", str(r.run_dir)), capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.replace("│", " ").split())  # the panel's lines, unwrapped
+    assert "probe error, facts may be missing: DataLoader.__iter__: AttributeError" in text

@@ -130,6 +130,7 @@ class Activity:
     framework: str | None = None  # the training framework that runs the loop (frameworks.py)
     flops: dict[str, Any] | None = None  # the probe's FLOP count of one step, or why none
     timeline_error: str | None = None  # why the probe's device timeline stopped, if it did
+    probe_errors: tuple[str, ...] = ()  # what the probe ran into and went past, once each
 
 
 @dataclass(frozen=True)
@@ -435,6 +436,14 @@ def _activity(
             (str(i["device_timeline_error"]) for i in infos if "device_timeline_error" in i), None
         ),
         main_cpu_in_stalls=_cpu_in(session, primary, [(st.t0, st.t1) for st in stalls]),
+        probe_errors=tuple(
+            dict.fromkeys(
+                str(i["probe_error"])
+                for p in session.processes
+                for i in p.infos
+                if "probe_error" in i
+            )
+        ),
     )
 
 

@@ -257,8 +257,8 @@ def _record_callers(key: str, depth: int, lines: bool) -> None:
             callers.append([*entry, frame.f_lineno] if lines else entry)
             frame = frame.f_back
         probe.record_info({key: callers})
-    except Exception:
-        pass
+    except Exception as exc:
+        _probe_error(key, exc)
 
 
 def _record_step_callers() -> None:
@@ -334,6 +334,18 @@ def _mark(tl: Timeline, name: str) -> None:
         _timeline_failed(exc)
 
 
+def _probe_error(where: str, exc: Exception) -> None:
+    """Fail open, but leave a trace the report shows (once per place): a fact the probe could
+    not read must not pass for a clean bill."""
+    if where in _errors_said:
+        return
+    _errors_said.add(where)
+    probe.record_info({"probe_error": f"{where}: {type(exc).__name__}: {exc}"[:300]})
+
+
+_errors_said: set[str] = set()
+
+
 def _timeline_failed(exc: Exception) -> None:
     """Fail open: the timeline stops, the job goes on."""
     _state.timeline = None
@@ -400,8 +412,8 @@ def _wrap_loader(dl: Any) -> None:
             key = _loader_key(self)
             it._tp_epoch_start = t0
             it._tp_loader_key = key
-        except Exception:
-            pass
+        except Exception as exc:  # no epoch record for this loader: say why, once
+            _probe_error("DataLoader.__iter__", exc)
         return it
 
     base.__next__ = __next__
@@ -614,8 +626,8 @@ def _record_precision(optimizer: Any) -> None:
         probe.record_info({"precision": info})
         model = _state.model_ref() if _state.model_ref is not None else None
         probe.record_info({"structure": structure.facts(torch, model, optimizer)})
-    except Exception as exc:  # fail open, but leave a trace in the event file
-        probe.record_info({"probe_error": f"precision: {type(exc).__name__}: {exc}"[:300]})
+    except Exception as exc:
+        _probe_error("precision", exc)
 
 
 def _start_timeline(torch: Any, device: Any) -> None:

@@ -212,6 +212,12 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
         t.add_row("" if m.device else "GPU step", literal(f"device timeline stopped: {stopped}"))
     if m.mfu is not None or (m.on_cuda and m.activity.flops):
         t.add_row("GPU math", literal(_mfu_text(m)))
+    errors = m.activity.probe_errors
+    if errors:
+        # The probe went past an error of its own (fail open): the job ran, some facts may not
+        # have been recorded. Said, so a missing finding is not read as a clean bill.
+        more = f" (+{len(errors) - 1} more in --json)" if len(errors) > 1 else ""
+        t.add_row("", literal(f"probe error, facts may be missing: {errors[0]}{more}", "yellow"))
     probe = meta.get("probe") or {}
     if probe.get("loaded") is False:
         reason = clean(str(probe.get("reason") or "unknown"))

@@ -56,6 +56,7 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
             "bottleneck": metrics.bottleneck.to_json() if metrics.bottleneck else None,
             "mfu": metrics.mfu.to_json() if metrics.mfu else None,
             "device_timeline_error": metrics.activity.timeline_error,
+            "probe_errors": list(metrics.activity.probe_errors),
             "gpu_util_mean": _num(metrics.gpu_util_mean, 2),
             "gpus": metrics.gpus.to_json() if metrics.gpus else None,
             "cpu_percent_mean": _num(metrics.cpu_percent_mean, 2),
