@@ -19,8 +19,8 @@ Phases, each with its own budget (what does not fit is said to be skipped):
    far come from ``bench/gpu_failures.py``, which writes each one down as it happens.
 3. overhead: ``bench/gpu_loop.py`` calibrated to ≈1000 (or as fast as the host goes) and
    ≈100 steps/s; one run of ``gpu_loop.py --toggle`` under ``trainprof run`` (trainprof's cost
-   inside one process, on the device's clock: hooks off, outside processes stopped, both, and
-   an A/A control); then rounds of
+   inside one process, on the device's clock: the hooks off against an A/A control, and with
+   ``--toggle-outside`` trainprof's outside processes stopped too); then rounds of
    plain / ``trainprof run`` / probe's device timeline off / ``--no-stacks`` (``--variants``
    adds no USS reads and samplers idle, ``--interval 3600``), each round in the reverse order
    of the one before (A B … B A); every run times itself on the device's
@@ -519,7 +519,7 @@ def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
     toggle_args = [*loop_args, "--warmup-s", str(a.warmup_s), "--measure-s", str(a.toggle_s)]
     if a.toggle_by_part:
         toggle_args.append("--by-part")
-    if a.toggle_hooks_only:
+    if not a.toggle_outside:
         toggle_args.append("--hooks-only")
     probe_cost(c, toggle_args, timeout=90.0 + len(sizes) * (a.toggle_s + 2 * a.warmup_s))
     loop_args += ["--warmup-s", str(a.warmup_s), "--measure-s", str(a.measure_s)]
@@ -612,6 +612,13 @@ def toggle_markdown(c: Check) -> list[str]:
                 cells = [f"{row[key][m]:+.1f}" for m in modes]
             size = f"{row['size']} ({row['steps_per_s']:.0f}/s), {row['blocks_per_mode']}"
             table.append([size if label == "median" else "", label, *cells])
+    outside = (
+        ", trainprof's outside processes stopped (`outside`: the parent's psutil/NVML sampler "
+        "and py-spy, SIGSTOP; `runner`: the parent alone; `py-spy`: py-spy alone) and both "
+        "(`everything`)"
+        if "outside" in modes
+        else ""
+    )
     return [
         "",
         "### trainprof's cost inside one process (µs per step, device clock)",
@@ -619,13 +626,11 @@ def toggle_markdown(c: Check) -> list[str]:
         stats.markdown_table(table),
         "",
         "`gpu_loop.py --toggle` under `trainprof run`: interleaved blocks with the probe's hooks "
-        "on, unchanged (`same`: the A/A noise), all hooks off (`all`), trainprof's outside "
-        "processes stopped (`outside`: the parent's psutil/NVML sampler and py-spy, SIGSTOP; "
-        "`runner`: the parent alone; `py-spy`: py-spy alone) and "
-        'both (`everything`); a block\'s step time against "on", from the median block (the '
-        "steady cost), from the mean (rare stalls count too) and paired (the median over "
-        'cycles of "on" less the mode\'s block of the same cycle, ± its ~95 % interval: a '
-        "drift of the machine cancels). Positive: what it costs.",
+        f"on, unchanged (`same`: the A/A noise), all hooks off (`all`){outside}; a block's step "
+        'time against "on", from the median block (the steady cost), from the mean (rare '
+        'stalls count too) and paired (the median over cycles of "on" less the mode\'s block '
+        "of the same cycle, ± its ~95 % interval: a drift of the machine cancels). Positive: "
+        "what it costs.",
     ]
 
 
@@ -792,9 +797,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         "--toggle-by-part", action="store_true", help="the toggle turns each hook part off too"
     )
     ap.add_argument(
-        "--toggle-hooks-only",
+        "--toggle-outside",
         action="store_true",
-        help="the toggle's modes: on, A/A and all hooks off alone (3× the blocks of each)",
+        help="the toggle stops trainprof's outside processes too (four more modes, each with a "
+        "third of the blocks; three H200 sessions found them costing nothing measurable)",
     )
     ap.add_argument("--warmup-s", type=float, default=0.5)
     ap.add_argument("--measure-s", type=float, default=1.5)
