@@ -71,3 +71,78 @@ def test_watches_record_then_leave_and_no_idle_wrapper_stays(tmp_path: Path) -> 
     autocasts = [(i["autocast"], i["dtype"]) for i in infos if "autocast" in i]
     assert autocasts == [("cpu", "torch.bfloat16")]
     assert r.report is not None and r.report["summary"]["steps"] == 6
+
+
+STEADY_STEP_JOB = """
+import collections, json, sys
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from trainprof import probe
+from trainprof.probe import device, torch_hooks
+
+class FreeEvent:  # the one stand-in: this machine has no CUDA events
+    def record(self, stream=None): pass
+    def query(self): return True
+    def elapsed_time(self, other): return 1.0
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 2))
+opt = torch.optim.AdamW(model.parameters())
+loader = DataLoader(list(zip(torch.randn(4096, 16), torch.randint(0, 2, (4096,)))), batch_size=8)
+batches = iter(loader)
+
+def step():
+    x, y = next(batches)
+    opt.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = nn.functional.cross_entropy(model(x).float(), y)
+    loss.backward()
+    opt.step()
+
+step()
+w = probe.writer()
+# what the first step of a CUDA job starts: the device timeline and its pre-step hook
+torch_hooks.cuda_timeline = lambda *a: device.Timeline(FreeEvent, lambda: (1, 2, 3), w.add, w.us)
+torch_hooks._start_timeline(torch, torch.device("cpu"))
+for _ in range(20):
+    step()
+calls = collections.Counter()
+
+def count(frame, event, arg):
+    if event == "call" and "trainprof" in frame.f_code.co_filename:
+        calls[frame.f_code.co_qualname] += 1
+
+sys.setprofile(count)
+for _ in range(200):
+    step()
+sys.setprofile(None)
+with open(sys.argv[1], "w") as f:
+    json.dump({name: n / 200 for name, n in calls.items()}, f)
+"""
+
+
+def test_a_steady_step_of_a_cuda_like_job_makes_ten_probe_calls(tmp_path: Path) -> None:
+    """The probe's Python calls in a steady step (DataLoader, autocast, AdamW, the device
+    timeline with stand-in events, most steps untimed), counted with ``sys.setprofile``: on a
+    fast GPU loop each costs microseconds on cold caches, so a new one must be a choice. It was
+    24 before the timeline's marks were skipped on untimed steps and the watches left."""
+    script = write_script(tmp_path, "steady.py", STEADY_STEP_JOB)
+    out = tmp_path / "calls.json"
+    r = run_trainprof(tmp_path, "--no-stacks", str(script), str(out))
+    assert r.returncode == 0, r.stderr
+    calls = json.loads(out.read_text())
+    # every 16th step or so is timed: its marks add a fraction of a call per step
+    per_step = {name: round(n) for name, n in calls.items() if n >= 0.5}
+    assert per_step == {
+        "_wrap_loader.<locals>.__next__": 1,
+        "_leading_dim": 1,
+        "_wrap_loader.<locals>._next_index": 1,
+        "_timed_fetch.<locals>.fetch": 1,
+        "_timed_collate.<locals>.__init__.<locals>.timed": 1,
+        "_marked_backward.<locals>.backward": 1,
+        "_before_optimizer_step": 1,
+        "_on_optimizer_step": 1,
+        "EventWriter.add_step": 1,
+        "Timeline.step_ended": 1,
+    }
