@@ -265,7 +265,7 @@ def _record_step_callers() -> None:
     """The functions on the stack that steps the optimizer, read once, at the first step: the
     training loop and its train-step helpers as a fact. Stack samples alone can miss them (a
     loop whose steps take a few ms between long stalls gets a handful of backward samples)."""
-    _record_callers("step_callers", 2, lines=False)  # from the optimizer hook up
+    _record_callers("step_callers", 3, lines=False)  # from the optimizer hook up
 
 
 def _record_loader_callers() -> None:
