@@ -732,6 +732,7 @@ def write_summary(c: Check) -> dict[str, Any]:
             "rounds": c.overhead.get("rounds"),
             "calibrated": (c.overhead.get("calibration") or {}).get("measured"),
             "pinned_cpu": c.overhead.get("pinned_cpu"),
+            "toggle": c.overhead.get("toggle"),  # with each block's µs a step, for a later look
             "rows": [
                 {
                     "key": r["key"],

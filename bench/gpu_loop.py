@@ -320,6 +320,11 @@ def toggle(
                         name: [v * 1e6 for v in paired_difference(per_step["on"], per_step[name])]
                         for name, _ in modes[1:]
                     },
+                    # each block's µs a step, in cycle order: the raw data, for a later look
+                    "blocks_us": {
+                        name: [round(v * 1e6, 2) for v in values]
+                        for name, values in per_step.items()
+                    },
                 }
             )
     finally:
