@@ -258,8 +258,8 @@ def toggle(
     the mode's block of the same cycle, with its ~95 % half-width (a drift cancels)."""
     import torch
 
-    from bench.loop import ProbeSwitch, _median, interleave
-    from bench.stats import paired_difference
+    from bench.loop import ProbeSwitch, interleave
+    from bench.stats import median, paired_difference
 
     device = _device(torch, device_arg)
     built = trainers(torch, device, sizes)
@@ -304,7 +304,7 @@ def toggle(
                 name: [tr.clock.seconds(a, b) / block_steps for a, b in pairs]
                 for name, pairs in blocks.items()
             }
-            med = {name: _median(v) for name, v in per_step.items()}
+            med = {name: median(v) for name, v in per_step.items()}
             mean = {name: sum(v) / len(v) for name, v in per_step.items()}
             out.append(
                 {

@@ -96,7 +96,7 @@ def _on_torch_imported(torch_module: object) -> None:
         torch_hooks.install(torch_module)
         collectives.install(torch_module)  # time in torch.distributed collectives, per rank
     except Exception as exc:  # fail open, but say so in the record for the report
-        record_info({"probe_error": f"{type(exc).__name__}: {exc}"})
+        record_error("install", exc)
 
 
 def record_info(info: dict[str, object]) -> None:
@@ -104,6 +104,18 @@ def record_info(info: dict[str, object]) -> None:
     if w is not None:
         info = {"t": w.us(time.monotonic()), **info}
         w.add(f"{INFO} {json.dumps(info, default=str)}\n")
+
+
+_errors_said: set[str] = set()
+
+
+def record_error(where: str, exc: Exception) -> None:
+    """Fail open, but leave a trace the report shows (once per place): a fact the probe could
+    not read must not pass for a clean bill."""
+    if where in _errors_said:
+        return
+    _errors_said.add(where)
+    record_info({"probe_error": f"{where}: {type(exc).__name__}: {exc}"[:300]})
 
 
 def _at_exit() -> None:

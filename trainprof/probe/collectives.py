@@ -146,7 +146,7 @@ def _wrap_backward() -> None:
         autograd.backward = _waited_backward(autograd.backward)
         _state.engine = engine
     except Exception as exc:  # fail open: no DDP wait measured, the job goes on
-        probe.record_info({"probe_error": f"ddp backward: {type(exc).__name__}: {exc}"[:300]})
+        probe.record_error("ddp backward", exc)
 
 
 def _compute_done() -> None:

@@ -258,7 +258,7 @@ def _record_callers(key: str, depth: int, lines: bool) -> None:
             frame = frame.f_back
         probe.record_info({key: callers})
     except Exception as exc:
-        _probe_error(key, exc)
+        probe.record_error(key, exc)
 
 
 def _record_step_callers() -> None:
@@ -334,18 +334,6 @@ def _mark(tl: Timeline, name: str) -> None:
         _timeline_failed(exc)
 
 
-def _probe_error(where: str, exc: Exception) -> None:
-    """Fail open, but leave a trace the report shows (once per place): a fact the probe could
-    not read must not pass for a clean bill."""
-    if where in _errors_said:
-        return
-    _errors_said.add(where)
-    probe.record_info({"probe_error": f"{where}: {type(exc).__name__}: {exc}"[:300]})
-
-
-_errors_said: set[str] = set()
-
-
 def _timeline_failed(exc: Exception) -> None:
     """Fail open: the timeline stops, the job goes on."""
     _state.timeline = None
@@ -413,7 +401,7 @@ def _wrap_loader(dl: Any) -> None:
             it._tp_epoch_start = t0
             it._tp_loader_key = key
         except Exception as exc:  # no epoch record for this loader: say why, once
-            _probe_error("DataLoader.__iter__", exc)
+            probe.record_error("DataLoader.__iter__", exc)
         return it
 
     base.__next__ = __next__
@@ -627,7 +615,7 @@ def _record_precision(optimizer: Any) -> None:
         model = _state.model_ref() if _state.model_ref is not None else None
         probe.record_info({"structure": structure.facts(torch, model, optimizer)})
     except Exception as exc:
-        _probe_error("precision", exc)
+        probe.record_error("precision", exc)
 
 
 def _start_timeline(torch: Any, device: Any) -> None:
