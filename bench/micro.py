@@ -222,23 +222,33 @@ def main() -> int:
 
     def timeline(timed: bool) -> float:
         tl = dev.Timeline(FreeEvent, lambda: (1, 2, 3), lambda _line: None, lambda _t: 0)
+        (post_step,) = step_hooks
+        args: tuple[Any, ...] = (opt,)
+        kwargs: dict[str, Any] = {}
+        state = th._state
 
         def step() -> None:
-            # what the hooks do: a mark is called on a timed step only
+            # what the hooks do with a timeline: a mark is called on a timed step only, and the
+            # post-hook calls step_ended only when the timeline has something to do
+            state.timeline = tl
             if timed:  # make this step a timed one, whatever the stride and the rate cap say
-                tl.next_timed, tl.last_timed_at = tl.step, -1e9
+                tl.next_timed, tl.not_before = tl.step, -1e9
             for name in ("batch", "backward"):
                 if tl.active:
                     tl.mark(name)
-            pre_step(opt, (), {})
-            tl.step_ended()
+            pre_step(opt, args, kwargs)
+            post_step(opt, args, kwargs)
 
-        saved = th._state.timeline, th._state.primary_opt_id
-        th._state.timeline, th._state.primary_opt_id = tl, id(opt)
+        def without() -> None:  # the same post-hook, no timeline (a CPU job's)
+            state.timeline = None
+            post_step(opt, args, kwargs)
+
+        saved = state.timeline, state.primary_opt_id
+        state.primary_opt_id = id(opt)
         try:
-            return _added(step, lambda: None, CALLS // 4)
+            return _added(step, without, CALLS // 4)
         finally:
-            th._state.timeline, th._state.primary_opt_id = saved
+            state.timeline, state.primary_opt_id = saved
 
     pre_step = th._before_optimizer_step  # registered with the timeline
 

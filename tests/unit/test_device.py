@@ -250,6 +250,15 @@ def test_a_started_timeline_marks_a_real_optimizers_steps(
     assert len(lines) >= 3, lines
     for line in lines:
         assert int(line.split()[5]) == 1000, f"the optimizer phase is timed: {line}"
+    # The post-hook counts an untimed step inline instead of calling step_ended: the same
+    # steps are timed as by a timeline that calls it on every step.
+    ref_lines: list[str] = []
+    ref = device.Timeline(Event, None, ref_lines.append, lambda t: 0)
+    for _ in range(5 * device.EVERY):
+        if ref.active:
+            ref.mark("optimizer")
+        ref.step_ended()
+    assert timed_steps(lines) == timed_steps(ref_lines)
 
 
 def test_a_timeline_error_never_reaches_the_job() -> None:

@@ -71,8 +71,9 @@ class Timeline:
         self.step = 0  # optimizer steps seen
         self.stride = random.Random(EVERY)  # its own generator: the job's random state is untouched
         self.next_timed = EVERY  # the next step to time
-        self.last_timed_at = -1e9  # when the last timed step started (monotonic s)
-        self.min_gap_s = 0.0  # and how long to wait after it (jittered like the stride)
+        # No timed step starts before this (monotonic s): the last one's start and a gap of
+        # about 1 / MAX_PER_S, jittered like the stride.
+        self.not_before = -1e9
         self.current: list[Mark] | None = None  # marks of the timed step, in order
         self.closing: tuple[int, list[Mark]] | None = None  # a timed step waiting for its gap
         self.pending: list[tuple[int, list[Mark]]] = []
@@ -124,7 +125,12 @@ class Timeline:
         return name, ev, _clock()
 
     def step_ended(self) -> None:
-        """The optimizer post-hook: close the timed step, decide on the next, read what is done."""
+        """The optimizer post-hook: close the timed step, decide on the next, read what is done.
+
+        On a step that is not ``active``, with nothing ``pending``, and either ``step + 1``
+        short of ``next_timed`` or the time short of ``not_before``, all it does is
+        ``step += 1``: the probe's post-hook does that inline (a call costs microseconds on a GPU
+        host's cold caches), so keep the two in step."""
         if self.active:
             self.mark("end")
             if self.current is not None:
@@ -133,11 +139,10 @@ class Timeline:
         self.step += 1
         if self.step >= self.next_timed:
             now = _clock()
-            if now - self.last_timed_at >= self.min_gap_s and len(self.pending) < MAX_PENDING:
+            if now >= self.not_before and len(self.pending) < MAX_PENDING:
                 self.current = []
                 self.active = True
-                self.last_timed_at = now
-                self.min_gap_s = self.stride.uniform(0.5, 1.5) / MAX_PER_S
+                self.not_before = now + self.stride.uniform(0.5, 1.5) / MAX_PER_S
                 self.next_timed = self.step + self.stride.randint(EVERY // 2, EVERY * 3 // 2)
         if self.pending:
             self.read_done()

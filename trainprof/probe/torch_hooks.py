@@ -202,10 +202,13 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     s.fetches = s.samples = 0
     tl = s.timeline
     if tl is not None:
-        try:
-            tl.step_ended()
-        except Exception as exc:
-            _timeline_failed(exc)
+        if tl.active or tl.pending or (tl.step + 1 >= tl.next_timed and now >= tl.not_before):
+            try:
+                tl.step_ended()
+            except Exception as exc:
+                _timeline_failed(exc)
+        else:
+            tl.step += 1  # an untimed step with nothing to read: all step_ended would do
     if s.flops is not None:
         _count_flops(s)
     if s.first_step_t is None:
@@ -363,9 +366,6 @@ def _wrap_loader(dl: Any) -> None:
         s.wait += dt
         s.fetches += 1
         n = _leading_dim(batch)
-        tl = s.timeline
-        if tl is not None and tl.active:
-            _mark(tl, "batch")
         if s.fetches == 1:
             s.batch_size = n
         if n > 0:
@@ -382,6 +382,11 @@ def _wrap_loader(dl: Any) -> None:
             w = probe.writer()
             if w is not None:
                 w.add(f"{BATCH} {w.us(t0 + dt)} {int(dt * 1e6)} {int(s.sampler * 1e6)} {n}\n")
+        # Last: on a GPU that waits for the host, the time of the probe's own work above would
+        # count as the step's forward on the device; after the mark it is the gap's, like the fetch
+        tl = s.timeline
+        if tl is not None and tl.active:
+            _mark(tl, "batch")
         return batch
 
     @functools.wraps(orig_next_index)
