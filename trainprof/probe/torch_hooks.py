@@ -365,7 +365,11 @@ def _wrap_loader(dl: Any) -> None:
         dt = _clock() - t0
         s.wait += dt
         s.fetches += 1
-        n = _leading_dim(batch)
+        # The common batches inline (a tensor, or a list or tuple whose first item is one): a
+        # call a step is dear on a GPU host's cold caches; anything else goes to _leading_dim.
+        first = batch[0] if type(batch) in (tuple, list) and batch else batch
+        shape = getattr(first, "shape", None)
+        n = int(shape[0]) if isinstance(shape, tuple) and shape else _leading_dim(batch)
         if s.fetches == 1:
             s.batch_size = n
         if n > 0:
