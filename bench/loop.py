@@ -166,8 +166,9 @@ class ProbeSwitch:
     (their ``__wrapped__`` is the original) on the DataLoader iterator and dataset fetchers,
     ``torch.autograd.backward`` (the device timeline's backward mark and, outside it in a DDP
     job, the collective timer's wrapper), ``Optimizer.zero_grad`` and ``autocast.__enter__``
-    (in their first steps only), and global optimizer pre- (with a CUDA timeline) and post-hooks,
-    all functions whose globals are those modules'. Built after a few steps, it switches the
+    (in their first steps only), and global optimizer post-hooks, all functions whose globals
+    are those modules'; the pre-step hook, which the post-hook registers around a CUDA
+    timeline's timed steps, through the probe's state. Built after a few steps, it switches the
     hooks of the steady state.
     (The collate timer wraps each fetcher's collate_fn when the fetcher is built, so it cannot be
     switched inside a running epoch: ``bench.micro`` times it per call.)
@@ -183,7 +184,6 @@ class ProbeSwitch:
         import torch.utils.data.dataloader as dl
 
         self._hooks = optim_mod._global_optimizer_post_hooks
-        self._pre_hooks = optim_mod._global_optimizer_pre_hooks
         self.parts: dict[str, list[tuple[Any, str, Any, Any]]] = {
             "steps": [],
             "loader": [],
@@ -208,26 +208,31 @@ class ProbeSwitch:
             if orig is not fn:
                 self.parts[part].append((owner, name, fn, orig))
         self._step_hooks = {k: v for k, v in self._hooks.items() if _defined_in(v, self.MODULE)}
-        self._pre_step_hooks = {
-            k: v for k, v in self._pre_hooks.items() if _defined_in(v, self.MODULE)
-        }
+        # The pre-step hook is registered around timed steps only, by the post-hook: it is off
+        # while the probe may not register it (and removed, if it is in place).
+        from trainprof.probe import torch_hooks
+
+        self._probe_state = torch_hooks._state
+        self._sync_pre_step = torch_hooks._sync_pre_step
+        self._register_pre_step = self._probe_state.register_pre_step
         self.found = {p: bool(v) for p, v in self.parts.items()}
         self.found["steps"] = bool(self._step_hooks)
-        self.found["pre_step"] = bool(self._pre_step_hooks)
+        self.found["pre_step"] = self._register_pre_step is not None
 
     def set(self, off: frozenset[str]) -> None:
         for part, slots in self.parts.items():
             for owner, name, hooked, orig in slots:
                 setattr(owner, name, orig if part in off else hooked)
-        for part, installed, hooks in (
-            ("steps", self._hooks, self._step_hooks),
-            ("pre_step", self._pre_hooks, self._pre_step_hooks),
-        ):
-            for k, v in hooks.items():
-                if part in off:
-                    installed.pop(k, None)
-                else:
-                    installed[k] = v
+        for k, v in self._step_hooks.items():
+            if "steps" in off:
+                self._hooks.pop(k, None)
+            else:
+                self._hooks[k] = v
+        if self.found["pre_step"]:
+            pre_off = "pre_step" in off or "steps" in off  # without the post-hook, no timed step
+            self._probe_state.register_pre_step = None if pre_off else self._register_pre_step
+            if pre_off:
+                self._sync_pre_step(self._probe_state, False)
 
 
 def _unwrapped(fn: Any) -> Any:

@@ -228,15 +228,17 @@ def main() -> int:
         state = th._state
 
         def step() -> None:
-            # what the hooks do with a timeline: a mark is called on a timed step only, and the
-            # post-hook calls step_ended only when the timeline has something to do
+            # what the hooks do with a timeline: a mark is called on a timed step only, the
+            # pre-step hook is registered around timed steps only, and the post-hook calls
+            # step_ended only when the timeline has something to do
             state.timeline = tl
             if timed:  # make this step a timed one, whatever the stride and the rate cap say
                 tl.next_timed, tl.not_before = tl.step, -1e9
             for name in ("batch", "backward"):
                 if tl.active:
                     tl.mark(name)
-            pre_step(opt, args, kwargs)
+            if timed:
+                pre_step(opt, args, kwargs)
             post_step(opt, args, kwargs)
 
         def without() -> None:  # the same post-hook, no timeline (a CPU job's)
@@ -250,10 +252,10 @@ def main() -> int:
         finally:
             state.timeline, state.primary_opt_id = saved
 
-    pre_step = th._before_optimizer_step  # registered with the timeline
+    pre_step = th._before_optimizer_step  # registered around timed steps
 
     for name, calls, timed in (
-        ("device timeline, an untimed step (pre-step hook, step end)", "every step", False),
+        ("device timeline, an untimed step (the post-hook's count)", "every step", False),
         (
             "device timeline, a timed step (5 events, read-out)",
             f"≤ {dev.MAX_PER_S:g} a second",

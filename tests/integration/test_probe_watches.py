@@ -122,13 +122,14 @@ with open(sys.argv[1], "w") as f:
 """
 
 
-def test_a_steady_step_of_a_cuda_like_job_makes_eight_probe_calls(tmp_path: Path) -> None:
+def test_a_steady_step_of_a_cuda_like_job_makes_seven_probe_calls(tmp_path: Path) -> None:
     """The probe's Python calls in a steady step (DataLoader, autocast, AdamW, the device
     timeline with stand-in events, most steps untimed), counted with ``sys.setprofile``: on a
     fast GPU loop each costs microseconds on cold caches, so a new one must be a choice. It was
     24 before the timeline's marks were skipped on untimed steps and the watches left, 10
-    before the post-hook counted an untimed step without calling the timeline and the loader's
-    wrapper read a common batch's size inline."""
+    before the post-hook counted an untimed step without calling the timeline, the loader's
+    wrapper read a common batch's size inline and the pre-step hook was registered around timed
+    steps only."""
     script = write_script(tmp_path, "steady.py", STEADY_STEP_JOB)
     out = tmp_path / "calls.json"
     r = run_trainprof(tmp_path, "--no-stacks", str(script), str(out))
@@ -142,7 +143,6 @@ def test_a_steady_step_of_a_cuda_like_job_makes_eight_probe_calls(tmp_path: Path
         "_timed_fetch.<locals>.fetch": 1,
         "_timed_collate.<locals>.__init__.<locals>.timed": 1,
         "_marked_backward.<locals>.backward": 1,
-        "_before_optimizer_step": 1,
         "_on_optimizer_step": 1,
         "EventWriter.add_step": 1,
     }

@@ -188,9 +188,10 @@ def test_a_long_accumulation_still_closes_its_step(monkeypatch: pytest.MonkeyPat
 def test_a_started_timeline_marks_a_real_optimizers_steps(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The probe's wiring with a real torch optimizer: starting the timeline registers its
-    pre-step hook with torch (a wrong name there once lost every GPU job's precision facts, and
-    the timeline its optimizer phase), and each timed step is marked by the pre- and post-hooks."""
+    """The probe's wiring with a real torch optimizer: starting the timeline keeps torch's
+    pre-step hook registration (a wrong name there once lost every GPU job's precision facts,
+    and the timeline its optimizer phase), the post-hook registers the pre-step hook around each
+    timed step only, and each timed step is marked by the pre- and post-hooks."""
     import torch
     import torch.optim.optimizer as optim_mod
 
@@ -233,13 +234,13 @@ def test_a_started_timeline_marks_a_real_optimizers_steps(
     try:
         torch_hooks._start_timeline(torch, torch.device("cpu"))
         torch_hooks._start_timeline(torch, torch.device("cpu"))  # once only
-        added = set(optim_mod._global_optimizer_pre_hooks) - before
-        assert [optim_mod._global_optimizer_pre_hooks[k] for k in added] == [
-            torch_hooks._before_optimizer_step
-        ]
+        assert set(optim_mod._global_optimizer_pre_hooks) == before  # none before a timed step
         param = torch.nn.Parameter(torch.zeros(2))
         opt = torch.optim.SGD([param], lr=0.1)
+        registered: list[list[object]] = []  # the probe's pre-step hooks before each step
         for _ in range(5 * device.EVERY):
+            hooks = optim_mod._global_optimizer_pre_hooks
+            registered.append([hooks[k] for k in set(hooks) - before])
             param.grad = torch.ones(2)
             opt.step()
     finally:
@@ -250,6 +251,10 @@ def test_a_started_timeline_marks_a_real_optimizers_steps(
     assert len(lines) >= 3, lines
     for line in lines:
         assert int(line.split()[5]) == 1000, f"the optimizer phase is timed: {line}"
+    # in place for a timed step and the step that closes its gap, never twice, else gone
+    assert {len(r) for r in registered} == {0, 1}
+    assert all(r == [torch_hooks._before_optimizer_step] for r in registered if r)
+    assert len(lines) <= sum(map(len, registered)) <= 2 * len(lines) + 2
     # The post-hook counts an untimed step inline instead of calling step_ended: the same
     # steps are timed as by a timeline that calls it on every step.
     ref_lines: list[str] = []

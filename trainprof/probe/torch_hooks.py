@@ -76,6 +76,10 @@ class _State:
         self.pin_time = 0.0  # pin_memory in the main thread (num_workers=0)
         self.fetch_reported = 0
         self.timeline: Timeline | None = None  # CUDA events at step boundaries (GPU jobs)
+        # torch's register_optimizer_step_pre_hook, once the timeline started, and the handle of
+        # the pre-step hook while it is registered (only around timed steps: see _sync_pre_step)
+        self.register_pre_step: Any = None
+        self.pre_step: Any = None
         # Every optimizer that stepped, in order: [label, steps]; and by id() the live ones, with
         # a weak reference (an optimizer built per phase gets the id of the one it replaced).
         self.optimizer_log: list[list[Any]] = []
@@ -202,9 +206,15 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     s.fetches = s.samples = 0
     tl = s.timeline
     if tl is not None:
-        if tl.active or tl.pending or (tl.step + 1 >= tl.next_timed and now >= tl.not_before):
+        if (
+            tl.active
+            or tl.pending
+            or s.pre_step is not None
+            or (tl.step + 1 >= tl.next_timed and now >= tl.not_before)
+        ):
             try:
                 tl.step_ended()
+                _sync_pre_step(s, tl.active)
             except Exception as exc:
                 _timeline_failed(exc)
         else:
@@ -296,8 +306,22 @@ def _count_flops(s: _State) -> None:
         probe.record_info({"flops": {"skipped": f"{type(exc).__name__}: {exc}"[:300]}})
 
 
+def _sync_pre_step(s: _State, active: bool) -> None:
+    """The pre-step hook (the timeline's ``optimizer`` mark) is registered while the timeline is
+    active (a timed step, or the gap after it being closed) and removed after: on every other
+    step torch calls no hook of the probe's before the optimizer step (a call a step costs
+    microseconds on a GPU host's cold caches). Called by the post-hook, which decides the next
+    timed step, so the hook is in place before that step's optimizer step."""
+    if active:
+        if s.pre_step is None and s.register_pre_step is not None:
+            s.pre_step = s.register_pre_step(_before_optimizer_step)
+    elif s.pre_step is not None:
+        handle, s.pre_step = s.pre_step, None
+        handle.remove()
+
+
 def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    """Registered with the CUDA timeline (CPU jobs never pay for it)."""
+    """Registered around the CUDA timeline's timed steps (CPU jobs never pay for it)."""
     tl = _state.timeline
     if tl is not None and tl.active and id(optimizer) == _state.primary_opt_id:
         _mark(tl, "optimizer")
@@ -340,6 +364,8 @@ def _mark(tl: Timeline, name: str) -> None:
 def _timeline_failed(exc: Exception) -> None:
     """Fail open: the timeline stops, the job goes on."""
     _state.timeline = None
+    _state.register_pre_step = None
+    _sync_pre_step(_state, False)
     probe.record_info({"device_timeline_error": f"{type(exc).__name__}: {exc}"[:300]})
 
 
@@ -628,8 +654,9 @@ def _record_precision(optimizer: Any) -> None:
 
 
 def _start_timeline(torch: Any, device: Any) -> None:
-    """The CUDA device timeline and its pre-step hook (each later step's "optimizer" mark),
-    once; a failure stops the timeline alone, and the report says so."""
+    """The CUDA device timeline, once, and the means to register its pre-step hook (a timed
+    step's "optimizer" mark, see ``_sync_pre_step``); a failure stops the timeline alone, and the
+    report says so."""
     w = _state.writer
     if w is None or _state.device_off or _state.timeline is not None:
         return
@@ -637,7 +664,7 @@ def _start_timeline(torch: Any, device: Any) -> None:
         import torch.optim.optimizer as optim_mod  # torch.optim deletes its "optimizer" name
 
         _state.timeline = cuda_timeline(torch, device, w.add, w.us)
-        optim_mod.register_optimizer_step_pre_hook(_before_optimizer_step)
+        _state.register_pre_step = optim_mod.register_optimizer_step_pre_hook
     except Exception as exc:
         _timeline_failed(exc)
 

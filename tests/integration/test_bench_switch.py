@@ -1,0 +1,79 @@
+"""The benchmark's in-loop switch (``bench/loop.py``'s ``ProbeSwitch``, what the GPU toggle
+measures the hooks' cost with) against a real loop under the probe, with the device timeline
+on stand-in events (this machine has no CUDA): "all off" leaves no hook of the probe's in the
+step, the pre-step hook included (the post-hook registers it around timed steps only), and
+"on" gives them back, timed steps marked again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import ROOT, run_trainprof, write_script
+
+JOB = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+import torch
+from torch import nn
+import torch.optim.optimizer as optim_mod
+from trainprof import probe
+from trainprof.probe import device, torch_hooks
+from bench.loop import ProbeSwitch
+
+class FreeEvent:
+    def record(self, stream=None): pass
+    def query(self): return True
+    def elapsed_time(self, other): return 1.0
+
+torch.manual_seed(0)
+model = nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+w = probe.writer()
+torch_hooks.cuda_timeline = lambda *a: device.Timeline(FreeEvent, None, w.add, w.us)
+device.MAX_PER_S = 1e9  # every timed step the stride picks, however fast this loop goes
+
+def ours():
+    return sum(
+        getattr(h, "__module__", "") == "trainprof.probe.torch_hooks"
+        for h in optim_mod._global_optimizer_pre_hooks.values()
+    )
+
+def steps(n):
+    seen = 0
+    for _ in range(n):
+        seen += ours()
+        model(torch.randn(4, 8)).pow(2).mean().backward()
+        opt.step()
+    return seen
+
+steps(1)
+torch_hooks._start_timeline(torch, torch.device("cpu"))
+steps(40)
+switch = ProbeSwitch()
+out = {"found": switch.found}
+for name, off in (("all", {"steps", "pre_step", "backward"}), ("pre_step", {"pre_step"}),
+                  ("on", set())):
+    switch.set(frozenset())
+    while not ours():  # switched while the hook is in place: the switch must take it out
+        steps(1)
+    switch.set(frozenset(off))
+    counted = torch_hooks._state.steps
+    out[name] = {"pre_hook_steps": steps(200), "counted": torch_hooks._state.steps - counted}
+with open(sys.argv[1], "w") as f:
+    json.dump(out, f)
+"""
+
+
+def test_the_switch_takes_the_pre_step_hook_out_and_gives_it_back(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "switched.py", JOB)
+    out = tmp_path / "switch.json"
+    r = run_trainprof(tmp_path, "--no-stacks", str(script), str(out), str(ROOT))
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(out.read_text())
+    assert seen["found"]["steps"] and seen["found"]["pre_step"], seen["found"]
+    assert seen["all"] == {"pre_hook_steps": 0, "counted": 0}
+    assert seen["pre_step"]["pre_hook_steps"] == 0 and seen["pre_step"]["counted"] == 200
+    # on: about one step in 16 is timed, the hook in place for it and the step closing its gap
+    assert 200 // 48 <= seen["on"]["pre_hook_steps"] <= 200 // 4, seen["on"]
+    assert seen["on"]["counted"] == 200
