@@ -214,10 +214,10 @@ class ProbeSwitch:
 
         self._probe_state = torch_hooks._state
         self._sync_pre_step = torch_hooks._sync_pre_step
-        self._register_pre_step = self._probe_state.register_pre_step
+        self._pre_step_hooks = self._probe_state.pre_step_hooks
         self.found = {p: bool(v) for p, v in self.parts.items()}
         self.found["steps"] = bool(self._step_hooks)
-        self.found["pre_step"] = self._register_pre_step is not None
+        self.found["pre_step"] = self._pre_step_hooks is not None
 
     def set(self, off: frozenset[str]) -> None:
         for part, slots in self.parts.items():
@@ -230,9 +230,9 @@ class ProbeSwitch:
                 self._hooks[k] = v
         if self.found["pre_step"]:
             pre_off = "pre_step" in off or "steps" in off  # without the post-hook, no timed step
-            self._probe_state.register_pre_step = None if pre_off else self._register_pre_step
             if pre_off:
                 self._sync_pre_step(self._probe_state, False)
+            self._probe_state.pre_step_hooks = None if pre_off else self._pre_step_hooks
 
 
 def _unwrapped(fn: Any) -> Any:

@@ -91,10 +91,11 @@ def _mark_loaded(run_dir: str) -> None:
 
 def _on_torch_imported(torch_module: object) -> None:
     try:
-        from trainprof.probe import collectives, torch_hooks
+        from trainprof.probe import collectives, dynamo, torch_hooks
 
         torch_hooks.install(torch_module)
         collectives.install(torch_module)  # time in torch.distributed collectives, per rank
+        dynamo.install()  # a job that compiles: Dynamo leaves the probe's hooks alone
     except Exception as exc:  # fail open, but say so in the record for the report
         record_error("install", exc)
 

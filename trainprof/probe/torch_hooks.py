@@ -76,10 +76,11 @@ class _State:
         self.pin_time = 0.0  # pin_memory in the main thread (num_workers=0)
         self.fetch_reported = 0
         self.timeline: Timeline | None = None  # CUDA events at step boundaries (GPU jobs)
-        # torch's register_optimizer_step_pre_hook, once the timeline started, and the handle of
-        # the pre-step hook while it is registered (only around timed steps: see _sync_pre_step)
-        self.register_pre_step: Any = None
-        self.pre_step: Any = None
+        # torch's global pre-step hooks once the timeline started, the key the probe's hook
+        # takes there, and whether it is in (only around timed steps: see _sync_pre_step)
+        self.pre_step_hooks: dict[int, Any] | None = None
+        self.pre_step_key = 0
+        self.pre_step_in = False
         # Every optimizer that stepped, in order: [label, steps]; and by id() the live ones, with
         # a weak reference (an optimizer built per phase gets the id of the one it replaced).
         self.optimizer_log: list[list[Any]] = []
@@ -209,7 +210,7 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         if (
             tl.active
             or tl.pending
-            or s.pre_step is not None
+            or s.pre_step_in
             or (tl.step + 1 >= tl.next_timed and now >= tl.not_before)
         ):
             try:
@@ -307,17 +308,22 @@ def _count_flops(s: _State) -> None:
 
 
 def _sync_pre_step(s: _State, active: bool) -> None:
-    """The pre-step hook (the timeline's ``optimizer`` mark) is registered while the timeline is
-    active (a timed step, or the gap after it being closed) and removed after: on every other
-    step torch calls no hook of the probe's before the optimizer step (a call a step costs
-    microseconds on a GPU host's cold caches). Called by the post-hook, which decides the next
-    timed step, so the hook is in place before that step's optimizer step."""
+    """The pre-step hook (the timeline's ``optimizer`` mark) is in torch's global pre-step hooks
+    while the timeline is active (a timed step, or the gap after it being closed) and out after:
+    on every other step torch calls no hook of the probe's before the optimizer step (a call a
+    step costs microseconds on a GPU host's cold caches). Called by the post-hook, which decides
+    the next timed step, so the hook is in before that step's optimizer step. Always under the
+    same key: a job that compiles its optimizer step has Dynamo guard on those hooks, and a new
+    key each time (a new registration) would recompile it each time, to its recompile limit;
+    with one key it compiles the two states once."""
+    hooks = s.pre_step_hooks
+    if hooks is None or active == s.pre_step_in:
+        return
     if active:
-        if s.pre_step is None and s.register_pre_step is not None:
-            s.pre_step = s.register_pre_step(_before_optimizer_step)
-    elif s.pre_step is not None:
-        handle, s.pre_step = s.pre_step, None
-        handle.remove()
+        hooks[s.pre_step_key] = _before_optimizer_step
+    else:
+        hooks.pop(s.pre_step_key, None)
+    s.pre_step_in = active
 
 
 def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -364,8 +370,8 @@ def _mark(tl: Timeline, name: str) -> None:
 def _timeline_failed(exc: Exception) -> None:
     """Fail open: the timeline stops, the job goes on."""
     _state.timeline = None
-    _state.register_pre_step = None
     _sync_pre_step(_state, False)
+    _state.pre_step_hooks = None
     probe.record_info({"device_timeline_error": f"{type(exc).__name__}: {exc}"[:300]})
 
 
@@ -663,8 +669,12 @@ def _start_timeline(torch: Any, device: Any) -> None:
     try:
         import torch.optim.optimizer as optim_mod  # torch.optim deletes its "optimizer" name
 
+        # Registered once for a key of its own, then taken out until the first timed step.
+        handle = optim_mod.register_optimizer_step_pre_hook(_before_optimizer_step)
+        handle.remove()
+        _state.pre_step_hooks = optim_mod._global_optimizer_pre_hooks
+        _state.pre_step_key = handle.id
         _state.timeline = cuda_timeline(torch, device, w.add, w.us)
-        _state.register_pre_step = optim_mod.register_optimizer_step_pre_hook
     except Exception as exc:
         _timeline_failed(exc)
 
