@@ -264,7 +264,8 @@ def toggle(
     device = _device(torch, device_arg)
     built = trainers(torch, device, sizes)
     # Hooks as they are in the steady state: the zero_grad and autocast watches leave after the
-    # first steps, the CUDA timeline's pre-step hook comes at the first
+    # first steps, the CUDA timeline (and with it the pre-step hook of its timed steps) starts at
+    # the first
     built[0].run(0.0, min_steps=5)
     switch = ProbeSwitch()
     outside = OutsideSwitch()
