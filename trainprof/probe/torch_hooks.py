@@ -313,9 +313,10 @@ def _sync_pre_step(s: _State, active: bool) -> None:
     on every other step torch calls no hook of the probe's before the optimizer step (a call a
     step costs microseconds on a GPU host's cold caches). Called by the post-hook, which decides
     the next timed step, so the hook is in before that step's optimizer step. Always under the
-    same key: a job that compiles its optimizer step has Dynamo guard on those hooks, and a new
-    key each time (a new registration) would recompile it each time, to its recompile limit;
-    with one key it compiles the two states once."""
+    same key: where Dynamo traces a compiled optimizer step's wrapper it guards on these hooks
+    (the probe's own code it skips, see ``dynamo.py``), and a new key each time (a new
+    registration) would recompile the wrapper each time, to the recompile limit; with one key
+    there are two states to compile, once."""
     hooks = s.pre_step_hooks
     if hooks is None or active == s.pre_step_in:
         return
