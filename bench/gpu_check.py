@@ -525,12 +525,14 @@ def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
         sizes = DEFAULT_SIZES.split(",")
         log(f"  sizes {sizes} (not calibrated)")
     loop_args = ["--device", a.device, "--sizes", ",".join(sizes), *pin]
-    toggle_args = [*loop_args, "--warmup-s", str(a.warmup_s), "--measure-s", str(a.toggle_s)]
+    seconds = [float(x) for x in a.toggle_s.split(",")]
+    per_size = [seconds[min(i, len(seconds) - 1)] for i in range(len(sizes))]
+    toggle_args = [*loop_args, "--warmup-s", str(a.warmup_s), "--toggle-s", a.toggle_s]
     if a.toggle_by_part:
         toggle_args.append("--by-part")
     if not a.toggle_outside:
         toggle_args.append("--hooks-only")
-    probe_cost(c, toggle_args, timeout=90.0 + len(sizes) * (a.toggle_s + 2 * a.warmup_s))
+    probe_cost(c, toggle_args, timeout=90.0 + sum(per_size) + len(sizes) * 2 * a.warmup_s)
     loop_args += ["--warmup-s", str(a.warmup_s), "--measure-s", str(a.measure_s)]
     wanted = a.variants.split(",") if a.variants else [v.key for v in VARIANTS]
     variants = [v for v in VARIANTS if v.key in wanted or v.key == "plain"]
@@ -827,7 +829,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         help="overhead rounds: these variant keys, comma-separated (plain always); all: "
         + ",".join(v.key for v in VARIANTS),
     )
-    ap.add_argument("--toggle-s", type=float, default=20.0, help="in-process toggle, per size")
+    ap.add_argument(
+        "--toggle-s",
+        default="45,15",
+        help="in-process toggle, seconds per size, comma-separated (the last repeats): the "
+        "fast size needs longer to resolve a few µs a step",
+    )
     ap.add_argument(
         "--toggle-by-part", action="store_true", help="the toggle turns each hook part off too"
     )

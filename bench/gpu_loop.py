@@ -241,7 +241,7 @@ def toggle(
     device_arg: str,
     sizes: list[str],
     warmup_s: float,
-    measure_s: float,
+    measure_s: list[float],
     block_steps: int,
     by_part: bool = False,
     hooks_only: bool = False,
@@ -282,7 +282,8 @@ def toggle(
         modes += [(p, frozenset({p})) for p in parts]
     out = []
     try:
-        for tr in built:
+        for i, tr in enumerate(built):
+            seconds = measure_s[min(i, len(measure_s) - 1)]
             tr.run(warmup_s, min_steps=5)
             blocks: dict[str, list[tuple[Any, Any]]] = {name: [] for name, _ in modes}
 
@@ -297,7 +298,7 @@ def toggle(
                     tr.step()
                 blocks[name].append((a, tr.clock.mark()))
 
-            interleave(modes, measure_s, block)
+            interleave(modes, seconds, block)
             switch.set(frozenset())
             outside.resume()
             tr.clock.sync()
@@ -389,6 +390,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--warmup-s", type=float, default=0.5)
     ap.add_argument("--measure-s", type=float, default=1.5)
+    ap.add_argument(
+        "--toggle-s",
+        default="",
+        help="--toggle: seconds per size, comma-separated (the last repeats; default "
+        "--measure-s): a fast size needs longer to resolve a few µs a step",
+    )
     ap.add_argument("--calibrate", default="", help="target steps/s, comma-separated")
     ap.add_argument("--toggle", action="store_true", help="in-process probe on/off blocks")
     ap.add_argument("--block-steps", type=int, default=20, help="--toggle: steps per block")
@@ -411,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             args.device,
             args.sizes.split(","),
             args.warmup_s,
-            args.measure_s,
+            [float(x) for x in args.toggle_s.split(",")] if args.toggle_s else [args.measure_s],
             args.block_steps,
             args.by_part,
             args.hooks_only,
