@@ -519,14 +519,13 @@ def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
     sizes = a.sizes.split(",") if a.sizes else None
     if sizes is None and a.calibrate:
         sizes = calibrate(c, a.device, timeout=min(90.0, budget_s / 3), pin=pin)
-    if sizes is None:
-        from bench.gpu_loop import DEFAULT_SIZES
+    from bench.gpu_loop import DEFAULT_SIZES, seconds_per_size
 
+    if sizes is None:
         sizes = DEFAULT_SIZES.split(",")
         log(f"  sizes {sizes} (not calibrated)")
     loop_args = ["--device", a.device, "--sizes", ",".join(sizes), *pin]
-    seconds = [float(x) for x in a.toggle_s.split(",")]
-    per_size = [seconds[min(i, len(seconds) - 1)] for i in range(len(sizes))]
+    per_size = seconds_per_size(a.toggle_s, len(sizes))
     toggle_args = [*loop_args, "--warmup-s", str(a.warmup_s), "--toggle-s", a.toggle_s]
     if a.toggle_by_part:
         toggle_args.append("--by-part")

@@ -46,6 +46,12 @@ DEPTHS = (1, 2, 4, 8, 16, 32, 64)  # calibration grid, host-bound sizes (H=256, 
 WIDTHS = (1024, 2048, 4096, 6144, 8192, 12288, 16384)  # GPU-bound sizes (B=8192, D=1)
 
 
+def seconds_per_size(spec: str, sizes: int) -> list[float]:
+    """``--toggle-s``: seconds for each of ``sizes`` sizes, comma-separated, the last repeating."""
+    given = [float(x) for x in spec.split(",")]
+    return [given[min(i, len(given) - 1)] for i in range(sizes)]
+
+
 def parse_size(spec: str) -> tuple[int, int, int]:
     """``"512x64x2"`` → (512, 64, 2); batch defaults to 256, depth to 1."""
     parts = [int(p) for p in spec.split("x")]
@@ -241,7 +247,7 @@ def toggle(
     device_arg: str,
     sizes: list[str],
     warmup_s: float,
-    measure_s: list[float],
+    size_seconds: list[float],  # one per size
     block_steps: int,
     by_part: bool = False,
     hooks_only: bool = False,
@@ -282,8 +288,7 @@ def toggle(
         modes += [(p, frozenset({p})) for p in parts]
     out = []
     try:
-        for i, tr in enumerate(built):
-            seconds = measure_s[min(i, len(measure_s) - 1)]
+        for tr, seconds in zip(built, size_seconds, strict=True):
             tr.run(warmup_s, min_steps=5)
             blocks: dict[str, list[tuple[Any, Any]]] = {name: [] for name, _ in modes}
 
@@ -418,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
             args.device,
             args.sizes.split(","),
             args.warmup_s,
-            [float(x) for x in args.toggle_s.split(",")] if args.toggle_s else [args.measure_s],
+            seconds_per_size(args.toggle_s or str(args.measure_s), len(args.sizes.split(","))),
             args.block_steps,
             args.by_part,
             args.hooks_only,
