@@ -75,8 +75,9 @@ FIRST_TESTS = (
     "test_cuda_graphs.py",
     "test_device_timeline.py",
 )
-TARGET_RATES = (1000.0, 100.0)
-TARGET_PERCENT = {1000.0: 3.0, 100.0: 1.0}  # issue 15: the bound on the whole process
+# Issue 15's overhead bounds on the whole process: ≤ 3 % at ≈ 1000 steps/s, ≤ 1 % at ≈ 100.
+TARGET_PERCENT = {1000.0: 3.0, 100.0: 1.0}
+TARGET_RATES = tuple(TARGET_PERCENT)  # the loop sizes calibrated to these rates
 
 VARIANTS: tuple[Variant, ...] = (
     Variant("plain", "plain", "python bench/gpu_loop.py, nothing attached", "plain"),
