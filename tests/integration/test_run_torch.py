@@ -121,6 +121,74 @@ def test_steps_option_stops_cleanly(tmp_path: Path) -> None:
     assert "stopped cleanly after --steps" in r.stderr
 
 
+# Endless jobs without a torch optimizer: --steps counts what the report calls their steps.
+HAND_WRITTEN_FOREVER = """
+import torch
+model = torch.nn.Linear(8, 1)
+while True:
+    model(torch.randn(4, 8)).sum().backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= 0.01 * p.grad
+            p.grad = None
+"""
+LOADER_FOREVER = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+model = torch.nn.Linear(8, 1)
+loader = DataLoader(TensorDataset(torch.randn(64, 8)), batch_size=4)
+while True:
+    for (x,) in loader:
+        model(x).sum().backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.01 * p.grad
+                p.grad = None
+"""
+
+
+@pytest.mark.parametrize(
+    ("job", "unit"), [(HAND_WRITTEN_FOREVER, "backward pass"), (LOADER_FOREVER, "batch")]
+)
+def test_steps_option_stops_a_job_without_optimizer(tmp_path: Path, job: str, unit: str) -> None:
+    script = write_script(tmp_path, "no_optimizer.py", job)
+    r = run_trainprof(tmp_path, str(script), run_args=("--steps", "25"))
+    assert r.returncode == 0, r.stderr
+    assert r.report["summary"]["unit"] == unit
+    assert r.report["summary"]["steps"] == 25
+    assert r.report["run"]["stopped_by"] == "steps"
+
+
+def test_steps_option_counts_optimizer_steps_of_an_accumulating_job(tmp_path: Path) -> None:
+    """16 micro-batches (and backward passes) before the first optimizer step: with a torch
+    optimizer built, --steps 3 means three optimizer steps, not three batches."""
+    script = write_script(
+        tmp_path,
+        "accumulate.py",
+        """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        model = torch.nn.Linear(8, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loader = DataLoader(TensorDataset(torch.randn(64, 8)), batch_size=1)
+        batches = 0
+        while True:
+            for (x,) in loader:
+                model(x).sum().backward()
+                batches += 1
+                if batches % 16 == 0:
+                    opt.step()
+                    opt.zero_grad()
+                    print("batches", batches, flush=True)
+        """,
+    )
+    r = run_trainprof(tmp_path, str(script), run_args=("--steps", "3"))
+    assert r.returncode == 0, r.stderr
+    assert r.report["summary"]["unit"] == "step"
+    assert r.report["summary"]["steps"] == 3
+    assert r.stdout.splitlines() == ["batches 16", "batches 32"]  # the third step stopped it
+
+
 def test_timeout_stops_the_job(tmp_path: Path) -> None:
     script = write_script(
         tmp_path, "sleepy.py", "import time\nprint('up', flush=True)\ntime.sleep(600)\n"

@@ -68,8 +68,9 @@ def ci(
         int,
         typer.Option(
             min=1,
-            help="Optimizer steps to run (per window with --repeat), then stop; a fast job runs "
-            "on until its steps span 2 s, so the rules have a steady state to judge.",
+            help="Steps to run (per window with --repeat), then stop: optimizer steps; in a job "
+            "without a torch optimizer, DataLoader batches, or else backward() calls. A fast "
+            "job runs on until its steps span 2 s, so the rules have a steady state to judge.",
         ),
     ] = 50,
     timeout: Annotated[

@@ -61,7 +61,9 @@ def run(
     steps: Annotated[
         int | None,
         typer.Option(
-            min=1, help="Stop the job cleanly after N optimizer steps (profile the first N)."
+            min=1,
+            help="Stop the job cleanly after N steps (profile the first N): optimizer steps; in "
+            "a job without a torch optimizer, DataLoader batches, or else backward() calls.",
         ),
     ] = None,
     timeout: Annotated[

@@ -67,6 +67,11 @@ class _State:
         self.max_steps: int | None = None
         self.steps_min_s = 0.0  # with max_steps: run at least this long after the first step
         self.first_step_t: float | None = None
+        # With max_steps: a torch optimizer was built (its steps are the steps; see
+        # _noticed_optimizer), and the DataLoader batches or backward returns counted before any
+        # optimizer step (the steps of a job that has none)
+        self.optimizer_made = False
+        self.early_steps = 0
         self.loader_keys: dict[int, int] = {}
         self.training: bool | None = None
         self.train_depth = 0
@@ -139,6 +144,9 @@ def install(torch: Any) -> None:
         ac.__enter__ = _noticed_autocast(ac, ac.__enter__)
         opt_cls = torch.optim.Optimizer
         opt_cls.zero_grad = _noticed_zero_grad(opt_cls, opt_cls.zero_grad)
+    if _state.max_steps is not None and "steps" not in off:
+        opt_cls = torch.optim.Optimizer
+        opt_cls.__init__ = _noticed_optimizer(opt_cls, opt_cls.__init__)  # type: ignore[method-assign]
 
 
 def flush_counters() -> None:
@@ -224,10 +232,32 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         _count_flops(s)
     if s.first_step_t is None:
         s.first_step_t = now
-    if s.max_steps is not None and s.steps >= s.max_steps and now - s.first_step_t >= s.steps_min_s:
-        probe.record_info({"stop": "steps", "steps": s.steps})
+    if s.max_steps is not None and s.steps >= s.max_steps:
+        _stop_if_long_enough(s, s.steps, now, w)
+
+
+def _stop_if_long_enough(s: _State, steps: int, now: float, w: Any) -> None:
+    """``--steps``: ``steps`` have been made since ``first_step_t``; stop the job cleanly once
+    they have also spanned ``steps_min_s`` (a fast job's few steps would leave the rules no
+    steady state to judge)."""
+    if now - (s.first_step_t or now) >= s.steps_min_s:
+        probe.record_info({"stop": "steps", "steps": steps})
         w.flush()
         raise SystemExit(0)
+
+
+def _early_step(s: _State, now: float, w: Any) -> None:
+    """A DataLoader batch or a backward return before any optimizer step, in a job given
+    ``--steps``: each ends a step of a job without a torch optimizer (the report counts them
+    so), so they stop it too. Not in a job that has built an optimizer: its first step may come
+    after many micro-batches (gradient accumulation), and its steps count from there."""
+    if s.optimizer_made or s.max_steps is None:
+        return
+    s.early_steps += 1
+    if s.first_step_t is None:
+        s.first_step_t = now
+    if s.early_steps >= s.max_steps:
+        _stop_if_long_enough(s, s.early_steps, now, w)
 
 
 def _counts_as_step(s: _State, optimizer: Any, key: int, known: Any) -> bool:
@@ -354,7 +384,10 @@ def _marked_backward(owner: Any, orig: Any, count: bool) -> Any:
         out = orig(*args, **kwargs)
         w = probe.writer()
         if w is not None and not s.steps:  # an optimizer stepped inside it (a grad hook): no
-            w.add(f"{BACKWARD} {w.us(_clock())}\n")
+            now = _clock()
+            w.add(f"{BACKWARD} {w.us(now)}\n")
+            if s.max_steps is not None:
+                _early_step(s, now, w)
         return out
 
     return backward
@@ -419,6 +452,8 @@ def _wrap_loader(dl: Any) -> None:
             w = probe.writer()
             if w is not None:
                 w.add(f"{BATCH} {w.us(t0 + dt)} {int(dt * 1e6)} {int(s.sampler * 1e6)} {n}\n")
+                if s.max_steps is not None:
+                    _early_step(s, t0 + dt, w)
         # Last: on a GPU that waits for the host, the time of the probe's own work above would
         # count as the step's forward on the device; after the mark it is the gap's, like the fetch
         tl = s.timeline
@@ -718,6 +753,19 @@ def _noticed_zero_grad(owner: type, orig: Any) -> Any:
         return orig(self, set_to_none)
 
     return zero_grad
+
+
+def _noticed_optimizer(owner: type, orig: Any) -> Any:
+    """``Optimizer.__init__``, with ``--steps`` only: the job has a torch optimizer, so its
+    optimizer steps are what ``--steps`` counts (see ``_early_step``). Leaves at the first."""
+
+    @functools.wraps(orig)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        _state.optimizer_made = True
+        _unwrap(owner, "__init__", __init__, orig)
+        orig(self, *args, **kwargs)
+
+    return __init__
 
 
 def _noticed_autocast(owner: type, orig: Any) -> Any:
