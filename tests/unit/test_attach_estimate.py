@@ -81,6 +81,21 @@ def test_fewer_steps_than_the_stacks_prove_is_not_a_rate() -> None:
     assert ok.steps_per_s == pytest.approx(10.0)
 
 
+def test_no_rhythm_still_gives_the_steps_the_stacks_prove() -> None:
+    """No rhythm in 120 s at 197 Hz (a loop of 830 it/s, attached for real): the 3906 separate
+    backward/optimizer stretches still prove 33 it/s, near the 79 it/s that sampling resolves,
+    so the reason says a higher --rate is needed. A slow irregular loop gets the bound alone."""
+    none = estimate.Rhythm(None, 0.04, 0, 1 / 197, "no steady rhythm")
+    fast = analysis.rate_estimate(none, (0.0, 120.0), [], runs=3906)
+    assert fast.steps_per_s is None and fast.confidence == "none"
+    assert (fast.reason or "").startswith("no steady rhythm; the loop runs at least 33 it/s")
+    assert "up to ≈ 79 it/s: a faster loop needs a higher --rate" in (fast.reason or "")
+    slow = analysis.rate_estimate(none, (0.0, 120.0), [], runs=180)
+    assert "at least 1.5 it/s (180 separate" in (slow.reason or "")
+    assert "--rate" not in (slow.reason or "")
+    assert analysis.rate_estimate(none, (0.0, 120.0), [], runs=0).reason == "no steady rhythm"
+
+
 def test_a_short_window_s_partial_steps_at_its_edges_are_not_held_against_the_rhythm() -> None:
     """A 2 it/s loop sampled for 3.85 s: 7.55 periods of 510 ms, and 9 separate stretches (a
     part of a step at each end): the rhythm is right (the CI failure this guards against). A

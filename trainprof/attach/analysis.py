@@ -49,6 +49,10 @@ EVAL_STEPS = 5  # an evaluation: forward passes alone for this many typical step
 EVAL_MIN_S = 0.05
 LOOP_SHARE = 0.2  # a loop function holds this share of the progress time its top one holds
 MIN_OF_RUNS = 0.85  # an estimate below this share of the steps the stacks prove is rejected
+# No rhythm, and the steps the stacks prove come to this share of the fastest rhythm the
+# sampling shows: a loop faster than the sampling is the likely reason (its samples fall at
+# random phases of its steps, and its proven stretches saturate near a quarter of the samples)
+NEAR_LIMIT = 0.25
 # attach reads saves and evaluations from stacks alone, so they fill the ledger's buckets too.
 _STALL_BUCKET = {**ledger.STALL_BUCKET, "eval": "eval", "checkpoint": "save"}
 _CATEGORY_BUCKET = {**ledger.CATEGORY_BUCKET, "save": "save"}
@@ -329,11 +333,17 @@ def rate_estimate(
     stalls: Sequence[Stall],
     runs: int = 0,
 ) -> RateEstimate:
+    span = window[1] - window[0]
     if rhythm.period_s is None:
         return RateEstimate(
-            None, None, estimate.METHOD, "none", rhythm.score, rhythm.harmonics, rhythm.reason
+            None,
+            None,
+            estimate.METHOD,
+            "none",
+            rhythm.score,
+            rhythm.harmonics,
+            _with_lower_bound(rhythm.reason, runs, span, rhythm.grid_s),
         )
-    span = window[1] - window[0]
     lost = sum(st.excess_s for st in stalls if st.cause != "data")
     loop_s = span - lost
     if loop_s < estimate.MIN_PERIODS * rhythm.period_s:
@@ -377,6 +387,27 @@ def rate_estimate(
         rhythm.harmonics,
         None,
     )
+
+
+def _with_lower_bound(reason: str | None, runs: int, span: float, grid_s: float) -> str | None:
+    """No rhythm: what the stacks still prove, the separate backward/optimizer stretches as a
+    lower bound on it/s; and, where that bound comes near the fastest loop whose rhythm the
+    sampling shows, that a faster loop needs a higher --rate (a loop of 830 it/s sampled at
+    197 Hz showed no rhythm, and the report said only that)."""
+    if not runs or span <= 0:
+        return reason
+    bound = window_rate(runs, span)
+    limit = 1.0 / (estimate.SAMPLES_PER_STEP * grid_s)
+    text = (
+        f"{reason}; the loop runs at least {bound:.{0 if bound >= 10 else 1}f} it/s ({runs} separate "
+        f"backward/optimizer stretches in {span:.1f} s)"
+    )
+    if bound >= NEAR_LIMIT * limit:
+        text += (
+            f", and {1 / grid_s:.0f} stack samples a second show a rhythm up to ≈ {limit:.0f} "
+            "it/s: a faster loop needs a higher --rate (or `trainprof run`, which times each step)"
+        )
+    return text
 
 
 def window_rate(runs: int, span: float) -> float:

@@ -25,6 +25,7 @@ HIGH_PEAK = 0.2  # the period's peak, with 3+ multiples agreeing: high confidenc
 MEDIUM_PEAK = 0.1  # below it: low (a weak rhythm; on data-bound loops whose batches vary, the
 # estimate has been seen to lock onto a pattern of several steps)
 MIN_PERIODS = 4  # the loop must repeat at least this often within what was sampled
+SAMPLES_PER_STEP = 2.5  # a rhythm shows up to one step per this many samples (--rate/2.5 it/s)
 MIN_STATE_SAMPLES = 5  # a state seen fewer times than this (or this share) is noise
 MIN_STATE_SHARE = 0.01
 MAX_BLOCK_S = 30.0  # the autocorrelation is averaged over blocks of at most this long...
