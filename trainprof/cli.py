@@ -11,6 +11,7 @@ import typer
 import typer.core
 
 from trainprof.commands import attach, ci, compare, demo, doctor, report, rules, run
+from trainprof.commands.options import NoColor
 from trainprof.errors import TrainprofError
 
 
@@ -70,19 +71,10 @@ def _main(
             help="Print trainprof's version and exit.",
         ),
     ] = False,
-    no_color: Annotated[
-        bool,
-        typer.Option(
-            "--no-color",
-            help="No colours or styles in any output (the same as NO_COLOR=1).",
-        ),
-    ] = False,
+    no_color: NoColor = False,
 ) -> None:
-    """trainprof's global options (the help text is the app's)."""
-    if no_color:
-        from trainprof.render.text import force_no_color
-
-        force_no_color()  # trainprof's own output; the job's environment is left as it is
+    """trainprof's global options (the help text is the app's; ``--no-color`` acts as it is
+    parsed)."""
 
 
 def _reflowed(doc: str | None) -> str:

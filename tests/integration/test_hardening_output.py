@@ -139,3 +139,7 @@ def test_no_color_flag_drops_every_style_on_a_terminal(tmp_path: Path) -> None:
     code, plain = run_on_pty(trainprof_cmd("--no-color", "rules"), tmp_path, env=env, columns=100)
     assert code == 0 and "fake-batching" in plain
     assert not SGR.search(plain), repr(SGR.findall(plain)[:5])
+    # also after the command's name, where people write it (it was "No such option")
+    code, after = run_on_pty(trainprof_cmd("rules", "--no-color"), tmp_path, env=env, columns=100)
+    assert code == 0 and "fake-batching" in after
+    assert not SGR.search(after), repr(SGR.findall(after)[:5])

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import (
     as_a_terminal_job,
     live_group_members,
@@ -203,9 +204,11 @@ def test_script_without_torch_gets_a_report(tmp_path: Path) -> None:
     assert "torch was never imported" in r.stderr
 
 
-def test_missing_script_is_one_clear_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("options", [(), ("--no-color",)])
+def test_missing_script_is_one_clear_line(tmp_path: Path, options: tuple[str, ...]) -> None:
+    """With ``--no-color`` after ``run`` too: trainprof's, not the job's command."""
     proc = subprocess.run(
-        trainprof_cmd("run", "nope.py"), capture_output=True, text=True, cwd=tmp_path
+        trainprof_cmd("run", *options, "nope.py"), capture_output=True, text=True, cwd=tmp_path
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "trainprof: no such script: nope.py"

@@ -9,7 +9,7 @@ import typer
 
 from trainprof.attach.runner import DEFAULT_DURATION_S, DEFAULT_RATE_HZ, AttachOptions
 from trainprof.attach.runner import attach as run_attach
-from trainprof.commands.options import Verbose
+from trainprof.commands.options import NoColor, Verbose
 
 
 def attach(
@@ -45,6 +45,7 @@ def attach(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status line.")] = False,
     verbose: Verbose = False,
+    no_color: NoColor = False,
 ) -> None:
     """Diagnose a job that is already running, without restarting it.
 

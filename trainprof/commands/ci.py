@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from trainprof.analysis.rules import all_rules
-from trainprof.commands.options import JobRunDir, Quiet, Verbose
+from trainprof.commands.options import JobRunDir, NoColor, Quiet, Verbose
 from trainprof.commands.run import positive_seconds
 from trainprof.compare.load import load_report
 from trainprof.compare.windows import spread, step_windows
@@ -166,6 +166,7 @@ def ci(
     run_dir: JobRunDir = None,
     quiet: Quiet = False,
     verbose: Verbose = False,
+    no_color: NoColor = False,
 ) -> None:
     """Run a training job for a few steps as a CI smoke check and fail the build on a crash, a
     hang, a finding, a threshold or a throughput regression.

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from trainprof.commands.options import NoColor
 from trainprof.compare.diff import Side
 from trainprof.compare.diff import compare as compare_sides
 from trainprof.compare.load import load_report
@@ -51,6 +52,7 @@ def compare(
             "then goes to stderr).",
         ),
     ] = None,
+    no_color: NoColor = False,
 ) -> None:
     """Compare two runs: samples/s and step time with their spread, the verdict (faster,
     slower or within noise), the findings that appeared or disappeared, and the settings that

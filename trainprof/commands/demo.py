@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from trainprof.commands.options import NoColor
 from trainprof.errors import TrainprofError
 from trainprof.runner import RunOptions
 from trainprof.runner import run as run_job
@@ -23,6 +24,7 @@ def demo(
         ),
     ] = "train",
     run_dir: Annotated[Path | None, typer.Option(help="Where to store this run.")] = None,
+    no_color: NoColor = False,
 ) -> None:
     """Run an example training job that has a known problem, and show what trainprof finds."""
     if name == "train":

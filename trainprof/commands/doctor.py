@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from trainprof.commands.options import NoColor
 from trainprof.doctor.registry import DoctorOptions, run_doctor
 from trainprof.errors import TrainprofError
 from trainprof.render.doctor_console import render_doctor
@@ -76,6 +77,7 @@ def doctor(
         Path | None,
         typer.Option("--data", metavar="PATH", help="Dataset directory: short read-speed test."),
     ] = None,
+    no_color: NoColor = False,
 ) -> None:
     """Check this machine before training: shm, file limits, CPUs, memory, swap, torch, GPUs,
     attach rights and disk. It only observes; exit 1 when a check fails."""

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from trainprof.commands.options import Verbose
+from trainprof.commands.options import NoColor, Verbose
 from trainprof.errors import TrainprofError
 from trainprof.store.rundir import RUNS_DIR, check_user_file, latest_run_dir
 from trainprof.store.session import Session, is_run_dir
@@ -41,6 +41,7 @@ def report(
         typer.Option("--html", help="Also write a self-contained HTML report with plots."),
     ] = None,
     verbose: Verbose = False,
+    no_color: NoColor = False,
 ) -> None:
     """Analyse a stored run again and print its report (on standard output)."""
     nodes = list(run_dirs or [])

@@ -12,6 +12,7 @@ import typer
 
 from trainprof.analysis.rules import all_rules
 from trainprof.analysis.rules.registry import Rule
+from trainprof.commands.options import NoColor
 from trainprof.errors import TrainprofError
 from trainprof.render import rules_reference as ref
 from trainprof.render.text import make_console
@@ -50,6 +51,7 @@ def rules(
         bool,
         typer.Option("--json", help="Print the rules as JSON (schema trainprof.rules/1)."),
     ] = False,
+    no_color: NoColor = False,
 ) -> None:
     """List the rules a report can fire: id, family, severity, the signals each needs, its
     thresholds and what it finds. With an ID, that rule in full: what each signal and threshold

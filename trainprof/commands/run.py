@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from trainprof.commands.options import JobRunDir, Quiet, Verbose
+from trainprof.commands.options import JobRunDir, NoColor, Quiet, Verbose
 from trainprof.errors import TrainprofError
 from trainprof.runner import RunOptions
 from trainprof.runner import run as run_job
@@ -112,6 +112,7 @@ def run(
         ),
     ] = False,
     verbose: Verbose = False,
+    no_color: NoColor = False,
 ) -> None:
     """Run a training job with trainprof's probe inside it, then print what slows it down.
 
