@@ -226,6 +226,14 @@ def test_missing_command_is_one_clear_line(tmp_path: Path) -> None:
     assert proc.stderr.strip() == "trainprof: command not found: no-such-program-xyz"
 
 
+def test_mistyped_option_is_named_as_one(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        trainprof_cmd("run", "--stepz", "5", "train.py"), capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "trainprof: no such option: --stepz (--help lists them)"
+
+
 def test_run_dir_symlink_is_refused(tmp_path: Path) -> None:
     target = tmp_path / "elsewhere"
     target.mkdir()
