@@ -17,6 +17,8 @@ import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# A job script that imports a helper from this folder (stand_in_timeline) runs with this env
+JOB_HELPERS_ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)}
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import ROOT, run_trainprof, write_script
+from conftest import JOB_HELPERS_ENV, ROOT, run_trainprof, write_script
 
 JOB = """
 import json, sys
@@ -17,21 +17,14 @@ sys.path.insert(0, sys.argv[2])
 import torch
 from torch import nn
 import torch.optim.optimizer as optim_mod
-from trainprof import probe
-from trainprof.probe import device, torch_hooks
+from trainprof.probe import torch_hooks
 from bench.loop import ProbeSwitch
-
-class FreeEvent:
-    def record(self, stream=None): pass
-    def query(self): return True
-    def elapsed_time(self, other): return 1.0
+from stand_in_timeline import use_stand_in_timeline
 
 torch.manual_seed(0)
 model = nn.Linear(8, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-w = probe.writer()
-torch_hooks.cuda_timeline = lambda *a: device.Timeline(FreeEvent, None, w.add, w.us)
-device.MAX_PER_S = 1e9  # every timed step the stride picks, however fast this loop goes
+use_stand_in_timeline(every_stride_step=True)
 
 def ours():
     return sum(
@@ -68,7 +61,9 @@ with open(sys.argv[1], "w") as f:
 def test_the_switch_takes_the_pre_step_hook_out_and_gives_it_back(tmp_path: Path) -> None:
     script = write_script(tmp_path, "switched.py", JOB)
     out = tmp_path / "switch.json"
-    r = run_trainprof(tmp_path, "--no-stacks", str(script), str(out), str(ROOT))
+    r = run_trainprof(
+        tmp_path, "--no-stacks", str(script), str(out), str(ROOT), env=JOB_HELPERS_ENV
+    )
     assert r.returncode == 0, r.stderr
     seen = json.loads(out.read_text())
     assert seen["found"]["steps"] and seen["found"]["pre_step"], seen["found"]

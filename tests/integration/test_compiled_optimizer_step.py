@@ -11,24 +11,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_trainprof, write_script
+from conftest import JOB_HELPERS_ENV, run_trainprof, write_script
 
 JOB = """
 import json, sys
 import torch
 from torch import nn
 from torch._dynamo.utils import counters
-from trainprof import probe
-from trainprof.probe import device, torch_hooks
+from trainprof.probe import torch_hooks
+from stand_in_timeline import use_stand_in_timeline
 
-class FreeEvent:
-    def record(self, stream=None): pass
-    def query(self): return True
-    def elapsed_time(self, other): return 1.0
-
-w = probe.writer()
-torch_hooks.cuda_timeline = lambda *a: device.Timeline(FreeEvent, None, w.add, w.us)
-device.MAX_PER_S = 1e9  # every timed step the stride picks, however fast this loop goes
+use_stand_in_timeline(every_stride_step=True)
 torch.manual_seed(0)
 model = nn.Linear(16, 4)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -59,7 +52,9 @@ with open(sys.argv[1], "w") as f:
 def test_a_compiled_optimizer_step_compiles_no_more_once_warm(tmp_path: Path) -> None:
     script = write_script(tmp_path, "compiled_step.py", JOB)
     out = tmp_path / "frames.json"
-    r = run_trainprof(tmp_path, "--no-stacks", str(script), str(out), timeout=300)
+    r = run_trainprof(
+        tmp_path, "--no-stacks", str(script), str(out), timeout=300, env=JOB_HELPERS_ENV
+    )
     assert r.returncode == 0, r.stderr
     seen = json.loads(out.read_text())
     assert seen["timeline_steps"] == 120, seen  # the probe's hooks ran on every step
