@@ -63,7 +63,8 @@ def is_attach(meta: dict[str, Any]) -> bool:
 
 
 def _key(source: dict[tuple[str, int], str]) -> Any:
-    return lambda s: attribution.category(s.frames, source)
+    category = attribution.categoriser(source)
+    return lambda s: category(s.frames)
 
 
 def rate_of(
@@ -95,7 +96,8 @@ def _gaps(
     """Intervals between consecutive stacks in backward or the optimizer, and from the first
     sample to the first of them and from the last of them to the last sample (a stall that
     runs when sampling starts or ends is a stall too)."""
-    marks = [s for s in spans if attribution.category(s.frames, source) in PROGRESS]
+    category = attribution.categoriser(source)
+    marks = [s for s in spans if category(s.frames) in PROGRESS]
     if not marks:
         return []
     inner = [(a.t1, b.t0) for a, b in zip(marks, marks[1:], strict=False) if b.t0 > a.t1]
@@ -112,10 +114,11 @@ def progress_runs(
     """Separate stretches of backward/optimizer stacks outside stalls: each is a different
     step, so their count is a lower bound on the steps (stretches less than two samples
     apart are merged: a sample of loop code inside one step must not split it)."""
+    category = attribution.categoriser(source)
     busy = [(st.t0, st.t1) for st in stalls]
     runs, last = 0, None
     for s in spans:
-        if attribution.category(s.frames, source) not in PROGRESS:
+        if category(s.frames) not in PROGRESS:
             continue
         if any(a <= s.t0 < b for a, b in busy):
             continue
@@ -131,9 +134,10 @@ def loop_functions(
     """attribution.loop_functions, kept to the user functions above a real share of the
     backward/optimizer time: a non-blocking sample torn mid-change can put a backward frame
     under any function once, and that function is not the training loop."""
+    category = attribution.categoriser(source)
     weight: dict[tuple[str, str], float] = {}
     for s in spans:
-        if attribution.category(s.frames, source) in PROGRESS:
+        if category(s.frames) in PROGRESS:
             for f in {(f[0], f[1]) for f in s.frames if attribution.is_user_file(f[1])}:
                 weight[f] = weight.get(f, 0.0) + (s.t1 - s.t0)
     top = max(weight.values(), default=0.0)
@@ -157,7 +161,8 @@ def step_forward_chains(
     """Where the training step calls its forward pass: the call chains of forward stacks in
     ordinary steps, between two backward/optimizer stacks and outside the long gaps (before
     the first of them or after the last, an evaluation may be running)."""
-    marks = [s.t0 for s in spans if attribution.category(s.frames, source) in PROGRESS]
+    category = attribution.categoriser(source)
+    marks = [s.t0 for s in spans if category(s.frames) in PROGRESS]
     if not marks:
         return frozenset()
     starts = [a for a, _b in long_gaps]
@@ -168,7 +173,7 @@ def step_forward_chains(
         i = bisect.bisect_right(starts, s.t0) - 1
         if i >= 0 and s.t0 < long_gaps[i][1]:
             continue
-        if attribution.category(s.frames, source) == "forward":
+        if category(s.frames) == "forward":
             chains.add(call_chain(s.frames))
     return frozenset(chains)
 
@@ -180,11 +185,11 @@ def _other_forward_s(
     step_chains: frozenset[tuple[Frame, ...]],
 ) -> float:
     """Seconds of forward stacks in ``gap`` called from elsewhere than the training step."""
+    category = attribution.categoriser(source)
     return sum(
         sec
         for s, sec in attribution.overlaps(spans, [gap])
-        if attribution.category(s.frames, source) == "forward"
-        and call_chain(s.frames) not in step_chains
+        if category(s.frames) == "forward" and call_chain(s.frames) not in step_chains
     )
 
 
@@ -264,9 +269,10 @@ def _runs(
     spans: Sequence[StackSpan], source: dict[tuple[str, int], str], cat: str
 ) -> list[Segment]:
     """Consecutive spans in one category, merged (a torch.save call seen as one segment)."""
+    category = attribution.categoriser(source)
     out: list[Segment] = []
     for s in spans:
-        if attribution.category(s.frames, source) != cat:
+        if category(s.frames) != cat:
             continue
         if out and s.t0 - out[-1].t1 < 0.05:
             out[-1] = Segment(out[-1].t0, s.t1)
@@ -281,6 +287,7 @@ def build_ledger(
     window: tuple[float, float],
     stalls: Sequence[Stall],
 ) -> Ledger:
+    category = attribution.categoriser(source)
     seconds = dict.fromkeys(BUCKETS, 0.0)
     windows = sorted((st.t0, st.t1, st) for st in stalls)
     starts = [w[0] for w in windows]
@@ -288,7 +295,7 @@ def build_ledger(
         lo, hi = max(s.t0, window[0]), min(s.t1, window[1])
         if hi <= lo:
             continue
-        cat = attribution.category(s.frames, source)
+        cat = category(s.frames)
         bucket = (
             attribution.data_part(s.frames) if cat == "data" else _CATEGORY_BUCKET.get(cat, "loop")
         )
