@@ -159,6 +159,34 @@ def test_steps_option_stops_a_job_without_optimizer(tmp_path: Path, job: str, un
     assert r.report["run"]["stopped_by"] == "steps"
 
 
+def test_steps_option_lets_a_statistics_pass_before_the_optimizer_run(tmp_path: Path) -> None:
+    """40 batches read for statistics (no backward) before the optimizer is built: --steps 3
+    stops after three optimizer steps, not in that pass."""
+    script = write_script(
+        tmp_path,
+        "stats_first.py",
+        """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        loader = DataLoader(TensorDataset(torch.randn(160, 8)), batch_size=4)
+        mean = sum(x.mean(0) for (x,) in loader) / len(loader)
+        print("statistics done", flush=True)
+        model = torch.nn.Linear(8, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        while True:
+            for (x,) in loader:
+                model(x - mean).sum().backward()
+                opt.step()
+                opt.zero_grad()
+        """,
+    )
+    r = run_trainprof(tmp_path, str(script), run_args=("--steps", "3"))
+    assert r.returncode == 0, r.stderr
+    assert "statistics done" in r.stdout
+    assert r.report["summary"]["unit"] == "step"
+    assert r.report["summary"]["steps"] == 3
+
+
 def test_steps_option_counts_optimizer_steps_of_an_accumulating_job(tmp_path: Path) -> None:
     """16 micro-batches (and backward passes) before the first optimizer step: with a torch
     optimizer built, --steps 3 means three optimizer steps, not three batches."""

@@ -68,10 +68,11 @@ class _State:
         self.steps_min_s = 0.0  # with max_steps: run at least this long after the first step
         self.first_step_t: float | None = None
         # With max_steps: a torch optimizer was built (its steps are the steps; see
-        # _noticed_optimizer), and the DataLoader batches or backward returns counted before any
-        # optimizer step (the steps of a job that has none)
+        # _noticed_optimizer), the DataLoader batches or backward returns counted before any
+        # optimizer step (the steps of a job that has none), and a backward pass among batches
         self.optimizer_made = False
         self.early_steps = 0
+        self.backward_seen = False
         self.loader_keys: dict[int, int] = {}
         self.training: bool | None = None
         self.train_depth = 0
@@ -246,17 +247,20 @@ def _stop_if_long_enough(s: _State, steps: int, now: float, w: Any) -> None:
         raise SystemExit(0)
 
 
-def _early_step(s: _State, now: float, w: Any) -> None:
+def _early_step(s: _State, now: float, w: Any, trains: bool) -> None:
     """A DataLoader batch or a backward return before any optimizer step, in a job given
     ``--steps``: each ends a step of a job without a torch optimizer (the report counts them
-    so), so they stop it too. Not in a job that has built an optimizer: its first step may come
-    after many micro-batches (gradient accumulation), and its steps count from there."""
+    so), so they stop it too, once they ``trains``: a backward return does; batches once a
+    backward pass has come among them (a pass over the loader to compute statistics before the
+    optimizer is built must not stop the job). Not in a job that has built an optimizer: its
+    first step may come after many micro-batches (gradient accumulation), and its steps count
+    from there."""
     if s.optimizer_made or s.max_steps is None:
         return
     s.early_steps += 1
     if s.first_step_t is None:
         s.first_step_t = now
-    if s.early_steps >= s.max_steps:
+    if trains and s.early_steps >= s.max_steps:
         _stop_if_long_enough(s, s.early_steps, now, w)
 
 
@@ -380,6 +384,8 @@ def _marked_backward(owner: Any, orig: Any, count: bool) -> Any:
         if s.steps or s.batches_seen or not count:
             if tl is None and s.steps:
                 _unwrap(owner, "backward", backward, orig)
+            elif not s.steps and s.max_steps is not None:
+                s.backward_seen = True  # among batches: they are training (see _early_step)
             return orig(*args, **kwargs)
         out = orig(*args, **kwargs)
         w = probe.writer()
@@ -387,7 +393,7 @@ def _marked_backward(owner: Any, orig: Any, count: bool) -> Any:
             now = _clock()
             w.add(f"{BACKWARD} {w.us(now)}\n")
             if s.max_steps is not None:
-                _early_step(s, now, w)
+                _early_step(s, now, w, trains=True)
         return out
 
     return backward
@@ -453,7 +459,7 @@ def _wrap_loader(dl: Any) -> None:
             if w is not None:
                 w.add(f"{BATCH} {w.us(t0 + dt)} {int(dt * 1e6)} {int(s.sampler * 1e6)} {n}\n")
                 if s.max_steps is not None:
-                    _early_step(s, t0 + dt, w)
+                    _early_step(s, t0 + dt, w, trains=s.backward_seen)
         # Last: on a GPU that waits for the host, the time of the probe's own work above would
         # count as the step's forward on the device; after the mark it is the gap's, like the fetch
         tl = s.timeline
