@@ -342,27 +342,15 @@ def rate_estimate(
 ) -> RateEstimate:
     span = window[1] - window[0]
     if rhythm.period_s is None:
-        return RateEstimate(
-            None,
-            None,
-            estimate.METHOD,
-            "none",
-            rhythm.score,
-            rhythm.harmonics,
-            _with_lower_bound(rhythm.reason, runs, span, rhythm.grid_s),
-        )
+        return _not_estimated(rhythm, _with_lower_bound(rhythm.reason, runs, span, rhythm.grid_s))
     lost = sum(st.excess_s for st in stalls if st.cause != "data")
     loop_s = span - lost
     if loop_s < estimate.MIN_PERIODS * rhythm.period_s:
-        return RateEstimate(
-            None,
-            rhythm.period_s,
-            estimate.METHOD,
-            "none",
-            rhythm.score,
-            rhythm.harmonics,
+        return _not_estimated(
+            rhythm,
             f"the loop ran {loop_s:.1f} s outside stalls: fewer than {estimate.MIN_PERIODS} "
             "periods",
+            rhythm.period_s,
         )
     steps = loop_s / rhythm.period_s + sum(1 for st in stalls if st.cause != "data")
     # A window of n periods overlaps up to n + 1 steps (a part of one at each end), and each
@@ -370,18 +358,12 @@ def rate_estimate(
     # a short window (8 steps at 2 it/s in 4 s, 9 runs) is rejected for its edges.
     if steps + 1 < MIN_OF_RUNS * runs:
         # More separate backward/optimizer stretches than the rhythm has steps: the rhythm
-        # found is a pattern over several steps, not one step.
-        return RateEstimate(
-            None,
-            None,
-            estimate.METHOD,
-            "none",
-            rhythm.score,
-            rhythm.harmonics,
-            # The runs are a lower bound: steps shorter than a few samples merge into one run,
-            # so whether --rate or --duration helps cannot be told from them.
-            f"the loop runs at least {window_rate(runs, span):.0f} it/s ({runs} separate "
-            f"backward/optimizer stretches in {span:.1f} s), but its stacks repeat only every "
+        # found is a pattern over several steps, not one step. The runs are a lower bound:
+        # steps shorter than a few samples merge into one run, so whether --rate or
+        # --duration helps cannot be told from them.
+        return _not_estimated(
+            rhythm,
+            f"{_proven(runs, span)}, but its stacks repeat only every "
             f"{rhythm.period_s * 1e3:.0f} ms, a pattern over several steps (a higher --rate "
             "or a longer --duration may resolve them)",
         )
@@ -396,6 +378,23 @@ def rate_estimate(
     )
 
 
+def _not_estimated(
+    rhythm: estimate.Rhythm, reason: str | None, period_s: float | None = None
+) -> RateEstimate:
+    return RateEstimate(
+        None, period_s, estimate.METHOD, "none", rhythm.score, rhythm.harmonics, reason
+    )
+
+
+def _proven(runs: int, span: float) -> str:
+    """The steps the stacks prove: separate backward/optimizer stretches are separate steps."""
+    bound = window_rate(runs, span)
+    return (
+        f"the loop runs at least {bound:.{0 if bound >= 10 else 1}f} it/s ({runs} separate "
+        f"backward/optimizer stretches in {span:.1f} s)"
+    )
+
+
 def _with_lower_bound(reason: str | None, runs: int, span: float, grid_s: float) -> str | None:
     """No rhythm: what the stacks still prove, the separate backward/optimizer stretches as a
     lower bound on it/s; and, where that bound comes near the fastest loop whose rhythm the
@@ -403,13 +402,9 @@ def _with_lower_bound(reason: str | None, runs: int, span: float, grid_s: float)
     197 Hz showed no rhythm, and the report said only that)."""
     if not runs or span <= 0:
         return reason
-    bound = window_rate(runs, span)
     limit = 1.0 / (estimate.SAMPLES_PER_STEP * grid_s)
-    text = (
-        f"{reason}; the loop runs at least {bound:.{0 if bound >= 10 else 1}f} it/s ({runs} separate "
-        f"backward/optimizer stretches in {span:.1f} s)"
-    )
-    if bound >= NEAR_LIMIT * limit:
+    text = f"{reason}; {_proven(runs, span)}"
+    if window_rate(runs, span) >= NEAR_LIMIT * limit:
         text += (
             f", and {1 / grid_s:.0f} stack samples a second show a rhythm up to ≈ {limit:.0f} "
             "it/s: a faster loop needs a higher --rate (or `trainprof run`, which times each step)"
