@@ -37,8 +37,6 @@ def resolve_command(args: list[str]) -> list[str]:
     if not args:
         raise TrainprofError("nothing to run: give a script (train.py) or `-- <command>`")
     first = args[0]
-    if first.startswith("-"):  # a mistyped option of trainprof's, taken for the job's command
-        raise TrainprofError(f"no such option: {first} (--help lists them)")
     if first.endswith(".py"):
         if not Path(first).is_file():
             raise TrainprofError(f"no such script: {first}")

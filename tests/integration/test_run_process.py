@@ -231,7 +231,9 @@ def test_mistyped_option_is_named_as_one(tmp_path: Path) -> None:
         trainprof_cmd("run", "--stepz", "5", "train.py"), capture_output=True, text=True
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "trainprof: no such option: --stepz (--help lists them)"
+    assert proc.stderr.strip() == (
+        "trainprof: no such option: --stepz (--help lists them; did you mean --steps?)"
+    )
 
 
 def test_run_dir_symlink_is_refused(tmp_path: Path) -> None:

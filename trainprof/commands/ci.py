@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from trainprof.analysis.rules import all_rules
-from trainprof.commands.options import JobRunDir, NoColor, Quiet, Verbose
+from trainprof.commands.options import JobRunDir, NoColor, Quiet, Verbose, refuse_stray_option
 from trainprof.commands.run import positive_seconds
 from trainprof.compare.load import load_report
 from trainprof.compare.windows import spread, step_windows
@@ -57,6 +57,7 @@ def _check_percent(value: float | None) -> float | None:
 
 
 def ci(
+    ctx: typer.Context,
     command: Annotated[
         list[str],
         typer.Argument(
@@ -186,6 +187,7 @@ def ci(
 
       trainprof ci --repeat 3 --baseline baseline.json --json current.json train.py
     """
+    refuse_stray_option(ctx, command)
     opts = _gate_options(
         fail_on,
         allow or [],

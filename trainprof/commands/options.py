@@ -3,10 +3,13 @@ read the same in every ``--help``."""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from trainprof.errors import TrainprofError
 
 Verbose = Annotated[
     bool, typer.Option("--verbose", "-v", help="Also show info findings and skipped rules.")
@@ -35,3 +38,16 @@ NO_COLOR_HELP = "No colours or styles in any output (the same as NO_COLOR=1)."
 NoColor = Annotated[
     bool, typer.Option("--no-color", callback=_no_color, is_eager=True, help=NO_COLOR_HELP)
 ]
+
+
+def refuse_stray_option(ctx: typer.Context, command: list[str]) -> None:
+    """``run`` and ``ci`` pass everything from the job's command on through, so a mistyped
+    option of their own would be taken for the command ("command not found: --stepz"): name
+    it as an option, with the nearest real one, as typer does for the other commands."""
+    if not command or not command[0].startswith("-"):
+        return
+    given = command[0].split("=", 1)[0]
+    names = [o for p in ctx.command.params for o in getattr(p, "opts", ()) if o.startswith("--")]
+    near = difflib.get_close_matches(given, names, n=1)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    raise TrainprofError(f"no such option: {given} (--help lists them{hint})")

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from trainprof.commands.options import JobRunDir, NoColor, Quiet, Verbose
+from trainprof.commands.options import JobRunDir, NoColor, Quiet, Verbose, refuse_stray_option
 from trainprof.errors import TrainprofError
 from trainprof.runner import RunOptions
 from trainprof.runner import run as run_job
@@ -25,6 +25,7 @@ def positive_seconds(value: float | None) -> float | None:
 
 
 def run(
+    ctx: typer.Context,
     command: Annotated[
         list[str],
         typer.Argument(
@@ -127,6 +128,7 @@ def run(
 
       trainprof run -- torchrun --nproc-per-node 2 train.py
     """
+    refuse_stray_option(ctx, command)
     if json_path is not None and json_path.is_dir():
         raise TrainprofError(f"--json {json_path} is a directory; give a file path")
     if on_hang not in (None, "report", "kill"):
