@@ -150,6 +150,25 @@ def test_baseline_without_windows_uses_its_steady_samples_per_s() -> None:
     assert v.gates[-1].status == "fail" and "-21.9%" in v.gates[-1].message
 
 
+def test_baseline_of_a_loop_without_batch_size_compares_its_it_s() -> None:
+    """A hand-written loop (no DataLoader, so no samples/s in either run): its backward passes
+    a second are compared instead (it was "not measured", and the gate failed every build);
+    a different kind of step is not compared."""
+
+    def loop(rate: float, unit: str = "backward pass") -> dict[str, Any]:
+        r = report(samples_per_s=None, steps_per_s=rate, unit=unit)
+        r["settings"]["batch_size"] = None
+        return r
+
+    ok = evaluate(loop(300.0), [], GateOptions(baseline=loop(310.0))).gates[-1]
+    assert ok.passed and ok.limit == "it/s >= baseline - 10%", ok.message
+    assert ok.message.startswith("it/s 300.0 (1 window: no spread measured) vs the baseline's")
+    slow = evaluate(loop(250.0), [], GateOptions(baseline=loop(310.0))).gates[-1]
+    assert slow.status == "fail" and "-19.4%" in slow.message
+    other = evaluate(loop(300.0), [], GateOptions(baseline=loop(310.0, "batch"))).gates[-1]
+    assert other.status == "not measured" and "baseline has no samples/s" in other.message
+
+
 @pytest.mark.parametrize(
     ("key", "value", "label"),
     [

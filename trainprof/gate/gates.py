@@ -261,7 +261,7 @@ def _throughput(report: dict[str, Any], windows: Sequence[Window]) -> Spread | N
     if len(windows) > 1:
         return spread([w.samples_per_s for w in windows])
     value = (report.get("summary") or {}).get("samples_per_s")
-    return Spread(value, value, value, 1) if isinstance(value, (int, float)) else None
+    return _one(value) if isinstance(value, (int, float)) else None
 
 
 def samples_gate(report: dict[str, Any], thr: Spread | None, minimum: float) -> GateResult:
@@ -415,7 +415,15 @@ def baseline_gate(
 ) -> GateResult:
     assert opts.baseline is not None
     name = "baseline"
-    limit = f"samples/s >= baseline - {opts.tolerance:.0%}"
+    base = baseline_throughput(opts.baseline)
+    measure = "samples/s"
+    if base is None and current is None:
+        # Neither run saw a batch size (a loop without a DataLoader): their steps per second,
+        # of the same kind of step and the same settings, compare instead
+        then, now = _steps_per_s(opts.baseline), _steps_per_s(report)
+        if then is not None and now is not None and then[1] == now[1]:
+            base, current, measure = _one(then[0]), _one(now[0]), "it/s"
+    limit = f"{measure} >= baseline - {opts.tolerance:.0%}"
     base_settings = opts.baseline.get("settings")
     if not isinstance(base_settings, dict):
         return GateResult(
@@ -437,10 +445,9 @@ def baseline_gate(
             "not comparable",
             "—",
             limit,
-            f"not comparable with the baseline: {what}. samples/s is only compared like with "
+            f"not comparable with the baseline: {what}. {measure} is only compared like with "
             "like; store a new baseline for the new setting",
         )
-    base = baseline_throughput(opts.baseline)
     if base is None:
         return GateResult(
             name, "not measured", "—", limit, "not measured: the baseline has no samples/s"
@@ -460,7 +467,7 @@ def baseline_gate(
             f"this machine busy meanwhile{then}: a busy shared runner slows a CPU job too"
         )
     message = (
-        f"samples/s {current.describe()} vs the baseline's {base.describe()}: {change:+.1%}, "
+        f"{measure} {current.describe()} vs the baseline's {base.describe()}: {change:+.1%}, "
         f"{verb} the {opts.tolerance:.0%} tolerance{busy}"
     )
     contention = None if ok else _contention(windows, base_windows, opts.tolerance)
@@ -470,6 +477,19 @@ def baseline_gate(
             name, "pass" if excused else "fail", f"{change:+.0%}", limit, f"{message}. {why}"
         )
     return GateResult(name, "pass" if ok else "fail", f"{change:+.0%}", limit, message)
+
+
+def _steps_per_s(report: dict[str, Any]) -> tuple[float, str] | None:
+    """The steady steps per second and what a step is (``summary.unit``)."""
+    summary = report.get("summary") or {}
+    value, unit = summary.get("steps_per_s"), summary.get("unit")
+    if isinstance(value, (int, float)) and value > 0 and isinstance(unit, str):
+        return float(value), unit
+    return None
+
+
+def _one(value: float) -> Spread:
+    return Spread(value, value, value, 1)
 
 
 def _contention(
