@@ -420,9 +420,9 @@ def baseline_gate(
     if base is None and current is None:
         # Neither run saw a batch size (a loop without a DataLoader): their steps per second,
         # of the same kind of step and the same settings, compare instead
-        then, now = _steps_per_s(opts.baseline), _steps_per_s(report)
-        if then is not None and now is not None and then[1] == now[1]:
-            base, current, measure = _one(then[0]), _one(now[0]), "it/s"
+        base_its, its = _steps_per_s(opts.baseline), _steps_per_s(report)
+        if base_its is not None and its is not None and base_its[1] == its[1]:
+            base, current, measure = _one(base_its[0]), _one(its[0]), "it/s"
     limit = f"{measure} >= baseline - {opts.tolerance:.0%}"
     base_settings = opts.baseline.get("settings")
     if not isinstance(base_settings, dict):
