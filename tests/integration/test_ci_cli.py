@@ -194,6 +194,30 @@ def test_baseline_fails_a_run_with_an_added_stall(tmp: Path) -> None:
     assert failure is not None and "median of 3 windows" in failure.message
 
 
+def test_a_loop_without_a_dataloader_is_gated_on_its_it_s(tmp: Path) -> None:
+    """The zoo's hand-written loop (no DataLoader, so no batch size and no samples/s): its
+    windows and its baseline gate use it/s (the gate said "not measured" and failed every
+    build of such a job)."""
+    manual = str(script_path("manual_update"))
+    base = ci(tmp, "manual-base", "--repeat", "3", "--steps", "100", manual)
+    assert base.returncode == 0, base.stderr[-3000:]
+    assert base.report is not None
+    windows = base.report["ci"]["windows"]
+    assert len(windows) == 3, windows
+    assert all(w["samples_per_s"] is None and w["steps_per_s"] > 0 for w in windows), windows
+    assert re.search(r"[\d.]+ it/s \(median of 3 windows", base.stderr), base.stderr[-2000:]
+    r = ci(
+        tmp,
+        "manual-again",
+        "--repeat", "3", "--steps", "100", "--baseline", str(tmp / "manual-base" / "ci.json"),
+        "--tolerance", TOLERANCE, manual,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    gate = r.gate("baseline")
+    assert gate["status"] == "pass" and gate["limit"] == "it/s >= baseline - 75%", gate
+    assert re.search(r"^it/s [\d.]+ \(median of 3 windows", gate["message"]), gate
+
+
 @pytest.mark.parametrize("attempt", [1, 2, 3])
 def test_repeat_gives_the_same_verdict_on_reruns_of_a_healthy_script(
     tmp: Path, attempt: int

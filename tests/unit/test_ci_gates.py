@@ -167,6 +167,14 @@ def test_baseline_of_a_loop_without_batch_size_compares_its_it_s() -> None:
     assert slow.status == "fail" and "-19.4%" in slow.message
     other = evaluate(loop(300.0), [], GateOptions(baseline=loop(310.0, "batch"))).gates[-1]
     assert other.status == "not measured" and "baseline has no samples/s" in other.message
+    # measured in windows (--repeat): the medians of both runs' windows
+    base = loop(310.0)
+    base["ci"] = {"windows": [Window(20, 0.07, None, x, 0.003).to_json() for x in (305, 320, 330)]}
+    now = [Window(20, 0.07, None, x, 0.003) for x in (250.0, 300.0, 310.0)]
+    g = evaluate(loop(280.0), now, GateOptions(baseline=base, repeat=3)).gates[-1]
+    assert g.passed and "it/s 300.0 (median of 3 windows, 250.0–310.0" in g.message, g.message
+    assert "vs the baseline's 320.0 (median of 3 windows" in g.message
+    assert g.details[0] == "window 1: 20 steps in 0.07 s, 250.0 it/s"
 
 
 @pytest.mark.parametrize(

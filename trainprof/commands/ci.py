@@ -16,7 +16,7 @@ from trainprof.analysis.rules import all_rules
 from trainprof.commands.options import JobRunDir, NoColor, Quiet, Verbose, refuse_stray_option
 from trainprof.commands.run import positive_seconds
 from trainprof.compare.load import load_report
-from trainprof.compare.windows import spread, step_windows
+from trainprof.compare.windows import Window, spread, step_windows
 from trainprof.errors import TrainprofError
 from trainprof.gate import github
 from trainprof.gate.gates import GateOptions, Verdict, evaluate, parse_size
@@ -242,15 +242,21 @@ def ci(
         "tolerance": tolerance if baseline is not None else None,
         "gates": [g.to_json() for g in verdict.gates],
     }
-    rates = spread([w.samples_per_s for w in windows]) if len(windows) > 1 else None
-    render_gates(
-        make_console(stderr=True),
-        verdict,
-        rates.describe(unit=" samples/s") if rates else None,
-        session.meta.get("cwd"),
-    )
+    render_gates(make_console(stderr=True), verdict, _spread_line(windows), session.meta.get("cwd"))
     _write_outputs(verdict, data, junit, json_path)
     raise typer.Exit(verdict.exit_code)
+
+
+def _spread_line(windows: list[Window]) -> str | None:
+    """The windows' throughput, median and spread: samples/s, or it/s where no batch size was
+    recorded (a loop without a DataLoader)."""
+    if len(windows) < 2:
+        return None
+    rates = spread([w.samples_per_s for w in windows])
+    if rates is not None:
+        return rates.describe(unit=" samples/s")
+    steps = spread([w.steps_per_s for w in windows])
+    return steps.describe(unit=" it/s") if steps is not None else None
 
 
 def _gate_options(

@@ -87,9 +87,9 @@ def step_windows(session: Session, warmup: int, k: int) -> list[Window]:
     samples: Sequence[int]
     if primary.n_steps:
         t, dur, samples = primary.steps["t"], primary.steps["dur"], primary.steps["samples"]
-    else:  # a job without an optimizer: each batch is a step (as the report counts it)
-        t = primary.batches["t"]
-        samples = primary.batches["batch_size"]
+    else:  # each batch is a step, or else each backward() (as the report counts them)
+        t = primary.batches["t"] if len(primary.batches["t"]) else primary.backwards
+        samples = primary.batches["batch_size"] if len(primary.batches["t"]) else [-1] * len(t)
         dur = [t[0]] + [t[i] - t[i - 1] for i in range(1, len(t))] if len(t) else []
     out = windows_of(t, dur, samples, max(warmup, 1), k)
     shifted = [

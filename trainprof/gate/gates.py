@@ -380,7 +380,7 @@ def window_lines(windows: Sequence[Window]) -> tuple[str, ...]:
         return ()
     return tuple(
         f"window {i}: {w.steps} steps in {w.seconds:.2f} s, "
-        + (f"{w.samples_per_s:.1f} samples/s" if w.samples_per_s else "samples/s not measured")
+        + (f"{w.samples_per_s:.1f} samples/s" if w.samples_per_s else f"{w.steps_per_s:.1f} it/s")
         + (f"; other processes used {w.other_cpus:.1f} CPUs" if w.other_cpus is not None else "")
         for i, w in enumerate(windows, 1)
     )
@@ -420,9 +420,10 @@ def baseline_gate(
     if base is None and current is None:
         # Neither run saw a batch size (a loop without a DataLoader): their steps per second,
         # of the same kind of step and the same settings, compare instead
-        base_its, its = _steps_per_s(opts.baseline), _steps_per_s(report)
+        base_its = _steps_per_s(opts.baseline, _baseline_windows(opts.baseline))
+        its = _steps_per_s(report, windows)
         if base_its is not None and its is not None and base_its[1] == its[1]:
-            base, current, measure = _one(base_its[0]), _one(its[0]), "it/s"
+            base, current, measure = base_its[0], its[0], "it/s"
     limit = f"{measure} >= baseline - {opts.tolerance:.0%}"
     base_settings = opts.baseline.get("settings")
     if not isinstance(base_settings, dict):
@@ -479,13 +480,18 @@ def baseline_gate(
     return GateResult(name, "pass" if ok else "fail", f"{change:+.0%}", limit, message)
 
 
-def _steps_per_s(report: dict[str, Any]) -> tuple[float, str] | None:
-    """The steady steps per second and what a step is (``summary.unit``)."""
+def _steps_per_s(report: dict[str, Any], windows: Sequence[Window]) -> tuple[Spread, str] | None:
+    """Steps per second (the median of the windows, or the whole steady state's with one
+    window) and what a step is (``summary.unit``)."""
     summary = report.get("summary") or {}
-    value, unit = summary.get("steps_per_s"), summary.get("unit")
-    if isinstance(value, (int, float)) and value > 0 and isinstance(unit, str):
-        return float(value), unit
-    return None
+    unit = summary.get("unit")
+    if not isinstance(unit, str):
+        return None
+    if len(windows) > 1:
+        rates = spread([w.steps_per_s for w in windows])
+        return (rates, unit) if rates is not None else None
+    value = summary.get("steps_per_s")
+    return (_one(float(value)), unit) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def _one(value: float) -> Spread:
