@@ -109,7 +109,8 @@ def install(torch: Any) -> None:
     off = probe.disabled_parts()
     _state.writer = w
     _state.last_boundary = w.t0
-    _state.max_steps = probe.max_steps()
+    # --steps counts the steps the "steps" part sees (with it off, nothing is counted)
+    _state.max_steps = probe.max_steps() if "steps" not in off else None
     _state.steps_min_s = probe.steps_min_s()
     w.add(f"{TORCH} {w.us(_clock())}\n")
     w.on_tick = flush_counters
@@ -145,7 +146,7 @@ def install(torch: Any) -> None:
         ac.__enter__ = _noticed_autocast(ac, ac.__enter__)
         opt_cls = torch.optim.Optimizer
         opt_cls.zero_grad = _noticed_zero_grad(opt_cls, opt_cls.zero_grad)
-    if _state.max_steps is not None and "steps" not in off:
+    if _state.max_steps is not None:
         opt_cls = torch.optim.Optimizer
         opt_cls.__init__ = _noticed_optimizer(opt_cls, opt_cls.__init__)  # type: ignore[method-assign]
 
@@ -250,11 +251,11 @@ def _stop_if_long_enough(s: _State, steps: int, now: float, w: Any) -> None:
 def _early_step(s: _State, now: float, w: Any, trains: bool) -> None:
     """A DataLoader batch or a backward return before any optimizer step, in a job given
     ``--steps``: each ends a step of a job without a torch optimizer (the report counts them
-    so), so they stop it too, once they ``trains``: a backward return does; batches once a
-    backward pass has come among them (a pass over the loader to compute statistics before the
-    optimizer is built must not stop the job). Not in a job that has built an optimizer: its
-    first step may come after many micro-batches (gradient accumulation), and its steps count
-    from there."""
+    so), so they stop it too where they are training (``trains``): a backward return always, a
+    batch once a backward pass has come among the batches (a pass over the loader for
+    statistics, before the optimizer is built, must not stop the job). Not in a job that has
+    built an optimizer: its first step may come after many micro-batches (gradient
+    accumulation), and its steps count from there."""
     if s.optimizer_made or s.max_steps is None:
         return
     s.early_steps += 1
