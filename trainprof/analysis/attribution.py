@@ -167,25 +167,22 @@ def _builds_modules(frames: tuple[Frame, ...]) -> bool:
     )
 
 
-def _category_of(
-    frames: tuple[Frame, ...], source: dict[tuple[str, int], str], cuda: bool, seen: dict[int, str]
-) -> str:
-    """``category``, judged once per distinct stack: the loader interns stacks, so a long run's
-    millions of spans share a few hundred tuples (the spans keep them alive, so no id is reused)."""
-    key = id(frames)
-    cat = seen.get(key)
-    if cat is None:
-        cat = seen[key] = category(frames, source, cuda)
-    return cat
-
-
 def categoriser(
     source: dict[tuple[str, int], str], cuda: bool = False
 ) -> Callable[[tuple[Frame, ...]], str]:
-    """``category`` for one pass over spans that stay alive meanwhile, judged once per distinct
-    stack (``_category_of``): a 2-minute attach judged 126,000 spans' stacks one by one."""
+    """``category`` for passes over spans that stay alive meanwhile, judged once per distinct
+    stack: the loader interns stacks, so a long run's millions of spans share a few hundred
+    tuples (the spans keep them alive, so no id is reused; a 2-minute attach judged 126,000
+    spans' stacks one by one)."""
     seen: dict[int, str] = {}
-    return lambda frames: _category_of(frames, source, cuda, seen)
+
+    def of(frames: tuple[Frame, ...]) -> str:
+        cat = seen.get(id(frames))
+        if cat is None:
+            cat = seen[id(frames)] = category(frames, source, cuda)
+        return cat
+
+    return of
 
 
 def data_part(frames: tuple[Frame, ...]) -> str:
@@ -241,16 +238,16 @@ def backward_sites(
     spans: Iterable[StackSpan],
     source: dict[tuple[str, int], str],
     cuda: bool = False,
-    seen: dict[int, str] | None = None,
+    category_of: Callable[[tuple[Frame, ...]], str] | None = None,
 ) -> dict[tuple[str, str], int]:
     """(function, file) → the last line where the user's code calls ``backward`` (the innermost
     user frame of backward samples, where that line says ``backward``: ``loss.backward()``,
     ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``). A framework's
     ``trainer.fit(model)`` line, under which backward runs too, is not one."""
     sites: dict[tuple[str, str], int] = {}
-    seen = {} if seen is None else seen
+    category_of = category_of or categoriser(source, cuda)
     for s in spans:
-        if _category_of(s.frames, source, cuda, seen) != "backward":
+        if category_of(s.frames) != "backward":
             continue
         uf = user_frame(s.frames)
         if uf is None or "backward" not in source.get((uf[1], uf[2]), ""):
@@ -282,8 +279,8 @@ def profile(
     before the step's backward call (in the function that calls it) is the forward pass and the
     loss, not loop overhead; stalls are judged apart (``window_profile``), whatever their line."""
     spans = tuple(spans)
-    seen: dict[int, str] = {}  # each distinct stack's category, judged once for both passes
-    sites = backward_sites(spans, source, cuda, seen)
+    category_of = categoriser(source, cuda)  # each distinct stack judged once for both passes
+    sites = backward_sites(spans, source, cuda, category_of)
     seconds: dict[str, float] = {}
     lines: dict[str, Counter[Frame]] = {}
     data_parts: dict[str, float] = {}
@@ -292,7 +289,7 @@ def profile(
         lo, hi = max(s.t0, t0), min(s.t1, t1)
         if hi <= lo:
             continue
-        cat = _category_of(s.frames, source, cuda, seen)
+        cat = category_of(s.frames)
         if cat == "other" and sites and _before_backward(s.frames, sites):
             cat = "forward"
         seconds[cat] = seconds.get(cat, 0.0) + (hi - lo)
@@ -378,9 +375,9 @@ def window_profile(
     """Main-thread time by category inside several windows (the stalls, say)."""
     seconds: dict[str, float] = {}
     lines: dict[str, Counter[Frame]] = {}
-    seen: dict[int, str] = {}
+    category_of = categoriser(source, cuda)
     for s, sec in overlaps(spans, windows):
-        cat = _category_of(s.frames, source, cuda, seen)
+        cat = category_of(s.frames)
         seconds[cat] = seconds.get(cat, 0.0) + sec
         uf = user_frame(s.frames)
         if uf is not None:
@@ -512,9 +509,9 @@ def step_lines(
     """The loop lines ordinary steps run their forward, backward and optimizer step from (the
     innermost loop-function frame of those stacks), read from stacks outside stalls."""
     out: set[Frame] = set()
-    seen: dict[int, str] = {}
+    category_of = categoriser(source)
     for s in spans:
-        if _category_of(s.frames, source, False, seen) in _STEP_WORK:
+        if category_of(s.frames) in _STEP_WORK:
             i = _loop_frame(s.frames, loop_funcs)
             if i is not None:
                 out.add(s.frames[i])
