@@ -95,6 +95,21 @@ def write_script(directory: Path, name: str, body: str) -> Path:
     return path
 
 
+def run_reporting_job(
+    tmp: Path, name: str, body: str, *args: str, timeout: float = 120
+) -> tuple[Result, Any]:
+    """A job script that writes what it saw inside the probe, as JSON, to the file its first
+    argument names (``args`` follow), run under `trainprof run --no-stacks` with this folder's
+    helpers importable (``JOB_HELPERS_ENV``): the run, and what the job wrote."""
+    script = write_script(tmp, name, body)
+    out = script.with_suffix(".json")
+    r = run_trainprof(
+        tmp, "--no-stacks", str(script), str(out), *args, timeout=timeout, env=JOB_HELPERS_ENV
+    )
+    assert r.returncode == 0, r.stderr
+    return r, json.loads(out.read_text())
+
+
 @pytest.fixture
 def clean_env() -> dict[str, str]:
     env = dict(os.environ)

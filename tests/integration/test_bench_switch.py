@@ -6,10 +6,9 @@ step, the pre-step hook included (the post-hook registers it around timed steps 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from conftest import JOB_HELPERS_ENV, ROOT, run_trainprof, write_script
+from conftest import ROOT, run_reporting_job
 
 JOB = """
 import json, sys
@@ -59,13 +58,7 @@ with open(sys.argv[1], "w") as f:
 
 
 def test_the_switch_takes_the_pre_step_hook_out_and_gives_it_back(tmp_path: Path) -> None:
-    script = write_script(tmp_path, "switched.py", JOB)
-    out = tmp_path / "switch.json"
-    r = run_trainprof(
-        tmp_path, "--no-stacks", str(script), str(out), str(ROOT), env=JOB_HELPERS_ENV
-    )
-    assert r.returncode == 0, r.stderr
-    seen = json.loads(out.read_text())
+    _r, seen = run_reporting_job(tmp_path, "switched.py", JOB, str(ROOT))
     assert seen["found"]["steps"] and seen["found"]["pre_step"], seen["found"]
     assert seen["all"] == {"pre_hook_steps": 0, "counted": 0}
     assert seen["pre_step"]["pre_hook_steps"] == 0 and seen["pre_step"]["counted"] == 200

@@ -8,10 +8,9 @@ timed steps only and always under one key, leaves nothing to compile again once 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from conftest import JOB_HELPERS_ENV, run_trainprof, write_script
+from conftest import run_reporting_job
 
 JOB = """
 import json, sys
@@ -50,13 +49,7 @@ with open(sys.argv[1], "w") as f:
 
 
 def test_a_compiled_optimizer_step_compiles_no_more_once_warm(tmp_path: Path) -> None:
-    script = write_script(tmp_path, "compiled_step.py", JOB)
-    out = tmp_path / "frames.json"
-    r = run_trainprof(
-        tmp_path, "--no-stacks", str(script), str(out), timeout=300, env=JOB_HELPERS_ENV
-    )
-    assert r.returncode == 0, r.stderr
-    seen = json.loads(out.read_text())
+    r, seen = run_reporting_job(tmp_path, "compiled_step.py", JOB, timeout=300)
     assert seen["timeline_steps"] == 120, seen  # the probe's hooks ran on every step
     assert seen["frames_end"] == seen["frames_warm"], seen
     assert "recompile_limit" not in r.stderr and "cache_size_limit" not in r.stderr

@@ -5,10 +5,9 @@ neither DDP nor a GPU keeps no wrapper it does not need on ``backward`` or the o
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from conftest import JOB_HELPERS_ENV, run_trainprof, write_script
+from conftest import run_reporting_job
 
 from trainprof.store.session import Session
 
@@ -48,11 +47,7 @@ with open(sys.argv[1], "w") as f:
 
 
 def test_watches_record_then_leave_and_no_idle_wrapper_stays(tmp_path: Path) -> None:
-    script = write_script(tmp_path, "watched.py", JOB)
-    out = tmp_path / "hooks.json"
-    r = run_trainprof(tmp_path, "--no-stacks", str(script), str(out))
-    assert r.returncode == 0, r.stderr
-    seen = json.loads(out.read_text())
+    r, seen = run_reporting_job(tmp_path, "watched.py", JOB)
     # zero_grad: watched until set_to_none=False is seen (step 1), then torch's own
     assert [s["zero_grad"] for s in seen] == [True, True, False, False, False, False, False]
     # autocast: watched over the first two optimizer steps (entered at step 2, then left)
@@ -131,11 +126,7 @@ def test_a_steady_step_of_a_cuda_like_job_makes_seven_probe_calls(tmp_path: Path
     before the post-hook counted an untimed step without calling the timeline, the loader's
     wrapper read a common batch's size inline and the pre-step hook was registered around timed
     steps only."""
-    script = write_script(tmp_path, "steady.py", STEADY_STEP_JOB)
-    out = tmp_path / "calls.json"
-    r = run_trainprof(tmp_path, "--no-stacks", str(script), str(out), env=JOB_HELPERS_ENV)
-    assert r.returncode == 0, r.stderr
-    seen = json.loads(out.read_text())
+    _r, seen = run_reporting_job(tmp_path, "steady.py", STEADY_STEP_JOB)
     assert seen["untimed"] >= 100, seen
     # (a rare call, such as the writer flushing a late queue itself, is not the steady step's)
     per_step = {name: round(n, 2) for name, n in seen["calls"].items() if n >= 0.5}
