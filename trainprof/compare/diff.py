@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from trainprof.compare.settings import differences
-from trainprof.compare.windows import Spread, Window, spread
+from trainprof.compare.windows import Spread, Window, rate
 
 NO_SPREAD_NOISE = 0.05  # the change called noise when a side's spread was not measured
 
@@ -23,17 +23,11 @@ class Side:
 
     @property
     def samples(self) -> Spread | None:
-        if len(self.windows) > 1:
-            return spread([w.samples_per_s for w in self.windows])
-        v = (self.report.get("summary") or {}).get("samples_per_s")
-        return Spread(v, v, v, 1) if isinstance(v, (int, float)) else None
+        return rate(self.report, self.windows, "samples_per_s")
 
     @property
     def steps(self) -> Spread | None:
-        if len(self.windows) > 1:
-            return spread([w.steps_per_s for w in self.windows])
-        v = (self.report.get("summary") or {}).get("steps_per_s")
-        return Spread(v, v, v, 1) if isinstance(v, (int, float)) else None
+        return rate(self.report, self.windows, "steps_per_s")
 
     @property
     def settings(self) -> dict[str, Any] | None:

@@ -204,6 +204,15 @@ class Spread:
         )
 
 
+def rate(report: dict[str, Any], windows: Sequence[Window], key: str) -> Spread | None:
+    """``samples_per_s`` or ``steps_per_s`` of a run: the median and range of its windows, or
+    with one window the report's whole steady state (no spread measured)."""
+    if len(windows) > 1:
+        return spread([getattr(w, key) for w in windows])
+    value = (report.get("summary") or {}).get(key)
+    return Spread(value, value, value, 1) if isinstance(value, (int, float)) else None
+
+
 def spread(values: Sequence[float | None]) -> Spread | None:
     known = [v for v in values if v is not None]
     if not known:

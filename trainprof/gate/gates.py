@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from trainprof.analysis.metrics import MIN_STEADY_S
 from trainprof.compare.settings import LABELS, LIKE_WITH_LIKE, differences
-from trainprof.compare.windows import Spread, Window, spread
+from trainprof.compare.windows import Spread, Window, rate, spread
 from trainprof.units import fmt_bytes, plural
 
 Status = Literal["pass", "fail", "not measured", "not comparable"]
@@ -258,10 +258,7 @@ def _no_steady(report: dict[str, Any]) -> str:
 
 def _throughput(report: dict[str, Any], windows: Sequence[Window]) -> Spread | None:
     """samples/s: the median of the windows, or the whole steady state's with one window."""
-    if len(windows) > 1:
-        return spread([w.samples_per_s for w in windows])
-    value = (report.get("summary") or {}).get("samples_per_s")
-    return _one(value) if isinstance(value, (int, float)) else None
+    return rate(report, windows, "samples_per_s")
 
 
 def samples_gate(report: dict[str, Any], thr: Spread | None, minimum: float) -> GateResult:
@@ -481,21 +478,10 @@ def baseline_gate(
 
 
 def _steps_per_s(report: dict[str, Any], windows: Sequence[Window]) -> tuple[Spread, str] | None:
-    """Steps per second (the median of the windows, or the whole steady state's with one
-    window) and what a step is (``summary.unit``)."""
-    summary = report.get("summary") or {}
-    unit = summary.get("unit")
-    if not isinstance(unit, str):
-        return None
-    if len(windows) > 1:
-        rates = spread([w.steps_per_s for w in windows])
-        return (rates, unit) if rates is not None else None
-    value = summary.get("steps_per_s")
-    return (_one(float(value)), unit) if isinstance(value, (int, float)) and value > 0 else None
-
-
-def _one(value: float) -> Spread:
-    return Spread(value, value, value, 1)
+    """Steps per second (as ``_throughput``) and what a step is (``summary.unit``)."""
+    unit = (report.get("summary") or {}).get("unit")
+    steps = rate(report, windows, "steps_per_s")
+    return (steps, unit) if steps is not None and isinstance(unit, str) else None
 
 
 def _contention(
