@@ -216,6 +216,18 @@ def test_a_loop_without_a_dataloader_is_gated_on_its_it_s(tmp: Path) -> None:
     gate = r.gate("baseline")
     assert gate["status"] == "pass" and gate["limit"] == "it/s >= baseline - 75%", gate
     assert re.search(r"^it/s [\d.]+ \(median of 3 windows", gate["message"]), gate
+    # compare reads the same two files and judges them by it/s too (it said "not measured")
+    p = subprocess.run(
+        trainprof_cmd(
+            "compare", str(tmp / "manual-base" / "ci.json"), str(tmp / "manual-again" / "ci.json"),
+            "--json", "-",
+        ),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    verdict = json.loads(p.stdout)["verdict"]
+    assert verdict["measure"] == "it/s" and verdict["trend"] != "not measured", verdict
+    assert f"it/s {verdict['change']:+.1%}" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("attempt", [1, 2, 3])

@@ -3,6 +3,8 @@ windows' spread; the it/s note across batch sizes; findings and settings that ch
 
 from __future__ import annotations
 
+import statistics
+
 from test_ci_gates import finding, report
 
 from trainprof.compare.diff import Side, compare
@@ -74,7 +76,7 @@ def test_the_console_shows_both_runs_and_what_was_not_measured() -> None:
     console = Console(record=True, width=120, color_system=None)
     render_comparison(console, compare(side([1000, 1010, 1020]), Side("old.json", crashed, ())))
     text = console.export_text()
-    assert "verdict: not measured (B has no samples/s" in text
+    assert "verdict: not measured: B has no samples/s (no steady state" in text
     assert "settings: B's report records none" in text
     assert "1010.0 (median of 3 windows, 1000.0–1020.0, ±1%)" in text
     assert "step time" in text and "not measured" in text
@@ -95,3 +97,39 @@ def test_the_json_holds_what_the_console_shows_and_null_for_what_was_not_measure
     assert data["b"]["samples_per_s"] is None and data["b"]["path"] == "new.json"
     assert data["verdict"]["trend"] == "not measured"
     assert data["verdict"]["samples_per_s_change"] is None
+
+
+def loop_side(rates: list[float], unit: str = "backward pass") -> Side:
+    """A hand-written loop: no DataLoader, so no batch size and no samples/s."""
+    r = report(samples_per_s=None, steps_per_s=statistics.median(rates), unit=unit)
+    r["settings"].update(batch_size=None, samples_per_step=None)
+    return Side("loop", r, tuple(Window(20, 0.07, None, x, 0.003) for x in rates))
+
+
+def test_loops_without_samples_per_s_compare_by_it_per_s() -> None:
+    """It said "not measured (A has no samples/s)" for every such pair."""
+    c = compare(loop_side([300, 310, 305]), loop_side([240, 250, 245]))
+    assert c.trend == "slower" and c.measure == "it/s", c.why
+    assert c.change is not None and round(c.change, 3) == round(245 / 305 - 1, 3)
+    data = c.to_json()["verdict"]
+    assert data["measure"] == "it/s" and data["change"] == c.change
+    assert data["samples_per_s_change"] is None  # it/s is not samples/s
+    assert compare(loop_side([300, 310, 305]), loop_side([305, 300, 312])).trend == "within noise"
+
+
+def test_it_per_s_of_different_kinds_of_step_are_not_compared() -> None:
+    c = compare(loop_side([300, 310, 305]), loop_side([900, 910, 905], unit="batch"))
+    assert c.trend == "not measured" and c.measure is None and c.change is None
+    assert "A counts backward passes, B batches" in c.why
+
+
+def test_the_console_names_the_measure_the_verdict_used() -> None:
+    from rich.console import Console
+
+    from trainprof.compare.render import render_comparison
+
+    console = Console(record=True, width=120, color_system=None)
+    render_comparison(console, compare(loop_side([300, 310, 305]), loop_side([400, 410, 405])))
+    assert "verdict: B is faster: it/s +32.8% (B's slowest window beats A's fastest)" in (
+        console.export_text()
+    )

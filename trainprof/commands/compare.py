@@ -59,7 +59,8 @@ def compare(
     differ (batch size, workers, precision, device, torch version).
 
     samples/s, not it/s, decides: a step of a larger batch does more work, so raising the
-    batch size lowers it/s while samples/s goes up.
+    batch size lowers it/s while samples/s goes up. Two loops without a DataLoader (no batch
+    size, no samples/s) are compared by it/s.
 
     Examples:
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from trainprof.compare.settings import differences
-from trainprof.compare.windows import Spread, Window, rate
+from trainprof.compare.windows import Rates, Spread, Window, comparable_rates, rate
 
 NO_SPREAD_NOISE = 0.05  # the change called noise when a side's spread was not measured
 
@@ -43,7 +43,8 @@ class Comparison:
     a: Side
     b: Side
     trend: Trend
-    change: float | None  # B's samples/s over A's, minus 1
+    measure: str | None  # what the verdict compares: "samples/s", "it/s", None if neither
+    change: float | None  # B's measure over A's, minus 1
     why: str  # how the verdict was reached (the noise it allowed for)
     appeared: tuple[str, ...]
     disappeared: tuple[str, ...]
@@ -56,7 +57,13 @@ class Comparison:
         return {
             "a": _side_json(self.a),
             "b": _side_json(self.b),
-            "verdict": {"trend": self.trend, "samples_per_s_change": self.change, "why": self.why},
+            "verdict": {
+                "trend": self.trend,
+                "measure": self.measure,
+                "change": self.change,
+                "samples_per_s_change": self.change if self.measure == "samples/s" else None,
+                "why": self.why,
+            },
             "findings": {"appeared": list(self.appeared), "disappeared": list(self.disappeared)},
             "settings_differ": [{"key": k, "a": va, "b": vb} for k, va, vb in self.settings],
             "batch_note": self.batch_note,
@@ -81,12 +88,14 @@ def _side_json(side: Side) -> dict[str, Any]:
 
 
 def compare(a: Side, b: Side) -> Comparison:
-    trend, change, why = _trend(a.samples, b.samples)
+    rates = comparable_rates((a.report, a.windows), (b.report, b.windows), ("A", "B"))
+    trend, change, why = _trend(rates)
     ids_a, ids_b = a.finding_ids(), b.finding_ids()
     return Comparison(
         a,
         b,
         trend,
+        None if rates.unlike else rates.measure,
         change,
         why,
         appeared=tuple(i for i in ids_b if i not in ids_a),
@@ -96,10 +105,16 @@ def compare(a: Side, b: Side) -> Comparison:
     )
 
 
-def _trend(a: Spread | None, b: Spread | None) -> tuple[Trend, float | None, str]:
+def _trend(rates: Rates) -> tuple[Trend, float | None, str]:
+    a, b = rates.a, rates.b
+    if rates.unlike:
+        return "not measured", None, rates.unlike
     if a is None or b is None:
         which = "A" if a is None else "B"
-        return "not measured", None, f"{which} has no samples/s (no steady state, or no batches)"
+        why = (
+            "no steady state, or no batches" if rates.measure == "samples/s" else "no steady state"
+        )
+        return "not measured", None, f"{which} has no {rates.measure} ({why})"
     change = b.median / a.median - 1
     if a.count > 1 and b.count > 1:
         if b.low <= a.high and a.low <= b.high:

@@ -51,9 +51,9 @@ def render_comparison(console: Console, c: Comparison) -> None:
         verdict.append("not measured", style=TREND_STYLE[c.trend])
     else:
         verdict.append(f"B is {c.trend}", style=TREND_STYLE[c.trend])
-        verdict.append(f": samples/s {c.change:+.1%} ({c.why})")
+        verdict.append(f": {c.measure} {c.change:+.1%} ({c.why})")
     if c.change is None:
-        verdict.append(f" ({c.why})")
+        verdict.append(f": {c.why}")
     console.print(verdict)
     if c.batch_note:
         console.print(Text(clean(c.batch_note)))

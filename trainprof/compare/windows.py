@@ -24,6 +24,7 @@ from typing import Any
 
 from trainprof.store import rundir
 from trainprof.store.session import Session
+from trainprof.units import plural_of
 
 MIN_WINDOW_STEPS = 5  # a window of fewer steps says more about one step than about throughput
 
@@ -218,3 +219,39 @@ def spread(values: Sequence[float | None]) -> Spread | None:
     if not known:
         return None
     return Spread(statistics.median(known), min(known), max(known), len(known))
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Two runs' throughput in the one measure both can be compared by."""
+
+    measure: str  # "samples/s"; "it/s" where neither run has samples/s
+    a: Spread | None
+    b: Spread | None
+    unlike: str | None  # why their it/s do not compare (steps of different kinds), else None
+
+
+Run = tuple[dict[str, Any], Sequence[Window]]  # a report and its windows
+
+
+def comparable_rates(a: Run, b: Run, names: tuple[str, str]) -> Rates:
+    """samples/s where either run has it. Where neither does (a loop without a DataLoader has
+    no batch size), steps per second, but only when both count the same kind of step
+    (``summary.unit``): 300 backward passes a second and 300 batches a second are not alike."""
+    samples_a, samples_b = rate(*a, "samples_per_s"), rate(*b, "samples_per_s")
+    if samples_a is not None or samples_b is not None:
+        return Rates("samples/s", samples_a, samples_b, None)
+    steps_a, steps_b = rate(*a, "steps_per_s"), rate(*b, "steps_per_s")
+    unit_a, unit_b = _unit(a[0]), _unit(b[0])
+    if steps_a is None or steps_b is None or unit_a == unit_b:
+        return Rates("it/s", steps_a, steps_b, None)
+    unlike = (
+        f"neither run has samples/s, and their steps differ in kind ({names[0]} counts "
+        f"{plural_of(unit_a)}, {names[1]} {plural_of(unit_b)}): their it/s do not compare"
+    )
+    return Rates("it/s", None, None, unlike)
+
+
+def _unit(report: dict[str, Any]) -> str:
+    unit = (report.get("summary") or {}).get("unit")
+    return unit if isinstance(unit, str) else "step"

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from trainprof.analysis.metrics import MIN_STEADY_S
 from trainprof.compare.settings import LABELS, LIKE_WITH_LIKE, differences
-from trainprof.compare.windows import Spread, Window, rate, spread
+from trainprof.compare.windows import Spread, Window, comparable_rates, rate, spread
 from trainprof.units import fmt_bytes, plural
 
 Status = Literal["pass", "fail", "not measured", "not comparable"]
@@ -102,7 +102,7 @@ def evaluate(report: dict[str, Any], windows: Sequence[Window], opts: GateOption
     if opts.min_gpu_util is not None:
         gates.append(gpu_util_gate(report, opts.min_gpu_util))
     if opts.baseline is not None:
-        gate = baseline_gate(report, throughput, opts, runner_load(windows), windows)
+        gate = baseline_gate(report, opts, runner_load(windows), windows)
         gates.append(dataclasses.replace(gate, details=window_lines(windows)))
     return Verdict(tuple(gates), job_failed=job.status != "pass" and _crashed_or_hung(report))
 
@@ -397,30 +397,19 @@ def _baseline_windows(baseline: dict[str, Any]) -> list[Window]:
         return []
 
 
-def baseline_throughput(baseline: dict[str, Any]) -> Spread | None:
-    """The baseline's samples/s: the median of its windows when ``trainprof ci`` stored them,
-    else its whole steady state."""
-    return _throughput(baseline, _baseline_windows(baseline))
-
-
 def baseline_gate(
     report: dict[str, Any],
-    current: Spread | None,
     opts: GateOptions,
     load: float | None = None,
     windows: Sequence[Window] = (),
 ) -> GateResult:
     assert opts.baseline is not None
     name = "baseline"
-    base = baseline_throughput(opts.baseline)
-    measure = "samples/s"
-    if base is None and current is None:
-        # Neither run saw a batch size (a loop without a DataLoader): their steps per second,
-        # of the same kind of step and the same settings, compare instead
-        base_its = _steps_per_s(opts.baseline, _baseline_windows(opts.baseline))
-        its = _steps_per_s(report, windows)
-        if base_its is not None and its is not None and base_its[1] == its[1]:
-            base, current, measure = base_its[0], its[0], "it/s"
+    base_windows = _baseline_windows(opts.baseline)
+    rates = comparable_rates(
+        (opts.baseline, base_windows), (report, windows), ("the baseline", "this run")
+    )
+    base, current, measure = rates.a, rates.b, rates.measure
     limit = f"{measure} >= baseline - {opts.tolerance:.0%}"
     base_settings = opts.baseline.get("settings")
     if not isinstance(base_settings, dict):
@@ -446,9 +435,11 @@ def baseline_gate(
             f"not comparable with the baseline: {what}. {measure} is only compared like with "
             "like; store a new baseline for the new setting",
         )
+    if rates.unlike:
+        return GateResult(name, "not measured", "—", limit, f"not measured: {rates.unlike}")
     if base is None:
         return GateResult(
-            name, "not measured", "—", limit, "not measured: the baseline has no samples/s"
+            name, "not measured", "—", limit, f"not measured: the baseline has no {measure}"
         )
     if current is None:
         return GateResult(name, "not measured", "—", limit, _no_steady(report))
@@ -456,7 +447,6 @@ def baseline_gate(
     ok = change >= -opts.tolerance
     verb = "within" if ok else "more than"
     busy = ""
-    base_windows = _baseline_windows(opts.baseline)
     base_load = runner_load(base_windows)
     if load is not None and not ok:
         then = f"; in the baseline {base_load:.1f}" if base_load is not None else ""
@@ -475,13 +465,6 @@ def baseline_gate(
             name, "pass" if excused else "fail", f"{change:+.0%}", limit, f"{message}. {why}"
         )
     return GateResult(name, "pass" if ok else "fail", f"{change:+.0%}", limit, message)
-
-
-def _steps_per_s(report: dict[str, Any], windows: Sequence[Window]) -> tuple[Spread, str] | None:
-    """Steps per second (as ``_throughput``) and what a step is (``summary.unit``)."""
-    unit = (report.get("summary") or {}).get("unit")
-    steps = rate(report, windows, "steps_per_s")
-    return (steps, unit) if steps is not None and isinstance(unit, str) else None
 
 
 def _contention(
