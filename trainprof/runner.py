@@ -37,6 +37,7 @@ from trainprof.store.redact import redact
 from trainprof.store.schema import (
     ENV_NO_REDACT,
     EVENT_FILE_PREFIX,
+    PROBE_FAILED,
     PROBE_LOADED,
     PROBE_STOPPED,
     event_file_name,
@@ -572,12 +573,23 @@ def _probe_state(run_dir: Path, blocked: str | None) -> dict[str, Any]:
     """``meta["probe"]``: did a process of the job load the probe; if none did, why."""
     if (run_dir / PROBE_LOADED).exists() or any(run_dir.glob(f"{EVENT_FILE_PREFIX}*")):
         return {"loaded": True}
+    failed = _read_failure(run_dir / PROBE_FAILED)
+    if failed:
+        return {"loaded": False, "reason": f"the job's Python could not start the probe: {failed}"}
     return {
         "loaded": False,
         "reason": blocked
         or "no process of the job loaded the probe (no Python process ran, or one ran with "
         "-I, -E or -S, or with PYTHONPATH replaced)",
     }
+
+
+def _read_failure(path: Path) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(500).strip() or None
+    except OSError:
+        return None
 
 
 def _runner_died(session: Session) -> bool:

@@ -273,6 +273,14 @@ def test_python_isolated_mode_says_the_probe_could_not_load(tmp_path: Path) -> N
     meta = json.loads((r.run_dir / "run.json").read_text())
     assert meta["probe"] == {"loaded": False, "reason": reason}
     assert not list(r.run_dir.glob("events-*.tp"))
+    # the job's steps were not seen, which is not "0 steps" (it said "0 optimizer steps")
+    assert r.report is not None and r.report["summary"]["steps"] is None
+    assert "not measured: the probe did not load in the job" in r.stderr, r.stderr[-3000:]
+    assert "Not judged: the probe did not load in the job" in r.stderr
+    skipped = {s["id"]: s["reason"] for s in r.report["skipped"]}
+    assert (
+        skipped["input-bound"] == "the probe did not load in the job: nothing it measures was seen"
+    )
 
     hidden = run_trainprof(tmp_path, "--", "sh", "-c", f"exec {sys.executable} -I {script}")
     meta = json.loads((hidden.run_dir / "run.json").read_text())
@@ -282,6 +290,27 @@ def test_python_isolated_mode_says_the_probe_could_not_load(tmp_path: Path) -> N
     plain = write_script(tmp_path, "plain.py", "print('no torch here')\n")
     r = run_trainprof(tmp_path, str(plain))
     assert json.loads((r.run_dir / "run.json").read_text())["probe"] == {"loaded": True}
+
+
+def test_a_probe_that_fails_to_start_in_the_job_is_named(tmp_path: Path) -> None:
+    """A stale ``trainprof`` earlier on the job's PYTHONPATH (an old checkout) shadows the
+    installed one, and the probe's import fails inside the job: the report names that failure
+    (it said "torch was never imported" of a job that trained)."""
+    stale = tmp_path / "old-checkout" / "trainprof"
+    stale.mkdir(parents=True)
+    (stale / "__init__.py").write_text("raise ImportError('a stale copy of trainprof')\n")
+    script = write_script(tmp_path, "train.py", TRAINS)
+    job = f'PYTHONPATH="$PYTHONPATH:{stale.parent}" exec {sys.executable} {script}'
+    r = run_trainprof(tmp_path, "--", "sh", "-c", job)
+    assert r.returncode == 0 and r.stdout == "trained\n", r.stderr[-3000:]
+    probe = json.loads((r.run_dir / "run.json").read_text())["probe"]
+    assert probe["loaded"] is False, probe
+    assert probe["reason"].startswith(
+        "the job's Python could not start the probe: ImportError: a stale copy of trainprof "
+        "(Python 3."
+    ), probe
+    assert r.report is not None and r.report["summary"]["steps"] is None
+    assert "a stale copy of trainprof" in r.stderr and "torch was never imported" not in r.stderr
 
 
 SLOTTED_ITERATOR_JOB = """

@@ -87,6 +87,24 @@ def test_a_job_without_steps_fails_the_job_gate_with_exit_1() -> None:
     assert g.status == "fail" and "nothing to measure" in g.message and code == 1
 
 
+def test_a_job_the_probe_did_not_load_in_fails_and_says_why_not_no_steps() -> None:
+    r = report(steps=None, steps_per_s=None, samples_per_s=None, step_time_s=None)
+    r["run"].update(stopped_by=None, probe={"loaded": False, "reason": "python -I ignores ..."})
+    g, code = gate(r, "job")
+    assert g.status == "fail" and g.measured == "no probe" and code == 1
+    assert "the probe did not load in it (python -I ignores ...)" in g.message
+
+
+def test_the_bootstrap_writes_the_failure_file_the_runner_reads() -> None:
+    """The bootstrap can import nothing of trainprof (the import may be what failed), so it
+    spells the file's name itself."""
+    from trainprof.launcher import BOOTSTRAP_DIR
+    from trainprof.store.schema import PROBE_FAILED
+
+    source = (BOOTSTRAP_DIR / "sitecustomize.py").read_text()
+    assert f'"{PROBE_FAILED}"' in source
+
+
 def test_findings_at_or_above_fail_on_fail_unless_allowed() -> None:
     r = report()
     r["findings"] = [finding("input-bound", "warning", "train.py:12 (main)")]

@@ -157,6 +157,7 @@ class Metrics:
     # Every GPU NVML sees, with its mean utilization (the job's or not: gpu-unused reads it).
     machine_gpus: tuple[tuple[int, float | None], ...] = ()
     torch_seen: bool = False
+    probe_missing: str | None = None  # why the probe did not load in the job (None: it did)
     exit_code: int | None = None
     stopped_by: str | None = None
     activity: Activity = field(default_factory=lambda: Activity(None))
@@ -190,6 +191,13 @@ class Metrics:
 def trains_on_cuda(precision: dict[str, Any] | None) -> bool:
     """The model's parameters were on a CUDA device at the first optimizer step."""
     return precision is not None and precision.get("device") == "cuda"
+
+
+def _probe_missing(meta: dict[str, Any]) -> str | None:
+    probe = meta.get("probe")
+    if isinstance(probe, dict) and probe.get("loaded") is False:
+        return str(probe.get("reason") or "no process of the job loaded it")
+    return None
 
 
 def warmup_steps(n: int) -> int:
@@ -250,6 +258,7 @@ def compute(session: Session) -> Metrics:
         gpus=session.samples.job_gpus,
         machine_gpus=machine_utils(session.samples, window),
         torch_seen=any(p.torch_imported_us is not None for p in session.processes),
+        probe_missing=_probe_missing(meta),
         exit_code=meta.get("exit_code"),
         stopped_by=meta.get("stopped_by"),
         activity=activity,

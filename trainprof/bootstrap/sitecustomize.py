@@ -22,14 +22,28 @@ def _start_probe() -> None:
         from trainprof.probe import start
 
         start()
-    except Exception:
-        pass
+    except Exception as exc:
+        _note_failure(exc)
     finally:
         if added:
             try:
                 sys.path.remove(parent)  # type: ignore[arg-type]
             except ValueError:
                 pass
+
+
+def _note_failure(exc: Exception) -> None:
+    """Leave the runner the first failure (a stale ``trainprof`` earlier on the job's path, a
+    Python the probe cannot run on), so the report names it instead of guessing. The name is
+    ``trainprof.store.schema.PROBE_FAILED``: nothing of trainprof can be imported here."""
+    try:
+        path = os.path.join(os.environ["TRAINPROF_RUN_DIR"], "probe-failed")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, flags, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"{type(exc).__name__}: {exc} (Python {sys.version.split()[0]})"[:500])
+    except Exception:
+        pass
 
 
 def _forget_bootstrap_dir() -> None:

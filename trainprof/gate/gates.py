@@ -162,6 +162,16 @@ def job_gate(report: dict[str, Any]) -> GateResult:
             limit,
             f"the job crashed{after} with exit code {code}{signal}{why}"[:500],
         )
+    probe = run.get("probe") or {}
+    if probe.get("loaded") is False:
+        return GateResult(
+            "job",
+            "fail",
+            "no probe",
+            limit,
+            f"the job exited 0, but the probe did not load in it ({probe.get('reason')}), so "
+            "no step could be measured",
+        )
     if steps == 0:
         return GateResult(
             "job",

@@ -155,6 +155,14 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
             ),
         )
     s = m.steady
+    probe = meta.get("probe") or {}
+    if probe.get("loaded") is False:
+        # Steps are the probe's to see: without it, none were seen, not "0 steps were made".
+        reason = clean(str(probe.get("reason") or "unknown"))
+        t.add_row("steps", Text("not measured: the probe did not load in the job", style="yellow"))
+        t.add_row("probe", Text(f"not loaded: {reason}: host metrics only", style="yellow"))
+        add_host_rows(t, m)
+        return t
     t.add_row("steps", _steps_text(m))
     opts = m.activity.optimizers
     if opts and len(opts.get("steps") or {}) > 1:
@@ -218,11 +226,7 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
         # have been recorded. Said, so a missing finding is not read as a clean bill.
         more = f" (+{len(errors) - 1} more in --json)" if len(errors) > 1 else ""
         t.add_row("", literal(f"probe error, facts may be missing: {errors[0]}{more}", "yellow"))
-    probe = meta.get("probe") or {}
-    if probe.get("loaded") is False:
-        reason = clean(str(probe.get("reason") or "unknown"))
-        t.add_row("", Text(f"probe not loaded: {reason}: host metrics only", style="yellow"))
-    elif not m.torch_seen:
+    if not m.torch_seen:
         t.add_row("", Text("torch was never imported: host metrics only", style="dim"))
     return t
 
@@ -424,6 +428,12 @@ def quiet_note(meta: dict[str, Any] | None, m: Metrics | None) -> tuple[str, boo
     why = SIGNALS["steps"](m)
     if why is None:
         return "No problems found. ✓", True
+    probe = (meta or {}).get("probe") or {}
+    if probe.get("loaded") is False:
+        return (
+            "Not judged: the probe did not load in the job (see probe above), so trainprof saw "
+            "none of its steps; the rules that read steps were skipped (-v lists them)"
+        ), False
     if m.total_steps == 0:
         return (
             "Not judged: no training step was seen. trainprof counts a step at each torch.optim "

@@ -16,6 +16,7 @@ SCHEMA_VERSION = 1
 EVENT_FILE_PREFIX = "events-"
 EVENT_FILE_SUFFIX = ".tp"
 PROBE_LOADED = "probe-loaded"  # an empty file: a process of the job started the probe
+PROBE_FAILED = "probe-failed"  # the first process's failure to start it (bootstrap writes it)
 PROBE_STOPPED = "probe-stopped-"  # + "<pid>-<errno>", empty: that process stopped recording
 
 # Environment variables the runner sets for the job.

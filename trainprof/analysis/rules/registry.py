@@ -270,6 +270,9 @@ def _dispatch(rule_id: str, check: Check) -> Check:
 
 def missing_signal(r: Rule, m: Metrics) -> str | None:
     needs = r.needs
+    if m.probe_missing is not None and any(n in PROBE_SIGNALS for n in needs):
+        # Not "too few steps (0 seen)": the steps were made, nothing was there to see them.
+        return "the probe did not load in the job: nothing it measures was seen"
     if m.attach is not None:
         variant = _attach_variant(r.id)
         if variant is None:
