@@ -183,6 +183,24 @@ def test_no_finding_is_an_all_clear_only_where_the_rules_had_steps_to_judge(
         assert "No problems found" not in out
 
 
+@pytest.mark.parametrize(
+    ("n_steps", "meta", "note"),
+    [
+        (0, {"exit_code": 1}, "Not judged: the job failed before its first step"),
+        (30, {"exit_code": 1}, "No performance problem in the steps before the job failed"),
+        (30, {"exit_code": 137, "signal": "SIGKILL"}, "a kill loses up to its last 0.5 s"),
+        (30, {"exit_code": 0, "stopped_by": "timeout"}, "a kill loses up to its last 0.5 s"),
+    ],
+)
+def test_a_job_that_did_not_finish_cleanly_is_told_by_how_it_ended(
+    n_steps: int, meta: dict[str, Any], note: str
+) -> None:
+    """A job that raised before training said "a kill loses up to its last 0.5 s of records"
+    of a job nobody killed."""
+    out = " ".join(render(meta, Verdict(), width=300, n_steps=n_steps).split())
+    assert note in out, out
+
+
 def test_doctor_formats_bytes_with_the_same_function() -> None:
     from trainprof.doctor.base import fmt_bytes as doctor_bytes
 

@@ -394,13 +394,25 @@ def shut_down(meta: dict[str, Any]) -> bool:
     return meta.get("killed_at_shutdown") is True
 
 
-def unclean_note(meta: dict[str, Any]) -> str:
+def unclean_note(meta: dict[str, Any], m: Metrics | None = None) -> str:
     """What a report with no finding says of a job that did not finish cleanly."""
     if shut_down(meta):
         return (
             "No performance problem: the script ran to its end and every record was written, "
             f"but the process was then killed by {meta.get('signal')} as Python shut down (see "
             "outcome: a teardown at exit, often a native library's)"
+        )
+    killed = meta.get("signal") or meta.get("stopped_by") or meta.get("recording")
+    if not killed and meta.get("exit_code") not in (0, None):
+        # It ended by itself, with an error: every record was flushed, none was lost to a kill.
+        if m is not None and m.total_steps == 0 and m.probe_missing is None:
+            return (
+                "Not judged: the job failed before its first step (see outcome), so there was "
+                "no training to measure"
+            )
+        return (
+            "No performance problem in the steps before the job failed (see outcome); its "
+            "error is the problem to fix first"
         )
     return (
         "No performance problem in what was recorded, but the job did not finish cleanly (see "
@@ -422,7 +434,7 @@ def quiet_note(meta: dict[str, Any] | None, m: Metrics | None) -> tuple[str, boo
     finished cleanly and had the steps the rules judge (a job whose steps trainprof did not see
     was not judged, and "no problems" would claim what nobody measured)."""
     if meta is not None and not finished_cleanly(meta):
-        return unclean_note(meta), False
+        return unclean_note(meta, m), False
     if m is None or isinstance((meta or {}).get("attach"), dict):  # attach: stacks, not steps
         return "No problems found. ✓", True
     why = SIGNALS["steps"](m)
