@@ -304,6 +304,14 @@ def test_report_of_a_missing_dir_is_one_line(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("trainprof: no such run directory")
+    # a file (the training script, a --json report) is named as one, not as missing
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    proc = subprocess.run(trainprof_cmd("report", str(script)), capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"trainprof: {script} is a file, not a run directory"), (
+        proc.stderr
+    )
 
 
 def test_demo_names_fake_batching_and_input_bound(tmp_path: Path) -> None:

@@ -55,6 +55,11 @@ def report(
         shown = os.path.relpath(run_dir)
         typer.echo(f"trainprof report: the latest run, {shown}", err=True)
     for node in nodes or [run_dir]:
+        if node.exists() and not node.is_dir():
+            raise TrainprofError(
+                f"{node} is a file, not a run directory: give the folder `trainprof run` wrote "
+                f"(./{RUNS_DIR}/<time>-<script>); `trainprof compare` reads report files"
+            )
         if not node.is_dir():
             raise TrainprofError(f"no such run directory: {node}")
         if not is_run_dir(node):
