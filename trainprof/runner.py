@@ -473,6 +473,17 @@ def write_run_json(path: Path, data: Any) -> str | None:
     return error.strerror or str(error)
 
 
+def _say(live: LiveView | None, message: str) -> None:
+    """One line of trainprof's on stderr while the job runs: the status line erased first, and
+    on a line of its own when the job's output stopped mid-line."""
+    lead = ""
+    if live is not None:
+        live.erase()
+        if live.terminal is not None and not live.terminal.at_line_start:
+            lead = "\n"
+    print(f"{lead}{message}", file=sys.stderr, flush=True)
+
+
 class _Recording:
     """Whether the run directory still takes what trainprof writes. The first write that fails
     (a full disk: the output copy, samples, run.json) stops recording; the job runs on exactly as
@@ -487,6 +498,7 @@ class _Recording:
         self.stopped: dict[str, Any] | None = None
         self._when: float | None = None
         self._announced = False
+        self._probe_told = False
         rundir.reserve_space(run_dir)  # given back for run.json and report.json at a full disk
 
     def failed(self, when: float, reason: str, name: str) -> None:
@@ -508,6 +520,24 @@ class _Recording:
             if error is not None:
                 self.failed(error[0], error[1], name)
         self.announce(live)
+        self._announce_probe_failure(live)
+
+    def _announce_probe_failure(self, live: LiveView | None) -> None:
+        """The job's Python could not start the probe (and no process of the job did): said at
+        once, not only in the report at the end of a job that may run for hours."""
+        if self._probe_told:
+            return
+        failed = _read_failure(self.run_dir / PROBE_FAILED)
+        if failed is None:
+            return
+        self._probe_told = True
+        if (self.run_dir / PROBE_LOADED).exists():
+            return  # another process of the job runs it: the report says what it saw
+        _say(
+            live,
+            f"trainprof: the job's Python could not start the probe: {failed}; the report will "
+            "have host metrics only",
+        )
 
     def _probe_errors(self) -> list[tuple[tuple[float, str] | None, str]]:
         """Processes of the job whose probe stopped recording (``EventWriter._failed``)."""
@@ -527,17 +557,11 @@ class _Recording:
         if s is None or self._announced:
             return
         self._announced = True
-        lead = ""
-        if live is not None:
-            live.erase()
-            if live.terminal is not None and not live.terminal.at_line_start:
-                lead = "\n"
-        print(
-            f"{lead}trainprof: recording stopped {s['stopped_at_s']:.1f} s into the run: "
+        _say(
+            live,
+            f"trainprof: recording stopped {s['stopped_at_s']:.1f} s into the run: "
             f"{s['reason']} (writing {self.run_dir / s['file']}); the job goes on and its output "
             "still flows; the report covers what was recorded until then",
-            file=sys.stderr,
-            flush=True,
         )
 
     def write(self, name: str, data: Any) -> bool:
