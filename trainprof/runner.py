@@ -24,6 +24,7 @@ from trainprof.doctor.cpu import usable_cpu_count
 from trainprof.launcher import Job, exit_code_of, probe_blocked_by, probe_env, resolve_command
 from trainprof.live import LiveView
 from trainprof.output import TerminalLock
+from trainprof.probe_state import ProbeWatch, probe_state
 from trainprof.render import console as console_render
 from trainprof.render.json_report import report_dict
 from trainprof.render.text import make_console
@@ -35,10 +36,8 @@ from trainprof.store import rundir
 from trainprof.store.events import ProcessLog
 from trainprof.store.redact import redact
 from trainprof.store.schema import (
+    ENV_DISABLE,
     ENV_NO_REDACT,
-    EVENT_FILE_PREFIX,
-    PROBE_FAILED,
-    PROBE_LOADED,
     PROBE_STOPPED,
     event_file_name,
 )
@@ -148,7 +147,10 @@ def run(opts: RunOptions) -> int:
 
     stacks = StackStarter(run_dir, job, command, stacks_started) if opts.stacks else None
     watch = HangWatch(opts, run_dir)
-    stopped_by = _supervise(job, live, sampler, opts, stacks, watch, recording, held)
+    # nothing to say where the command's flags said it, or the probe was switched off (bench)
+    switched_off = "all" in os.environ.get(ENV_DISABLE, "").split(",")
+    probe = ProbeWatch(run_dir, job.pid, already_said=blocked is not None or switched_off)
+    stopped_by = _supervise(job, live, sampler, opts, stacks, watch, recording, held, probe)
     signals.restore(before)
     with _Finishing():  # the job has ended: a Ctrl-C now must not cost its report
         if watch.hang is not None:
@@ -174,7 +176,8 @@ def run(opts: RunOptions) -> int:
                 "stderr_lines": job.pumps[1].total_lines,
             },
         )
-        meta["probe"] = _probe_state(run_dir, blocked)
+        meta["probe"] = probe_state(run_dir, blocked)
+        probe.check(lambda message: _say(live, message))  # a job too short for the loop to see
         recording.check(job, sampler, live)
         recording.save_meta(meta)
         session = Session.load(run_dir)
@@ -336,6 +339,7 @@ def _supervise(
     watch: HangWatch,
     recording: _Recording | None = None,
     held: list[int] | None = None,
+    probe: ProbeWatch | None = None,
 ) -> str | None:
     """Wait for the job, forwarding signals (first those ``held`` since it started), drawing the
     status line, enforcing --timeout."""
@@ -365,6 +369,8 @@ def _supervise(
                 hung = watch.check(job, live, now)
                 if recording is not None:
                     recording.check(job, sampler, live)
+                if probe is not None:
+                    probe.check(lambda message: _say(live, message))
             except Exception as exc:  # never lose the job over a display or watch error
                 _warn_once(f"trainprof: live view disabled after an internal error: {exc!r}")
                 hung = False
@@ -498,7 +504,6 @@ class _Recording:
         self.stopped: dict[str, Any] | None = None
         self._when: float | None = None
         self._announced = False
-        self._probe_told = False
         rundir.reserve_space(run_dir)  # given back for run.json and report.json at a full disk
 
     def failed(self, when: float, reason: str, name: str) -> None:
@@ -520,24 +525,6 @@ class _Recording:
             if error is not None:
                 self.failed(error[0], error[1], name)
         self.announce(live)
-        self._announce_probe_failure(live)
-
-    def _announce_probe_failure(self, live: LiveView | None) -> None:
-        """The job's Python could not start the probe (and no process of the job did): said at
-        once, not only in the report at the end of a job that may run for hours."""
-        if self._probe_told:
-            return
-        failed = _read_failure(self.run_dir / PROBE_FAILED)
-        if failed is None:
-            return
-        self._probe_told = True
-        if (self.run_dir / PROBE_LOADED).exists():
-            return  # another process of the job runs it: the report says what it saw
-        _say(
-            live,
-            f"trainprof: the job's Python could not start the probe: {failed}; the report will "
-            "have host metrics only",
-        )
 
     def _probe_errors(self) -> list[tuple[tuple[float, str] | None, str]]:
         """Processes of the job whose probe stopped recording (``EventWriter._failed``)."""
@@ -590,29 +577,6 @@ def _process_started(pid: int) -> float | None:
     try:
         return psutil.Process(pid).create_time()
     except psutil.Error:
-        return None
-
-
-def _probe_state(run_dir: Path, blocked: str | None) -> dict[str, Any]:
-    """``meta["probe"]``: did a process of the job load the probe; if none did, why."""
-    if (run_dir / PROBE_LOADED).exists() or any(run_dir.glob(f"{EVENT_FILE_PREFIX}*")):
-        return {"loaded": True}
-    failed = _read_failure(run_dir / PROBE_FAILED)
-    if failed:
-        return {"loaded": False, "reason": f"the job's Python could not start the probe: {failed}"}
-    return {
-        "loaded": False,
-        "reason": blocked
-        or "no process of the job loaded the probe (no Python process ran, or one ran with "
-        "-I, -E or -S, or with PYTHONPATH replaced)",
-    }
-
-
-def _read_failure(path: Path) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(500).strip() or None
-    except OSError:
         return None
 
 
