@@ -102,6 +102,7 @@ class LiveView:
         self.terminal = terminal
         self.fd = fd
         self.latest_sample: dict[str, Any] | None = None
+        self.no_probe = False  # no process of the job loaded the probe: no step will come
 
     def update(self) -> None:
         for header, line in self.tail.poll():
@@ -160,6 +161,8 @@ class LiveView:
             progress = f"batches {s.batches}"
         elif s.backwards:
             progress = f"backward passes {s.backwards}"
+        elif self.no_probe:
+            progress = "no probe: host metrics only"
         else:
             progress = "starting…"
         parts = [(1, f"trainprof {_clock(elapsed)}"), (0, progress)]

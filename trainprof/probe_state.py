@@ -55,6 +55,7 @@ class ProbeWatch:
         self.run_dir = run_dir
         self.job_pid = job_pid
         self.done = already_said
+        self.missing = already_said  # said that no process of the job loaded it
         self.next_look = 0.0
 
     def check(self, say: Callable[[str], None]) -> None:
@@ -65,7 +66,7 @@ class ProbeWatch:
             return
         failed = read_failure(self.run_dir)
         if failed is not None:
-            self.done = True
+            self.done = self.missing = True
             say(
                 f"trainprof: the job's Python could not start the probe: {failed}; the report "
                 "will have host metrics only"
@@ -77,7 +78,7 @@ class ProbeWatch:
         self.next_look = now + LOOK_EVERY_S
         python = self._silent_python()
         if python is not None:
-            self.done = True
+            self.done = self.missing = True
             say(
                 f"trainprof: {python} of the job has run for {SILENT_PYTHON_S:g} s without "
                 "loading the probe (PYTHONPATH replaced by a wrapper, or python -I, -E or -S?); "

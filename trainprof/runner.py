@@ -371,6 +371,7 @@ def _supervise(
                     recording.check(job, sampler, live)
                 if probe is not None:
                     probe.check(lambda message: _say(live, message))
+                    live.no_probe = probe.missing
             except Exception as exc:  # never lose the job over a display or watch error
                 _warn_once(f"trainprof: live view disabled after an internal error: {exc!r}")
                 hung = False

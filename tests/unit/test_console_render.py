@@ -256,6 +256,12 @@ def test_live_line_says_starting_until_the_first_step() -> None:
     assert "steps 1" in view.status_text(2.0) and "starting" not in view.status_text(2.0)
 
 
+def test_live_line_of_a_job_without_the_probe_does_not_say_starting() -> None:
+    view = LiveView("/nonexistent", None, 2)
+    view.no_probe = True  # the runner's ProbeWatch said no process of the job loaded it
+    assert view.status_text(600.0) == "trainprof 10:00 · no probe: host metrics only"
+
+
 def test_live_line_drops_whole_fields_never_half_a_number() -> None:
     view = LiveView("/nonexistent", None, 2)
     feed_steps(view, 50)
