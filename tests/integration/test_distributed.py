@@ -74,6 +74,20 @@ def rank1_straggler(tmp_path_factory: pytest.TempPathFactory) -> Result:
 
 
 @pytest.fixture(scope="module")
+def spawned_straggler(tmp_path_factory: pytest.TempPathFactory) -> Result:
+    """The same rank-1 straggler, its ranks started by torch.multiprocessing.spawn: no RANK in
+    their environment; the rank comes from init_process_group."""
+    env = {**os.environ, "ZOO_LAUNCH": "spawn", "ZOO_SLOW_RANK": "1", "ZOO_STEPS": "200"}
+    return run_trainprof(
+        tmp_path_factory.mktemp("spawned"),
+        str(script_path("dist_metrics_straggler")),
+        env=env,
+        timeout=240,
+        run_args=("--timeout", "180"),
+    )
+
+
+@pytest.fixture(scope="module")
 def failed(tmp_path_factory: pytest.TempPathFactory) -> Result:
     return torchrun(tmp_path_factory.mktemp("failed"), "dist_rank_fails")
 
@@ -113,6 +127,21 @@ def test_a_straggler_that_is_not_rank_0_is_named_with_its_function_from_its_own_
     assert [(x["rank"], x["chunks"][0]["file"]) for x in stacks["ranks"]] == [
         (1, "stacks-rank1-0.json")
     ]
+
+
+def test_ranks_started_by_multiprocessing_spawn_are_ranks_too(spawned_straggler: Result) -> None:
+    """The DDP tutorial's launch: the script's own process only waits in spawn's join. It was
+    read as one process "idle 94%" with no ranks box and no straggler; now each rank is a rank
+    (its number from init_process_group), rank 0's stacks are the main ones and rank 1's its
+    own."""
+    r = spawned_straggler
+    f = metrics_straggler_first(r, 1)
+    assert any(e.startswith("its own stacks:") and "update()" in e for e in f["evidence"]), f
+    per_rank = r.report["ranks"]["per_rank"]  # type: ignore[index]
+    assert [x["rank"] for x in per_rank] == [0, 1], per_rank
+    stacks = json.loads((r.run_dir / "run.json").read_text())["stacks"]
+    main = next(p for p in r.report["ranks"]["per_rank"] if p["rank"] == 0)  # type: ignore[index]
+    assert stacks["pid"] == main["pid"], (stacks, main)  # followed from the launcher to rank 0
 
 
 def test_the_trace_shows_each_ranks_own_stacks_under_its_steps(

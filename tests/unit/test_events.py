@@ -86,3 +86,21 @@ def test_status_line_with_gpu_unavailable_and_with_gpus() -> None:
     assert "GPU 50%" in view.status_text(3.0)
     view.latest_sample = {"procs": [], "gpu": [{"util": 40}, {"util": 60}]}
     assert "GPU" not in view.status_text(3.0), "two GPUs, neither known to be the job's"
+
+
+def test_a_rank_learned_at_init_process_group_makes_the_process_a_rank(tmp_path: Path) -> None:
+    """torch.multiprocessing.spawn gives no RANK: the probe's record of init_process_group
+    does, for the stored log and for the live tail alike; a launcher's rank is kept."""
+    p = tmp_path / "events-7.tp"
+    p.write_text(HEADER + '\nX {"t": 10, "rank": 1, "world_size": 2}\nS 1000 1000 10 0 4 1 4\n')
+    log = load_process(str(p))
+    assert log is not None
+    assert (log.role, log.header["rank"], log.header["world_size"]) == ("rank", 1, 2)
+    seen = [(dict(h), line[0]) for h, line in EventTail(str(tmp_path)).poll()]
+    assert seen[-1][0]["rank"] == 1 and seen[-1][0]["role"] == "rank" and seen[-1][1] == "S"
+    launched = tmp_path / "launched" / "events-8.tp"
+    launched.parent.mkdir()
+    header = json.loads(HEADER[5:]) | {"pid": 8, "role": "rank", "rank": 0, "world_size": 2}
+    launched.write_text(f"#TP1 {json.dumps(header)}\n" + 'X {"t": 10, "rank": 3}\n')
+    kept = load_process(str(launched))
+    assert kept is not None and kept.header["rank"] == 0

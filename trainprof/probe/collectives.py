@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import os
 import time
 from typing import Any
 
@@ -95,9 +96,35 @@ def install(torch: Any) -> None:
         setattr(c10d, name, timed)
         if getattr(dist, name, None) is fn:
             setattr(dist, name, timed)
+    if os.environ.get("RANK") is None:  # no launcher said the rank: learn it when it is set
+        init = c10d.init_process_group
+        noted = _noting_rank(init)
+        c10d.init_process_group = noted
+        if getattr(dist, "init_process_group", None) is init:
+            dist.init_process_group = noted
     ddp = torch.nn.parallel.DistributedDataParallel
     ddp.__init__ = _hooked_ddp_init(ddp.__init__)
     atexit.register(emit)  # runs before the probe's own exit flush (registered earlier)
+
+
+def _noting_rank(init: Any) -> Any:
+    """``init_process_group`` in a process no launcher gave a ``RANK`` (the DDP tutorial's
+    ``torch.multiprocessing.spawn``, the rank passed in by hand): once the group exists, its
+    rank and world size go into the record, which makes the process a rank for the report, as
+    torchrun's environment does. Called once per process: nothing on the hot path."""
+
+    @functools.wraps(init)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        out = init(*args, **kwargs)
+        try:
+            import torch.distributed as dist
+
+            probe.record_info({"rank": dist.get_rank(), "world_size": dist.get_world_size()})
+        except Exception as exc:
+            probe.record_error("rank", exc)
+        return out
+
+    return init_process_group
 
 
 def _timed(fn: Any) -> Any:

@@ -140,7 +140,9 @@ class ProcessLog:
             elif kind == TORCH:
                 self.torch_imported_us = int(rest)
             elif kind == INFO:
-                self.infos.append(checked(_json_object(rest), INFO_FIELDS))
+                info = checked(_json_object(rest), INFO_FIELDS)
+                self.infos.append(info)
+                adopt_rank(self.header, info)
             elif kind == DEVICE:
                 vals = tuple(int(v) for v in rest.split())
                 if len(vals) == _DEVICE_FIELDS_BEFORE_DATA:
@@ -350,11 +352,26 @@ INFO_FIELDS: dict[str, Any] = {  # a dict value: the fields of an object inside
     "at_exit": _BOOL,
     "probe_error": _STR,
     "device_timeline_error": _STR,
+    "rank": _COUNT,  # from init_process_group, in a process no launcher gave a RANK
+    "world_size": _COUNT,
     "step_callers": lambda v: (
         isinstance(v, list)
         and all(isinstance(f, list) and len(f) == 2 and all(map(_STR, f)) for f in v)
     ),
 }
+
+
+def adopt_rank(header: dict[str, Any], info: dict[str, Any]) -> None:
+    """A process that learned its rank at ``init_process_group`` (no ``RANK`` in its
+    environment: ``torch.multiprocessing.spawn``) is a rank from then on, as if a launcher had
+    said so in its header; a rank the header already has is kept."""
+    rank = info.get("rank")
+    if not isinstance(rank, int) or header.get("rank") is not None:
+        return
+    header["rank"] = rank
+    header["world_size"] = info.get("world_size")
+    if header.get("role", "main") in ("main", "fork"):
+        header["role"] = "rank"
 
 
 def checked(obj: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
@@ -436,4 +453,9 @@ class EventTail:
                 if parsed is not None:
                     self.headers[path] = parsed
                 continue
+            if line.startswith(f"{INFO} ") and '"rank"' in line:
+                try:
+                    adopt_rank(header, checked(_json_object(line[2:]), INFO_FIELDS))
+                except ValueError:
+                    pass
             yield header, line

@@ -10,7 +10,9 @@ Run it as ``trainprof run -- torchrun --nproc-per-node 2 dist_metrics_straggler.
 Started without torchrun (``trainprof demo dist_metrics_straggler``), it becomes torchrun itself.
 
 With ``ZOO_SLOW_RANK=1`` rank 1 does that bookkeeping instead: a straggler that is not rank 0,
-whose cause only its own stacks show.
+whose cause only its own stacks show. With ``ZOO_LAUNCH=spawn`` the script starts its two ranks
+itself with ``torch.multiprocessing.spawn`` (the PyTorch DDP tutorial's way: no torchrun, so no
+``RANK`` in the environment; each rank passes its number to ``init_process_group``).
 
 Fix: compute metrics on the device as tensors (``torch.bincount``) on every rank, reduce them
 every N steps with one ``all_reduce``; or do rank 0's extra work every N steps.
@@ -21,7 +23,8 @@ from __future__ import annotations
 import os
 import sys
 
-if "RANK" not in os.environ:  # started directly (`trainprof demo`): become torchrun, 2 ranks
+SPAWN = os.environ.get("ZOO_LAUNCH") == "spawn"
+if "RANK" not in os.environ and not SPAWN:  # started directly: become torchrun, 2 ranks
     os.execv(
         sys.executable,
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", *sys.argv],
@@ -70,6 +73,18 @@ class RunningMetrics:
 
 def main() -> None:
     dist.init_process_group("gloo")
+    train()
+
+
+def spawned(rank: int, world_size: int, port: int) -> None:
+    """``torch.multiprocessing.spawn``'s entry: the rank comes in as an argument."""
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
+    )
+    train()
+
+
+def train() -> None:
     torch.set_num_threads(1)
     rank = dist.get_rank()
     torch.manual_seed(0)
@@ -97,4 +112,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if SPAWN:
+        import socket
+
+        with socket.socket() as sock:  # a free port for the ranks to meet on
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        torch.multiprocessing.spawn(spawned, args=(2, port), nprocs=2)
+    else:
+        main()
