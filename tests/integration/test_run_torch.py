@@ -392,3 +392,45 @@ def test_the_probe_records_the_loop_that_steps_the_optimizer(workers_run) -> Non
         ("main", Path(script).resolve()),
         ("<module>", Path(script).resolve()),
     }
+
+
+TRAINS_IN_A_CHILD = """
+    # The script trains in a multiprocessing child; its own process only waits in join().
+    import multiprocessing as mp
+    import time
+
+
+    def train():
+        import torch
+
+        torch.set_num_threads(1)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x, y = torch.randn(64, 64), torch.randint(0, 10, (64,))
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+
+
+    if __name__ == "__main__":
+        p = mp.get_context("spawn").Process(target=train)
+        p.start()
+        p.join()
+"""
+
+
+def test_a_script_that_trains_in_a_child_process_is_sampled_in_that_child(tmp_path: Path) -> None:
+    """py-spy starts on the script's own process, which only waits for its child: it follows
+    the child once the child steps (the report said "main thread idle 94%" of the steps)."""
+    script = write_script(tmp_path, "child_train.py", TRAINS_IN_A_CHILD)
+    r = run_trainprof(tmp_path, str(script), timeout=120)
+    assert r.returncode == 0 and r.report is not None, r.stderr[-3000:]
+    meta = json.loads((r.run_dir / "run.json").read_text())
+    trainer = [p.name for p in r.run_dir.glob("events-*.tp") if str(meta["pid"]) not in p.name]
+    assert meta["stacks"]["pid"] != meta["pid"], meta["stacks"]
+    assert f"events-{meta['stacks']['pid']}.tp" in trainer, (trainer, meta["stacks"])
+    ledger = r.report["ledger"]
+    assert ledger["step_split"] == "stack samples", ledger
+    assert "idle" not in ledger["buckets"] or ledger["buckets"]["idle"]["share"] < 0.2, ledger

@@ -365,3 +365,23 @@ def test_the_stack_sampler_follows_rank_0_when_the_script_became_torchrun() -> N
     starter.followed = False
     live.stats.stepping = {100: {"rank": None}, 200: {"rank": 0}}
     assert starter._rank0_elsewhere(live) is None  # type: ignore[arg-type]  # it trains itself
+
+
+def test_the_stacks_of_a_launcher_are_not_read_as_the_trainers() -> None:
+    """py-spy sampled the script's own process (mp.spawn's parent, waiting in join) while a
+    child trained: its stacks said "main thread idle 94%". The primary's own stacks (rank 0's
+    recorder) are read instead, or none, saying why."""
+    sess = job({0: 0.002, 1: 0.030})
+    sess.processes.append(process(0, pid=7, loader=None))  # the launcher: no steps
+    loop_spans(sess, {"time.sleep(1)": 1.0}, 100.0, 107.0)  # the launcher's stacks
+    sess.meta["stacks"] = {"pid": 7}
+    m, _ = analyze(sess)
+    assert m.activity.spans == () and m.activity.profile is None
+    assert (
+        m.activity.stacks_error == "py-spy sampled pid 7, not the process that trained (pid 2000)"
+    )
+    launcher = sess.spans
+    sampled_rank(sess, 0, {"model(x)": 1.0})  # rank 0's own recorder, the primary's stacks
+    assert sess.spans == launcher
+    m, _ = analyze(sess)
+    assert m.activity.spans == tuple(sess.rank_spans[0]) and m.activity.stacks_error is None

@@ -365,6 +365,25 @@ def training_loader_key(log: ProcessLog) -> int:
     return key
 
 
+def _primary_spans(
+    session: Session, primary: ProcessLog | None
+) -> tuple[tuple[StackSpan, ...], str | None]:
+    """The stacks of the process whose steps the report reads, and why there are none. py-spy
+    samples the process that trained (run follows it from a launcher to rank 0); where that
+    was another process (a launcher whose trainer was not found in time), its stacks would
+    charge the trainer's steps with the launcher's waiting: they are not used."""
+    stacks = session.meta.get("stacks") or {}
+    error = stacks.get("error")
+    sampled = stacks.get("pid")
+    same_node = primary is not None and primary.header.get("node") in (None, 0)
+    if primary is None or not isinstance(sampled, int) or sampled == primary.pid or not same_node:
+        return tuple(session.spans), error
+    rank = primary.header.get("rank")
+    if isinstance(rank, int) and rank in session.rank_spans:
+        return tuple(session.rank_spans[rank]), error  # its own, from the per-rank recorder
+    return (), f"py-spy sampled pid {sampled}, not the process that trained (pid {primary.pid})"
+
+
 def _activity(
     session: Session,
     primary: ProcessLog | None,
@@ -376,7 +395,7 @@ def _activity(
     infos = primary.infos if primary else []
     precision = next((i["precision"] for i in infos if isinstance(i.get("precision"), dict)), None)
     cuda = trains_on_cuda(precision)
-    spans = tuple(session.spans)
+    spans, stacks_error = _primary_spans(session, primary)
     evals = eval_segments(primary) if primary else []
     saves = save_segments(primary) if primary else []
     stalls = find_stalls(primary, cols, warm, evals, saves) if primary and cols else []
@@ -421,7 +440,7 @@ def _activity(
         loop_profile=loop_prof,
         train_wait_frac=_train_wait(primary, warm, evals) if primary and window else None,
         spans=spans,
-        stacks_error=(session.meta.get("stacks") or {}).get("error"),
+        stacks_error=stacks_error,
         growths=tuple(growths),
         mem_total=samples.mem_total,
         mem_available_min=min(finite(samples.mem_available), default=None),

@@ -282,7 +282,8 @@ def ledger_table(m: Metrics, verdict: Verdict) -> Table | None:
     elif m.activity.spans:
         split = "the step not split (too few stack samples outside stalls, saves and evaluations)"
     else:
-        split = "the step not split (no stack samples)"
+        why = m.activity.stacks_error
+        split = f"the step not split (no stack samples{': ' + clean(why) if why else ''})"
     t.add_row("", "", Text(f"{_dur(led.window_s)} steady, host clock; {split}", style="dim"), "")
     if m.bottleneck is not None and m.bottleneck.verdict == "gpu-bound":
         # A GPU engineer's first question on seeing "68% syncs" on a busy GPU.

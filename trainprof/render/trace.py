@@ -194,7 +194,7 @@ def build(session: Session, m: Metrics) -> dict[str, Any]:
             _steps(trace, p, m if p is primary else None)
     if primary is not None:
         _phases(trace, session, primary, m)
-        _stacks(trace, trace.pid_of(primary), session.spans, m)
+        _stacks(trace, trace.pid_of(primary), list(m.activity.spans), m)
         _device(trace, primary)
     _other_ranks_stacks(trace, session, primary)
     used = {(e["pid"], e["tid"]) for e in trace.events if e["ph"] in ("X", "B", "i")}
@@ -453,7 +453,7 @@ def _phases(trace: Trace, session: Session, log: ProcessLog, m: Metrics) -> None
             _Span("evaluation", seg.t0, seg.t1, "eval", {"seen as": how.get(seg.how, seg.how)})
         )
     for st in a.stalls:
-        spans.append(_stall_span(st, session.spans, a.loop_funcs, a.step_lines))
+        spans.append(_stall_span(st, list(a.spans), a.loop_funcs, a.step_lines))
     hang, wall = session.meta.get("hang"), session.meta.get("wall_s")
     if isinstance(hang, dict) and len(ts) and isinstance(launched, (int, float)) and wall:
         last = log.t0 + ts[-1] / 1e6

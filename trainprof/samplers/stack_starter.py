@@ -71,12 +71,13 @@ class StackStarter:
             self.on_start(self, rec, previous)
 
     def _rank0_elsewhere(self, live: LiveView) -> int | None:
-        """Rank 0's pid when it trains and the sampled process does not (once only)."""
+        """The pid of rank 0, or of a process without a rank (a script that trains in a
+        ``multiprocessing`` child), when it trains and the sampled process does not (once)."""
         rec = self.recorder
         if rec is None or self.followed or rec.pid in live.stats.stepping:
             return None
         for pid, header in live.stats.stepping.items():
-            if header.get("rank") == 0 and pid != rec.pid:
+            if header.get("rank") in (0, None) and pid != rec.pid:
                 self.followed = True
                 return pid
         return None

@@ -23,8 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
-SPAWN = os.environ.get("ZOO_LAUNCH") == "spawn"
-if "RANK" not in os.environ and not SPAWN:  # started directly: become torchrun, 2 ranks
+if "RANK" not in os.environ and os.environ.get("ZOO_LAUNCH") != "spawn":  # become torchrun
     os.execv(
         sys.executable,
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", *sys.argv],
@@ -38,6 +37,7 @@ from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 CLASSES = 8
+SPAWN = os.environ.get("ZOO_LAUNCH") == "spawn"  # torch.multiprocessing.spawn starts the ranks
 STEPS = int(os.environ.get("ZOO_STEPS", "300"))
 SLOW_RANK = int(os.environ.get("ZOO_SLOW_RANK", "0"))  # the rank that keeps the metrics
 
