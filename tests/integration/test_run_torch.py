@@ -434,3 +434,36 @@ def test_a_script_that_trains_in_a_child_process_is_sampled_in_that_child(tmp_pa
     ledger = r.report["ledger"]
     assert ledger["step_split"] == "stack samples", ledger
     assert "idle" not in ledger["buckets"] or ledger["buckets"]["idle"]["share"] < 0.2, ledger
+
+
+STREAMS = """
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset
+
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            for i in range(640):
+                yield torch.randn(8), i % 2
+
+
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in DataLoader(Stream(), batch_size=32):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+"""
+
+
+def test_an_iterable_dataset_is_recorded_with_its_iter(tmp_path: Path) -> None:
+    """The probe tells the report where an IterableDataset's samples are made: its __iter__
+    (the loader's config pointed at torch's Dataset.__getitem__, which it never calls)."""
+    script = write_script(tmp_path, "stream.py", STREAMS)
+    r = run_trainprof(tmp_path, str(script))
+    assert r.returncode == 0, r.stderr[-3000:]
+    session = Session.load(r.run_dir)
+    assert session.primary is not None
+    config = session.primary.loaders[0]
+    assert config["iterable"] is True, config
+    assert config["getitem_at"][0] == str(script) and config["getitem_at"][2] == "Stream.__iter__"

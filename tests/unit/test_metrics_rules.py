@@ -46,6 +46,34 @@ def test_input_bound_fires_with_evidence_and_fix() -> None:
     assert any("num_workers=3" in fx for fx in f.fix)  # 4 usable CPUs → 3 workers
 
 
+def test_input_bound_on_an_iterable_dataset_names_its_iter_and_warns_of_unsharded_workers() -> None:
+    """An IterableDataset makes its samples in __iter__ (it said "__getitem__", and pointed at
+    torch's base class), and workers each run the whole stream unless it is split: the
+    num_workers fix alone would have trained on every sample num_workers times."""
+    loader = dict(
+        DEFAULT_LOADER,
+        num_workers=0,
+        persistent_workers=False,
+        sampler="torch.utils.data.dataloader._InfiniteConstantSampler",
+        iterable=True,
+        getitem_at=["/home/user/proj/stream.py", 9, "Stream.__iter__"],
+    )
+    log = process(200, step_s=0.1, wait_s=0.06, loader=loader)
+    log.add_line("F 1 200 12000000 0 0")  # 60 ms a batch in the main process
+    m, verdict = analyze(session(log))
+    f = next(f for f in verdict.findings if f.id == "input-bound")
+    assert f.where == "/home/user/proj/stream.py:9 (Stream.__iter__)", f.where
+    assert any("a batch takes 60.0 ms: __iter__ 60.0 ms" in e for e in f.evidence), f.evidence
+    assert any(
+        "get_worker_info()" in fx and "each worker yields every sample" in fx for fx in f.fix
+    )
+    assert any(fx.startswith("make __iter__ cheaper") for fx in f.fix) and m.streams_data
+    plain = analyze(
+        session(process(200, step_s=0.1, wait_s=0.06, loader=dict(loader, iterable=False)))
+    )
+    assert not any("get_worker_info" in fx for fx in plain[1].findings[0].fix)
+
+
 def test_input_bound_threshold_is_not_crossed_at_15_percent() -> None:
     _, verdict = analyze(session(process(200, step_s=0.1, wait_s=0.015)))
     assert [f.id for f in verdict.findings] == []

@@ -59,6 +59,15 @@ DESCRIPTION: dict[str, str] = {
     "unattributed": "step time the stack samples did not cover",
 }
 
+
+def label(bucket: str, streamed: bool = False) -> str:
+    """A bucket's description; ``streamed``: the training loader's dataset is an
+    IterableDataset, whose samples are made in ``__iter__``."""
+    if bucket == "fetch" and streamed:
+        return "dataset __iter__ (its samples), in the main process"
+    return DESCRIPTION[bucket]
+
+
 # Stack categories (attribution.category) → the step bucket they fill.
 CATEGORY_BUCKET = {
     "forward": "forward",

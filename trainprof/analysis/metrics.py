@@ -86,8 +86,18 @@ class LoaderView:
     worker_collate_ms: float | None = None  # the collate_fn part of worker_fetch_ms
     main_pin_ms: float | None = None  # pin_memory per batch in the main thread
 
+    @property
+    def iterable(self) -> bool:
+        """An IterableDataset: its samples come from ``__iter__``, not ``__getitem__``."""
+        return self.config.get("iterable") is True
+
+    @property
+    def sample_method(self) -> str:
+        return "__iter__" if self.iterable else "__getitem__"
+
     def code_at(self, which: str) -> str | None:
-        """``file:line (name)`` of the dataset's __getitem__ or the collate_fn, if Python."""
+        """``file:line (name)`` of the dataset's __getitem__ (an IterableDataset's __iter__)
+        or the collate_fn, if Python."""
         at = self.config.get(f"{which}_at")
         return f"{at[0]}:{at[1]} ({at[2]})" if at else None
 
@@ -170,6 +180,11 @@ class Metrics:
     mfu: Mfu | None = None  # FLOPs of one counted step at the steady rate (CUDA jobs)
     attach: AttachView | None = None  # `trainprof attach`: no probe steps, stacks only
     stack_rate_hz: float | None = None  # py-spy's sampling rate (None: not recorded)
+
+    @property
+    def streams_data(self) -> bool:
+        """The training loader (the first) reads an IterableDataset."""
+        return bool(self.loaders) and self.loaders[0].iterable
 
     @property
     def on_cuda(self) -> bool:

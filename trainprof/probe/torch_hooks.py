@@ -516,7 +516,10 @@ def _loader_key(loader: Any) -> int:
 
 def _loader_config(loader: Any) -> dict[str, Any]:
     import torch.multiprocessing as mp
+    from torch.utils.data import IterableDataset
 
+    dataset = getattr(loader, "dataset", None)
+    iterable = isinstance(dataset, IterableDataset)
     sampler = getattr(loader, "sampler", None)
     batch_sampler = getattr(loader, "batch_sampler", None)
     collate = getattr(loader, "collate_fn", None)
@@ -534,9 +537,11 @@ def _loader_config(loader: Any) -> dict[str, Any]:
         "sampler": _qualname(sampler),
         "batch_sampler": _qualname(batch_sampler),
         "collate_fn": _qualname(collate),
-        "dataset": _qualname(getattr(loader, "dataset", None)),
+        "dataset": _qualname(dataset),
+        # An IterableDataset makes its samples in __iter__ (its __getitem__ is the base class's)
+        "iterable": iterable,
         "getitem_at": _code_at(
-            getattr(type(getattr(loader, "dataset", None)), "__getitem__", None)
+            getattr(type(dataset), "__iter__" if iterable else "__getitem__", None)
         ),
         "collate_at": _code_at(collate),
         "len": length,

@@ -15,8 +15,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from trainprof.analysis import ledger
 from trainprof.analysis.findings import Verdict
-from trainprof.analysis.ledger import DATA, DESCRIPTION, STALLS, STEP
+from trainprof.analysis.ledger import DATA, STALLS, STEP
 from trainprof.analysis.metrics import Metrics, batches_per_step
 from trainprof.analysis.rules.registry import SIGNALS
 from trainprof.analysis.stats import bins
@@ -275,7 +276,8 @@ def ledger_table(m: Metrics, verdict: Verdict) -> Table | None:
             share = led.share(b)
             if share < 0.01:
                 continue
-            t.add_row(group if first else "", f"{share:.0%}", DESCRIPTION[b], owner.get(b, ""))
+            label = ledger.label(b, m.streams_data)
+            t.add_row(group if first else "", f"{share:.0%}", label, owner.get(b, ""))
             first = False
     if led.step_split == "stack samples":
         split = "the step split by stack samples"
@@ -527,9 +529,9 @@ def render(
     ranks = rank_table(m.activity.ranks, meta.get("nodes"))  # torchrun: slowest, median, fastest
     if ranks is not None:
         panels.append(Panel(ranks, title="ranks", title_align="left"))
-    ledger = ledger_table(m, verdict)
-    if ledger is not None:
-        panels.append(Panel(ledger, title="where the time went", title_align="left"))
+    time_box = ledger_table(m, verdict)
+    if time_box is not None:
+        panels.append(Panel(time_box, title="where the time went", title_align="left"))
     panels.append(
         Panel(
             findings_group(verdict, verbose, meta.get("cwd"), meta, m),

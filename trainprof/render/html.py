@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
+from trainprof.analysis import ledger
 from trainprof.analysis.findings import Finding, Verdict
-from trainprof.analysis.ledger import DESCRIPTION
 from trainprof.analysis.memory import MIN_R2
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.stats import slope
@@ -105,9 +105,9 @@ def render(session: Session, m: Metrics, verdict: Verdict, trace_data: dict[str,
             )
         ),
     ]
-    ledger = console_render.ledger_table(m, verdict)
-    if ledger is not None:
-        body.append(_pre(Panel(ledger, title="where the time went", title_align="left")))
+    time_box = console_render.ledger_table(m, verdict)
+    if time_box is not None:
+        body.append(_pre(Panel(time_box, title="where the time went", title_align="left")))
     body.append("</section>")
     body.append(_findings(verdict, meta, m))
     body.append("<h2>Plots</h2>")
@@ -259,7 +259,8 @@ def _ledger_chart(m: Metrics, verdict: Verdict) -> str:
         for b in buckets:
             share = led.share(b)
             if share >= 0.005:
-                label = f"{group}: {DESCRIPTION[b]}" if group else DESCRIPTION[b]
+                what = ledger.label(b, m.streams_data)
+                label = f"{group}: {what}" if group else what
                 bars.append(svg.Bar(label, share, f"k-{b}", owner.get(b, "")))
     return svg.stacked_bar(title, bars)
 

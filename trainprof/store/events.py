@@ -311,6 +311,7 @@ LOADER_FIELDS: dict[str, Check] = {
     "batch_sampler": _STR,
     "collate_fn": _STR,
     "dataset": _STR,
+    "iterable": _BOOL,
     "getitem_at": _code_at,
     "collate_at": _code_at,
     "len": _COUNT,

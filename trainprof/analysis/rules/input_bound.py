@@ -2,7 +2,10 @@
 
 Data loading (``__getitem__``, the ``collate_fn``, pinning) runs in the training loop itself
 with ``num_workers=0``, or in workers too few or too slow to keep up. The finding names the
-part that costs (``__getitem__`` or the collate) and the user function behind it.
+part that costs (``__getitem__`` or the collate) and the user function behind it. An
+``IterableDataset`` makes its samples in ``__iter__``, which is named instead, and the fix
+that adds workers says to split its stream per worker: each worker runs the whole
+``__iter__``, so an unsplit stream is trained on ``num_workers`` times.
 
 Anti-pattern::
 
@@ -88,6 +91,8 @@ def check(m: Metrics) -> Finding | None:
         fix.extend(transfer_fix(cfg, loader, led.get("transfer") / batches))
     else:
         fix.append(contention[1] if contention and contention[1] else workers_fix(m, workers))
+        if loader is not None and loader.iterable:
+            fix.append(SHARD_FIX)
         fix.extend(part_fix(part, loader))
     if m.gpu_util_mean is not None and not cfg.get("pin_memory"):
         # Not to a loader already pinned (the H200 input-bound job was told to pin it).
@@ -100,6 +105,15 @@ def check(m: Metrics) -> Finding | None:
         fix=tuple(fix),
         where=_where(part, loader) or loader_caller(m),
     )
+
+
+# With workers, each one runs its own copy of an IterableDataset's __iter__: unsharded, every
+# worker yields the whole stream, and the job trains on each sample num_workers times.
+SHARD_FIX = (
+    "an IterableDataset runs whole in every worker: split its stream per worker in __iter__ "
+    "(torch.utils.data.get_worker_info(): id and num_workers, e.g. every num_workers-th shard "
+    "from the id-th), or each worker yields every sample"
+)
 
 
 def _transfer_line(m: Metrics, batches: float) -> str:
@@ -149,7 +163,10 @@ def _costly_part(loader: LoaderView | None) -> tuple[str | None, str | None]:
     getitem = total - collate
     place = "in the main process" if main else "in each worker"
     name = (loader.config.get("collate_fn") or "collate_fn").rsplit(".", 1)[-1]
-    line = f"{place}, a batch takes {_ms(total)}: __getitem__ {_ms(getitem)}, {name} {_ms(collate)}"
+    line = (
+        f"{place}, a batch takes {_ms(total)}: {loader.sample_method} {_ms(getitem)}, "
+        f"{name} {_ms(collate)}"
+    )
     if main and loader.main_pin_ms:
         line += f", pin_memory {_ms(loader.main_pin_ms)}"
     return ("collate" if collate > getitem else "getitem"), line
@@ -184,6 +201,11 @@ def part_fix(part: str | None, loader: LoaderView | None) -> list[str]:
             "cached in the dataset), use a batched fast tokenizer, and keep collate to padding "
             "and stacking",
             "with workers, collate runs in them in parallel; without, it runs in the loop",
+        ]
+    if loader is not None and loader.iterable:
+        return [
+            "make __iter__ cheaper per sample: decode in bulk (a shard or a block at a time), "
+            "move augmentation to the GPU, store data in a faster format"
         ]
     return [
         "make __getitem__ cheaper: decode/resize once and cache (bounded), "
