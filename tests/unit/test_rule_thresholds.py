@@ -233,6 +233,25 @@ def no_memory_total() -> Session:
     return gpu_job(COUNTED, precision={k: v for k, v in H100.items() if k != "memory_total"})
 
 
+def stream(workers: float, asked: bool = False, **config: object) -> Session:
+    """An IterableDataset read by ``workers`` DataLoader workers; ``asked``: they called
+    get_worker_info() (to split it)."""
+    loader = {
+        **DEFAULT_LOADER,
+        "num_workers": int(workers),
+        "iterable": True,
+        "sampler": "torch.utils.data.dataloader._InfiniteConstantSampler",
+        **config,
+    }
+    logs = [process(100, loader=loader)]
+    for i in range(int(workers)):
+        w = process(0, loader=None, role="worker", pid=3000 + i)
+        if asked:
+            w.add_line('X {"t": 5, "asked_worker_info": true}')
+        logs.append(w)
+    return session(*logs)
+
+
 @dataclass(frozen=True)
 class Case:
     rule: str
@@ -258,6 +277,14 @@ CASES = [
         input_bound,
         0.22,
         0.18,
+        lambda: session(process(100, loader=None)),
+        "no torch DataLoader",
+    ),
+    Case(
+        "iterable-unsplit",
+        stream,
+        2,
+        1,
         lambda: session(process(100, loader=None)),
         "no torch DataLoader",
     ),
@@ -394,6 +421,13 @@ CASES = [
         "not a multi-rank",
     ),
 ]
+
+
+def test_a_stream_its_workers_split_or_may_split_is_left_alone() -> None:
+    assert "iterable-unsplit" in ids(stream(4))
+    assert "iterable-unsplit" not in ids(stream(4, asked=True))
+    assert "iterable-unsplit" not in ids(stream(4, worker_init_fn="train.shard_init"))
+    assert "iterable-unsplit" not in ids(stream(4, iterable=False))  # map-style: the sampler
 
 
 def test_every_rule_in_the_table_has_a_case() -> None:

@@ -168,6 +168,8 @@ class Metrics:
     machine_gpus: tuple[tuple[int, float | None], ...] = ()
     torch_seen: bool = False
     probe_missing: str | None = None  # why the probe did not load in the job (None: it did)
+    # a DataLoader worker called get_worker_info() (None: no worker process was recorded)
+    workers_asked_info: bool | None = None
     exit_code: int | None = None
     stopped_by: str | None = None
     activity: Activity = field(default_factory=lambda: Activity(None))
@@ -206,6 +208,13 @@ class Metrics:
 def trains_on_cuda(precision: dict[str, Any] | None) -> bool:
     """The model's parameters were on a CUDA device at the first optimizer step."""
     return precision is not None and precision.get("device") == "cuda"
+
+
+def _workers_asked_info(session: Session) -> bool | None:
+    workers = session.workers
+    if not workers:
+        return None
+    return any(i.get("asked_worker_info") is True for p in workers for i in p.infos)
 
 
 def _probe_missing(meta: dict[str, Any]) -> str | None:
@@ -274,6 +283,7 @@ def compute(session: Session) -> Metrics:
         machine_gpus=machine_utils(session.samples, window),
         torch_seen=any(p.torch_imported_us is not None for p in session.processes),
         probe_missing=_probe_missing(meta),
+        workers_asked_info=_workers_asked_info(session),
         exit_code=meta.get("exit_code"),
         stopped_by=meta.get("stopped_by"),
         activity=activity,

@@ -537,6 +537,7 @@ def _loader_config(loader: Any) -> dict[str, Any]:
         "sampler": _qualname(sampler),
         "batch_sampler": _qualname(batch_sampler),
         "collate_fn": _qualname(collate),
+        "worker_init_fn": _qualname(getattr(loader, "worker_init_fn", None)),
         "dataset": _qualname(dataset),
         # An IterableDataset makes its samples in __iter__ (its __getitem__ is the base class's)
         "iterable": iterable,

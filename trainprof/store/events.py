@@ -310,6 +310,7 @@ LOADER_FIELDS: dict[str, Check] = {
     "sampler": _STR,
     "batch_sampler": _STR,
     "collate_fn": _STR,
+    "worker_init_fn": _STR,
     "dataset": _STR,
     "iterable": _BOOL,
     "getitem_at": _code_at,
@@ -353,6 +354,7 @@ INFO_FIELDS: dict[str, Any] = {  # a dict value: the fields of an object inside
     "at_exit": _BOOL,
     "probe_error": _STR,
     "device_timeline_error": _STR,
+    "asked_worker_info": _BOOL,  # a DataLoader worker called get_worker_info()
     "rank": _COUNT,  # from init_process_group, in a process no launcher gave a RANK
     "world_size": _COUNT,
     "step_callers": lambda v: (

@@ -52,6 +52,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "iterable_unsplit",
+        "iterable-unsplit",
+        "slow",
+        "an IterableDataset of shards read by 2 workers that never call get_worker_info: each "
+        "yields every shard, so every sample comes twice an epoch",
+        60.0,
+    ),
+    ZooCase(
         "sampler_overhead",
         "sampler-overhead",
         "slow",
@@ -112,6 +120,13 @@ _CASES: tuple[ZooCase, ...] = (
         None,
         "healthy",
         "compute-bound CNN on an in-memory TensorDataset; one print per epoch",
+        60.0,
+    ),
+    ZooCase(
+        "healthy_stream",
+        None,
+        "healthy",
+        "the same shards, split between the 2 workers by get_worker_info",
         60.0,
     ),
     ZooCase(
