@@ -91,10 +91,9 @@ def _mark_loaded(run_dir: str) -> None:
 
 def _on_torch_imported(torch_module: object) -> None:
     try:
-        from trainprof.probe import collectives, dynamo, torch_hooks, worker_info
+        from trainprof.probe import collectives, dynamo, torch_hooks
 
         torch_hooks.install(torch_module)
-        worker_info.install(torch_module)  # an IterableDataset's workers: do they split it?
         collectives.install(torch_module)  # time in torch.distributed collectives, per rank
         dynamo.install()  # a job that compiles: Dynamo leaves the probe's hooks alone
     except Exception as exc:  # fail open, but say so in the record for the report

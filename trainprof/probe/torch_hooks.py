@@ -25,7 +25,7 @@ from types import FrameType
 from typing import Any
 
 from trainprof import probe
-from trainprof.probe import saves, structure
+from trainprof.probe import saves, structure, worker_info
 from trainprof.probe.device import Timeline, cuda_timeline
 from trainprof.probe.flops import StepFlops
 from trainprof.store.schema import (
@@ -655,6 +655,10 @@ def _worker_loop(orig: Any) -> Any:
             worker_id = kwargs.get("worker_id", args[10] if len(args) > 10 else None)
             w.set_role("worker", worker_id=worker_id, parent_pid=os.getppid())
             w.start_timer()
+            try:
+                worker_info.watch_in_worker()  # an IterableDataset: does this worker split it?
+            except Exception as exc:
+                probe.record_error("worker_info", exc)
         try:
             return orig(*args, **kwargs)
         finally:
