@@ -31,14 +31,16 @@ def watch_in_worker() -> None:
     if getattr(original, "_tp_original", None) is not None:
         return  # a worker forked from a worker that already watches
     asked = _noting(original)
-    for module in list(sys.modules.values()):
-        names = getattr(module, "__dict__", None)
-        if not isinstance(names, dict) or module is data:
-            continue
-        for name, value in list(names.items()):
-            if value is original:
-                names[name] = asked
     data.get_worker_info = asked
+    worker_mod.get_worker_info = asked
+    for module in list(sys.modules.values()):
+        try:  # a lazy module may import on attribute access, and fail: leave it be
+            names = module.__dict__
+            for name, value in list(names.items()):
+                if value is original:
+                    names[name] = asked
+        except Exception:
+            continue
 
 
 def _noting(original: Any) -> Any:
