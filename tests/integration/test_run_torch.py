@@ -11,6 +11,7 @@ import pytest
 from conftest import run_trainprof, trainprof_cmd, write_script
 
 from trainprof.analysis.attribution import step_callers
+from trainprof.analysis.pipeline import analyze
 from trainprof.store.session import Session
 
 WORKERS_JOB = """
@@ -467,3 +468,42 @@ def test_an_iterable_dataset_is_recorded_with_its_iter(tmp_path: Path) -> None:
     config = session.primary.loaders[0]
     assert config["iterable"] is True, config
     assert config["getitem_at"][0] == str(script) and config["getitem_at"][2] == "Stream.__iter__"
+
+
+RANDOM_STREAM = """
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset
+
+
+    class Synthetic(IterableDataset):
+        # random samples, never split by worker: each worker draws its own (torch seeds each
+        # worker apart), so nothing is duplicated
+        def __iter__(self):
+            for _ in range(1024):
+                yield torch.randn(64), torch.randint(0, 10, ())
+
+
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = DataLoader(Synthetic(), batch_size=64, num_workers=2, persistent_workers=True)
+    for epoch in range(6):
+        for x, y in loader:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+"""
+
+
+def test_an_unsplit_random_stream_is_not_called_duplicated(tmp_path: Path) -> None:
+    """iterable-unsplit needs proof in the run (two workers with the same first batch): a
+    random stream's workers draw different samples, and it stays quiet, though none of them
+    calls get_worker_info()."""
+    script = write_script(tmp_path, "synthetic.py", RANDOM_STREAM)
+    r = run_trainprof(tmp_path, str(script))
+    assert r.returncode == 0 and r.report is not None, r.stderr[-3000:]
+    assert "iterable-unsplit" not in r.problems, r.problems
+    m = analyze(Session.load(r.run_dir))[0]
+    assert m.workers_asked_info is False and m.streams_data
+    firsts = dict(m.workers_first_batches)
+    assert sorted(firsts) == [0, 1] and firsts[0] != firsts[1], m.workers_first_batches

@@ -233,9 +233,12 @@ def no_memory_total() -> Session:
     return gpu_job(COUNTED, precision={k: v for k, v in H100.items() if k != "memory_total"})
 
 
-def stream(workers: float, asked: bool = False, **config: object) -> Session:
+def stream(
+    workers: float, asked: bool = False, firsts: tuple[int, ...] | None = None, **config: object
+) -> Session:
     """An IterableDataset read by ``workers`` DataLoader workers; ``asked``: they called
-    get_worker_info() (to split it)."""
+    get_worker_info() (to split it); ``firsts``: each worker's first-batch checksum (all the
+    same by default: the stream duplicated)."""
     loader = {
         **DEFAULT_LOADER,
         "num_workers": int(workers),
@@ -246,8 +249,11 @@ def stream(workers: float, asked: bool = False, **config: object) -> Session:
     logs = [process(100, loader=loader)]
     for i in range(int(workers)):
         w = process(0, loader=None, role="worker", pid=3000 + i)
+        w.header["worker_id"] = i
         if asked:
             w.add_line('X {"t": 5, "asked_worker_info": true}')
+        crc = 77 if firsts is None else firsts[i]
+        w.add_line(f'X {{"t": 6, "first_batch": {crc}}}')
         logs.append(w)
     return session(*logs)
 
@@ -428,6 +434,9 @@ def test_a_stream_its_workers_split_or_may_split_is_left_alone() -> None:
     assert "iterable-unsplit" not in ids(stream(4, asked=True))
     assert "iterable-unsplit" not in ids(stream(4, worker_init_fn="train.shard_init"))
     assert "iterable-unsplit" not in ids(stream(4, iterable=False))  # map-style: the sampler
+    # a random (or a queued) stream differs from worker to worker: no proof of a duplicate
+    assert "iterable-unsplit" not in ids(stream(2, firsts=(11, 12)))
+    assert "iterable-unsplit" in ids(stream(3, firsts=(11, 12, 11)))
 
 
 def test_every_rule_in_the_table_has_a_case() -> None:

@@ -170,6 +170,8 @@ class Metrics:
     probe_missing: str | None = None  # why the probe did not load in the job (None: it did)
     # a DataLoader worker called get_worker_info() (None: no worker process was recorded)
     workers_asked_info: bool | None = None
+    # (worker_id, checksum of its first batch) of the workers that read an IterableDataset
+    workers_first_batches: tuple[tuple[int, int], ...] = ()
     exit_code: int | None = None
     stopped_by: str | None = None
     activity: Activity = field(default_factory=lambda: Activity(None))
@@ -215,6 +217,16 @@ def _workers_asked_info(session: Session) -> bool | None:
     if not workers:
         return None
     return any(i.get("asked_worker_info") is True for p in workers for i in p.infos)
+
+
+def _workers_first_batches(session: Session) -> tuple[tuple[int, int], ...]:
+    out = []
+    for p in session.workers:
+        worker_id = p.header.get("worker_id")
+        crc = next((i["first_batch"] for i in p.infos if "first_batch" in i), None)
+        if isinstance(worker_id, int) and isinstance(crc, int):
+            out.append((worker_id, crc))
+    return tuple(out)
 
 
 def _probe_missing(meta: dict[str, Any]) -> str | None:
@@ -284,6 +296,7 @@ def compute(session: Session) -> Metrics:
         torch_seen=any(p.torch_imported_us is not None for p in session.processes),
         probe_missing=_probe_missing(meta),
         workers_asked_info=_workers_asked_info(session),
+        workers_first_batches=_workers_first_batches(session),
         exit_code=meta.get("exit_code"),
         stopped_by=meta.get("stopped_by"),
         activity=activity,

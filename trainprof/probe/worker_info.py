@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import zlib
 from typing import Any
 
 from trainprof import probe
@@ -30,6 +31,7 @@ def watch_in_worker() -> None:
     original = worker_mod.get_worker_info
     if getattr(original, "_tp_original", None) is not None:
         return  # a worker forked from a worker that already watches
+    _fingerprint_first_batch()
     asked = _noting(original)
     data.get_worker_info = asked
     worker_mod.get_worker_info = asked
@@ -43,6 +45,46 @@ def watch_in_worker() -> None:
             continue
 
 
+def _fingerprint_first_batch() -> None:
+    """The worker's first batch from an IterableDataset leaves a checksum of its first tensor's
+    first values, ``{"first_batch": crc32}``: two workers whose first batches are equal are the
+    proof that they read the same stream (random or queued streams differ). The wrapper goes
+    away after that batch: a steady batch pays nothing."""
+    import torch.utils.data._utils.fetch as fetch_mod
+
+    cls = fetch_mod._IterableDatasetFetcher
+    fetch = cls.fetch
+
+    def first_fetch(self: Any, possibly_batched_index: Any) -> Any:
+        cls.fetch = fetch  # type: ignore[method-assign]
+        batch = fetch(self, possibly_batched_index)
+        try:
+            values = _first_values(batch)
+            if values is not None:
+                crc = zlib.crc32(repr(values).encode())
+                _record_now({"first_batch": crc})
+        except Exception as exc:
+            probe.record_error("first_batch", exc)
+        return batch
+
+    cls.fetch = first_fetch  # type: ignore[method-assign]
+
+
+def _first_values(batch: Any) -> list[Any] | None:
+    """Up to 64 values of the first tensor found in a batch (nested tuples, lists, dicts)."""
+    obj = batch
+    for _ in range(4):
+        if hasattr(obj, "reshape") and hasattr(obj, "tolist"):
+            return list(obj.reshape(-1)[:64].tolist())
+        if isinstance(obj, (list, tuple)) and obj:
+            obj = obj[0]
+        elif isinstance(obj, dict) and obj:
+            obj = next(iter(obj.values()))
+        else:
+            return None
+    return None
+
+
 def _noting(original: Any) -> Any:
     said = False
 
@@ -54,8 +96,17 @@ def _noting(original: Any) -> Any:
             caller = sys._getframe(1).f_code.co_filename.replace("\\", "/")
             if _TORCH_DATA not in caller:
                 said = True
-                probe.record_info({"asked_worker_info": True})
+                _record_now({"asked_worker_info": True})
         return info
 
     get_worker_info._tp_original = original  # type: ignore[attr-defined]
     return get_worker_info
+
+
+def _record_now(info: dict[str, object]) -> None:
+    """Once per worker, written at once: a worker of a short job is often killed at the job's
+    exit before its writer's next tick, and these records would go with it."""
+    probe.record_info(info)
+    w = probe.writer()
+    if w is not None:
+        w.flush()

@@ -355,6 +355,7 @@ INFO_FIELDS: dict[str, Any] = {  # a dict value: the fields of an object inside
     "probe_error": _STR,
     "device_timeline_error": _STR,
     "asked_worker_info": _BOOL,  # a DataLoader worker called get_worker_info()
+    "first_batch": _int_in(0, 1 << 32),  # checksum of a worker's first IterableDataset batch
     "rank": _COUNT,  # from init_process_group, in a process no launcher gave a RANK
     "world_size": _COUNT,
     "step_callers": lambda v: (

@@ -6,7 +6,9 @@ each worker runs its own copy of ``__iter__`` from the start. Unless ``__iter__`
 ``worker_init_fn``) splits the stream by ``torch.utils.data.get_worker_info()``, every sample
 reaches the loop ``num_workers`` times an epoch: the job trains on duplicates, an "epoch" is
 ``num_workers`` epochs, and the extra workers buy no speed. PyTorch's own documentation warns
-of it; nothing fails, so it goes unseen.
+of it; nothing fails, so it goes unseen. The proof is in the run: two workers whose first
+batches are equal (a checksum of each worker's first batch; a random or a queued stream
+differs from worker to worker, and is left alone).
 
 Anti-pattern::
 
@@ -50,6 +52,9 @@ def check(m: Metrics) -> Finding | None:
     workers = cfg.get("num_workers")
     if not isinstance(workers, int) or workers < 2 or cfg.get("worker_init_fn"):
         return None  # one worker duplicates nothing; a worker_init_fn may split the stream
+    same = _same_first_batch(m.workers_first_batches)
+    if same is None:
+        return None  # their first batches differ (a random or a queued stream): no proof
     dataset = str(cfg.get("dataset") or "the dataset").rsplit(".", 1)[-1]
     at = cfg.get("getitem_at")
     where = loader.code_at("getitem") if at and is_user_path(str(at[0])) else None
@@ -64,6 +69,8 @@ def check(m: Metrics) -> Finding | None:
             f"the training loader reads {dataset}, an IterableDataset, with num_workers={workers}",
             "none of its workers called torch.utils.data.get_worker_info(), and the loader has "
             "no worker_init_fn: each worker ran the whole __iter__ from its start",
+            f"workers {same[0]} and {same[1]} began with the same first batch (equal checksums "
+            "of its first values)",
         ),
         fix=(
             "split the stream in __iter__: info = torch.utils.data.get_worker_info(); take "
@@ -73,3 +80,14 @@ def check(m: Metrics) -> Finding | None:
         ),
         where=where,
     )
+
+
+def _same_first_batch(firsts: tuple[tuple[int, int], ...]) -> tuple[int, int] | None:
+    """Two worker ids whose first batches were equal (one worker started again in a later
+    epoch repeats its own: not a duplicate)."""
+    seen: dict[int, int] = {}
+    for worker_id, crc in firsts:
+        other = seen.setdefault(crc, worker_id)
+        if other != worker_id:
+            return (min(other, worker_id), max(other, worker_id))
+    return None
