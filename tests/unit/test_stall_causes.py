@@ -1,7 +1,8 @@
 """What a CPU stall was, from the main thread's stacks during it: an evaluation runs the model
 (forward passes, no backward), while a pseudo-label refresh runs it once and then spends longer
 in its own Python: that is CPU work (found when a loaded machine slowed the cpu-stall zoo
-script's no_grad forward to 45 % of its stall)."""
+script's no_grad forward to 45 % of its stall, and to 52 % in a later CI run: an evaluation's
+forward is at least twice the rest)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,10 @@ def cause(forward: float, rest: tuple[tuple[str, str, int], ...]) -> str:
     return st.cause
 
 
-@pytest.mark.parametrize(("forward", "expected"), [(0.45, "cpu"), (0.32, "cpu"), (0.7, "eval")])
+@pytest.mark.parametrize(
+    ("forward", "expected"),
+    [(0.45, "cpu"), (0.32, "cpu"), (0.52, "cpu"), (0.68, "eval"), (0.7, "eval")],
+)
 def test_a_forward_then_longer_python_work_is_cpu_work(forward: float, expected: str) -> None:
     assert cause(forward, SEARCH) == expected
 
