@@ -156,10 +156,9 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
             ),
         )
     s = m.steady
-    probe = meta.get("probe") or {}
-    if probe.get("loaded") is False:
+    if m.probe_missing is not None:
         # Steps are the probe's to see: without it, none were seen, not "0 steps were made".
-        reason = clean(str(probe.get("reason") or "unknown"))
+        reason = clean(m.probe_missing)
         t.add_row("steps", Text("not measured: the probe did not load in the job", style="yellow"))
         t.add_row("probe", Text(f"not loaded: {reason}: host metrics only", style="yellow"))
         add_host_rows(t, m)
@@ -443,8 +442,7 @@ def quiet_note(meta: dict[str, Any] | None, m: Metrics | None) -> tuple[str, boo
     why = SIGNALS["steps"](m)
     if why is None:
         return "No problems found. ✓", True
-    probe = (meta or {}).get("probe") or {}
-    if probe.get("loaded") is False:
+    if m.probe_missing is not None:
         return (
             "Not judged: the probe did not load in the job (see probe above), so trainprof saw "
             "none of its steps; the rules that read steps were skipped (-v lists them)"

@@ -42,7 +42,7 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
         },
         "summary": {
             # attach counts no steps, and without the probe none could be seen: null, not 0
-            "steps": None if metrics.attach or _unprobed(meta) else metrics.total_steps,
+            "steps": None if metrics.attach or metrics.probe_missing else metrics.total_steps,
             "unit": metrics.unit,
             "warmup_steps_excluded": metrics.warmup_steps,
             "steps_per_s": _num(s.steps_per_s) if s else None,
@@ -69,9 +69,3 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
         "findings": [f.to_json() for f in verdict.findings],
         "skipped": [s.to_json() for s in verdict.skipped],
     }
-
-
-def _unprobed(meta: dict[str, Any]) -> bool:
-    """The job ran without the probe (``python -I``, a stale trainprof on its path)."""
-    probe = meta.get("probe")
-    return isinstance(probe, dict) and probe.get("loaded") is False
