@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -362,3 +363,50 @@ def test_ctrl_c_stops_sampling_and_reports(tmp: Path) -> None:
         assert t.proc.poll() is None  # the job goes on
     assert proc.returncode == 0, err[-2000:]
     assert "interrupted (Ctrl-C)" in flat(err) and "report again: trainprof report" in err
+
+
+SPAWNED_RANKS = """
+import os, sys, time
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def rank_main(rank, port):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(32, 32))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    print("training", flush=True)
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        opt.zero_grad()
+        model(torch.randn(16, 32)).sum().backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    mp.spawn(rank_main, args=(int(sys.argv[1]),), nprocs=2)
+"""
+
+
+def test_a_script_that_spawns_its_ranks_is_a_launcher(tmp: Path) -> None:
+    """The DDP tutorial's torch.multiprocessing.spawn: the PID a user sees is the script's, which
+    only waits; its children (command lines like DataLoader workers') are the ranks. Attach said
+    "main thread idle 100%", "3 DataLoader worker processes", "No problems found"."""
+    from trainprof.attach.runner import _dump
+    from trainprof.attach.target import resolve
+
+    script = tmp / "spawned_ranks.py"
+    script.write_text(SPAWNED_RANKS)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with started([sys.executable, str(script), str(port)], "training", tmp) as t:
+        deadline = time.monotonic() + 60
+        while sum(line.count("training") for _w, line in t.lines) < 2:  # both ranks train
+            assert time.monotonic() < deadline, t.lines
+            time.sleep(0.1)
+        targets = resolve(t.proc.pid, dump=_dump)
+        children = {c.pid for c in psutil.Process(t.proc.pid).children()}
+    assert targets.note is not None and "is a launcher" in targets.note, targets
+    assert len(targets.processes) == 2 and {p.pid for p in targets.processes} <= children

@@ -24,7 +24,9 @@ from trainprof.live import LiveView
 from trainprof.output import TerminalLock
 from trainprof.render import console as console_render
 from trainprof.render.text import make_console
+from trainprof.samplers.hang import dump_one
 from trainprof.samplers.loop import SamplerLoop
+from trainprof.samplers.pyspy import py_spy_path
 from trainprof.store import rundir
 from trainprof.store.redact import redact
 from trainprof.store.session import Session
@@ -72,9 +74,15 @@ def _check(opts: AttachOptions) -> None:
         rundir.check_user_file(opts.json_path)
 
 
+def _dump(pid: int) -> str:
+    """One py-spy dump (attach's resolve asks it of a process that may launch trainers)."""
+    exe = py_spy_path()
+    return dump_one(exe, pid) if exe else ""
+
+
 def attach(opts: AttachOptions) -> int:
     _check(opts)
-    targets = resolve(opts.pid)
+    targets = resolve(opts.pid, dump=_dump)
     if targets.note:
         print(f"trainprof: {targets.note}", file=sys.stderr)
     for t in targets.processes:

@@ -7,11 +7,14 @@ line and exit 2."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
 
 from trainprof.errors import TrainprofError
+
+Dump = Callable[[int], str]  # a py-spy dump of a process's threads (text)
 
 # A Python process whose command line names one of these starts others that train: a launcher.
 LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "accelerate")
@@ -104,24 +107,46 @@ def has_torch(pid: int) -> bool | None:
         return None
 
 
-def _trainers_under(p: psutil.Process) -> list[psutil.Process]:
+def spawns_trainers(p: psutil.Process, dump: Dump | None) -> bool:
+    """A Python process that waits in ``torch.multiprocessing.spawn`` (the DDP tutorial's way
+    of starting ranks): its multiprocessing children train, though their command lines look
+    like DataLoader workers'. Told by one py-spy dump of it, and only where it has such a
+    child that loaded torch (a training process with spawn-started workers is not dumped for
+    nothing more than that)."""
+    if dump is None:
+        return False
+    try:
+        children = p.children()
+    except psutil.Error:
+        return False
+    if not any(is_worker(c) and has_torch(c.pid) for c in children):
+        return False
+    return "torch/multiprocessing/spawn.py" in dump(p.pid).replace("\\", "/")
+
+
+def _trainers_under(p: psutil.Process, spawned: bool = False) -> list[psutil.Process]:
     """The Python processes under a launcher that are neither launchers nor workers (nor this
-    trainprof); those that loaded torch, when any did."""
+    trainprof); those that loaded torch, when any did. ``spawned``: the launcher started them
+    with ``torch.multiprocessing.spawn``, so its own multiprocessing children count."""
     try:
         children = p.children(recursive=True)
     except psutil.Error:
         return []
     ours = {os.getpid(), *(a.pid for a in psutil.Process().parents())}
+    direct = {c.pid for c in p.children()} if spawned else set()
     found = [
         c
         for c in children
-        if c.pid not in ours and is_python(c) and not is_launcher(c) and not is_worker(c)
+        if c.pid not in ours
+        and is_python(c)
+        and not is_launcher(c)
+        and (c.pid in direct or not is_worker(c))
     ]
     torch = [c for c in found if has_torch(c.pid) is not False]
     return torch or found
 
 
-def resolve(pid: int) -> Targets:
+def resolve(pid: int, dump: Dump | None = None) -> Targets:
     if pid <= 0:
         raise TrainprofError(f"{pid} is not a process id")
     try:
@@ -139,9 +164,10 @@ def resolve(pid: int) -> Targets:
         assert parent is not None
         note = f"pid {pid} is a DataLoader worker of pid {parent.pid}: attaching to {parent.pid}"
         return Targets(pid, (_describe(parent),), note)
-    if is_python(p) and not is_launcher(p):
+    spawned = is_python(p) and not is_launcher(p) and spawns_trainers(p, dump)
+    if is_python(p) and not is_launcher(p) and not spawned:
         return Targets(pid, (_describe(p),), None)
-    trainers = _trainers_under(p)
+    trainers = _trainers_under(p, spawned)
     if not trainers:
         what = "a launcher" if is_python(p) else "not a Python process"
         raise TrainprofError(

@@ -30,7 +30,7 @@ def dump_stacks(root_pid: int, run_dir: Path, redact_argv: bool = True) -> dict[
     main_stack: str | None = None
     python_procs = 0
     for proc in procs:
-        text = _dump(exe, proc.pid) if exe else "py-spy not found"
+        text = dump_one(exe, proc.pid) if exe else "py-spy not found"
         if redact_argv:
             text = _redact_process_line(text)
         if "Thread" in text:
@@ -58,7 +58,8 @@ def dump_stacks(root_pid: int, run_dir: Path, redact_argv: bool = True) -> dict[
     }
 
 
-def _dump(exe: str, pid: int) -> str:
+def dump_one(exe: str, pid: int) -> str:
+    """``py-spy dump`` of one process, as text (the error instead, when it fails)."""
     try:
         r = subprocess.run(
             [exe, "dump", "--pid", str(pid), "--nonblocking", "--full-filenames"],
