@@ -4,7 +4,6 @@ learn at its end that none of its steps was seen."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,13 +11,13 @@ from typing import Any
 
 import psutil
 
+from trainprof.attach.target import is_python
 from trainprof.store.schema import EVENT_FILE_PREFIX, PROBE_FAILED, PROBE_LOADED
 
 # A Python process of the job this old without the probe loaded never will: the probe starts
 # as the interpreter starts (the bootstrap sitecustomize), well within a second.
 SILENT_PYTHON_S = 5.0
 LOOK_EVERY_S = 2.0  # how often the job's processes are listed while no Python was found
-_PYTHON = re.compile(r"python[0-9.]*$")
 
 
 def probe_state(run_dir: Path, blocked: str | None) -> dict[str, Any]:
@@ -94,10 +93,9 @@ class ProbeWatch:
             return None
         for proc in procs:
             try:
-                name = proc.name()
                 old = time.time() - proc.create_time() >= SILENT_PYTHON_S
+                if old and is_python(proc):
+                    return f"{proc.name()} (pid {proc.pid})"
             except psutil.Error:
                 continue
-            if old and _PYTHON.match(name):
-                return f"{name} (pid {proc.pid})"
         return None
