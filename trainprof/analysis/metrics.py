@@ -35,6 +35,7 @@ from trainprof.analysis.stalls import (
     save_segments,
 )
 from trainprof.analysis.stats import bins, finite, int_percentiles, mean, scaled, tail
+from trainprof.analysis.usercode import is_user_path
 from trainprof.store.events import ProcessLog
 from trainprof.store.gpus import JobGpus, machine_utils
 from trainprof.store.session import Session
@@ -100,6 +101,11 @@ class LoaderView:
         or the collate_fn, if Python."""
         at = self.config.get(f"{which}_at")
         return f"{at[0]}:{at[1]} ({at[2]})" if at else None
+
+    def user_code_at(self, which: str) -> str | None:
+        """``code_at``, where it is the user's own code (not torch's, not a library's)."""
+        at = self.config.get(f"{which}_at")
+        return self.code_at(which) if at and is_user_path(str(at[0])) else None
 
 
 @dataclass(frozen=True)

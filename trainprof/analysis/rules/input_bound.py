@@ -32,7 +32,6 @@ from trainprof.analysis.rules._common import (
     suggested_workers,
 )
 from trainprof.analysis.rules.registry import Threshold, rule
-from trainprof.analysis.usercode import is_user_path
 from trainprof.units import plural
 
 WAIT_FRAC = Threshold(
@@ -103,7 +102,7 @@ def check(m: Metrics) -> Finding | None:
         title=f"Input-bound: the training loop waits for data {share:.0%} of the time",
         evidence=tuple(evidence),
         fix=tuple(fix),
-        where=_where(part, loader) or loader_caller(m),
+        where=(loader.user_code_at(part) if loader and part else None) or loader_caller(m),
     )
 
 
@@ -211,15 +210,6 @@ def part_fix(part: str | None, loader: LoaderView | None) -> list[str]:
         "make __getitem__ cheaper: decode/resize once and cache (bounded), "
         "move augmentation to the GPU, store data in a faster format"
     ]
-
-
-def _where(part: str | None, loader: LoaderView | None) -> str | None:
-    if loader is None or part is None:
-        return None
-    at = loader.config.get(f"{part}_at")
-    if not at or not is_user_path(str(at[0])):
-        return None
-    return loader.code_at(part)
 
 
 def _worker_line(

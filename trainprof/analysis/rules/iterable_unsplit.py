@@ -35,7 +35,6 @@ from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import primary_loader
 from trainprof.analysis.rules.registry import rule
-from trainprof.analysis.usercode import is_user_path
 
 
 @rule(
@@ -56,8 +55,6 @@ def check(m: Metrics) -> Finding | None:
     if same is None:
         return None  # their first batches differ (a random or a queued stream): no proof
     dataset = str(cfg.get("dataset") or "the dataset").rsplit(".", 1)[-1]
-    at = cfg.get("getitem_at")
-    where = loader.code_at("getitem") if at and is_user_path(str(at[0])) else None
     return Finding(
         id="iterable-unsplit",
         severity="warning",
@@ -78,7 +75,7 @@ def check(m: Metrics) -> Finding | None:
             "info is None, in the main process)",
             "or use a map-style Dataset (__getitem__ and __len__): the sampler then splits it",
         ),
-        where=where,
+        where=loader.user_code_at("getitem"),
     )
 
 
