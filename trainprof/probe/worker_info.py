@@ -72,17 +72,12 @@ def _fingerprint_first_batch() -> None:
 
 def _first_values(batch: Any) -> list[Any] | None:
     """Up to 64 values of the first tensor found in a batch (nested tuples, lists, dicts)."""
-    obj = batch
-    for _ in range(4):
-        if hasattr(obj, "reshape") and hasattr(obj, "tolist"):
-            return list(obj.reshape(-1)[:64].tolist())
-        if isinstance(obj, (list, tuple)) and obj:
-            obj = obj[0]
-        elif isinstance(obj, dict) and obj:
-            obj = next(iter(obj.values()))
-        else:
-            return None
-    return None
+    from trainprof.probe.torch_hooks import first_tensor  # (torch_hooks imports this module)
+
+    tensor = first_tensor(batch)
+    if tensor is None or not hasattr(tensor, "reshape"):
+        return None
+    return list(tensor.reshape(-1)[:64].tolist())
 
 
 def _noting(original: Any) -> Any:
