@@ -164,10 +164,11 @@ def resolve(pid: int, dump: Dump | None = None) -> Targets:
         assert parent is not None
         note = f"pid {pid} is a DataLoader worker of pid {parent.pid}: attaching to {parent.pid}"
         return Targets(pid, (_describe(parent),), note)
-    spawned = is_python(p) and not is_launcher(p) and spawns_trainers(p, dump)
-    if is_python(p) and not is_launcher(p) and not spawned:
+    # a Python process that is no launcher trains itself, unless it waits in mp.spawn
+    spawner = is_python(p) and not is_launcher(p)
+    if spawner and not spawns_trainers(p, dump):
         return Targets(pid, (_describe(p),), None)
-    trainers = _trainers_under(p, spawned)
+    trainers = _trainers_under(p, spawned=spawner)
     if not trainers:
         what = "a launcher" if is_python(p) else "not a Python process"
         raise TrainprofError(
