@@ -89,7 +89,7 @@ def evaluate(report: dict[str, Any], windows: Sequence[Window], opts: GateOption
     """Every gate the options ask for, in the order the table shows them."""
     job = job_gate(report)
     gates = [job, findings_gate(report, opts)]
-    throughput = _throughput(report, windows)
+    throughput = rate(report, windows, "samples_per_s")  # the windows' median, else the summary
     if opts.min_samples_per_s is not None:
         gate = samples_gate(report, throughput, opts.min_samples_per_s)
         gates.append(dataclasses.replace(gate, details=window_lines(windows)))
@@ -264,11 +264,6 @@ def _finding_line(f: dict[str, Any]) -> str:
 def _no_steady(report: dict[str, Any]) -> str:
     steps = (report.get("summary") or {}).get("steps") or 0
     return f"not measured: no steady state ({plural(steps, 'step')} recorded)"
-
-
-def _throughput(report: dict[str, Any], windows: Sequence[Window]) -> Spread | None:
-    """samples/s: the median of the windows, or the whole steady state's with one window."""
-    return rate(report, windows, "samples_per_s")
 
 
 def samples_gate(report: dict[str, Any], thr: Spread | None, minimum: float) -> GateResult:
