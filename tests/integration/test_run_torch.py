@@ -437,6 +437,53 @@ def test_a_script_that_trains_in_a_child_process_is_sampled_in_that_child(tmp_pa
     assert "idle" not in ledger["buckets"] or ledger["buckets"]["idle"]["share"] < 0.2, ledger
 
 
+QUICK_STEPS = """
+    import torch
+
+
+    def train():
+        torch.set_num_threads(1)
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+        for _ in range(200):  # well under the writer's half-second tick and 256-record batch
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+"""
+
+LEAVES_THROUGH_OS_EXIT = {
+    "a forked multiprocessing child": """
+    if __name__ == "__main__":
+        import multiprocessing as mp
+
+        p = mp.get_context("fork").Process(target=train)  # its end is os._exit(exitcode)
+        p.start()
+        p.join()
+""",
+    "a script that ends on os._exit": """
+    if __name__ == "__main__":
+        import os
+
+        train()
+        os._exit(0)
+""",
+}
+
+
+@pytest.mark.parametrize("how", list(LEAVES_THROUGH_OS_EXIT))
+def test_a_process_that_leaves_through_os_exit_keeps_its_last_steps(
+    tmp_path: Path, how: str
+) -> None:
+    """``os._exit`` skips the exit handlers, the probe's final flush among them: the steps
+    queued since the writer's last tick were lost (a forked trainer's report counted 205 of
+    384 steps, these 200 quick ones none)."""
+    script = write_script(tmp_path, "exits.py", QUICK_STEPS + LEAVES_THROUGH_OS_EXIT[how])
+    r = run_trainprof(tmp_path, "--no-stacks", str(script), timeout=120)
+    assert r.returncode == 0 and r.report is not None, r.stderr[-3000:]
+    assert r.report["summary"]["steps"] == 200, r.report["summary"]
+
+
 STREAMS = """
     import torch
     from torch.utils.data import DataLoader, IterableDataset

@@ -4,6 +4,7 @@ cannot be opened yet (EMFILE) keeps its records for the next flush."""
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import time
 from pathlib import Path
@@ -63,3 +64,20 @@ def test_a_late_timer_is_made_up_for_where_records_are_queued(tmp_path: Path) ->
     assert sum(1 for ln in path.read_text().splitlines() if ln.startswith("S ")) == 2
     assert w._thread is not None and w._thread.is_alive()
     w.close()
+
+
+def test_a_flush_that_would_wait_on_its_own_thread_gives_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal handler calling ``os._exit`` (which flushes first) can run in the very thread
+    that holds the writer's lock: the flush must give up, not wait for itself for ever."""
+    # (the module by its name: the package's ``writer`` attribute is a function)
+    monkeypatch.setattr(importlib.import_module("trainprof.probe.writer"), "LOCK_WAIT_S", 0.05)
+    w = EventWriter(str(tmp_path))
+    _step(w)
+    with w._lock:  # as if interrupted inside a flush
+        w.flush()  # returns: the step stays queued
+    assert len(w._steps) == 1 and not list(tmp_path.iterdir())
+    w.close()
+    (path,) = tmp_path.iterdir()
+    assert sum(1 for ln in path.read_text().splitlines() if ln.startswith("S ")) == 1

@@ -10,10 +10,12 @@ job.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import sys
 import time
+from typing import Any
 
 from trainprof.probe.writer import EventWriter
 from trainprof.store.schema import (
@@ -68,6 +70,7 @@ def start() -> None:
     _writer = w
     os.register_at_fork(after_in_child=w.after_fork_in_child)
     atexit.register(_at_exit)
+    os._exit = _flushing_first(os._exit)
     _chain_excepthook()
     from trainprof.probe.import_hook import call_after_import
 
@@ -132,6 +135,23 @@ def _at_exit() -> None:
             w.close()
         except Exception:
             pass
+
+
+def _flushing_first(os_exit: Any) -> Any:
+    """``os._exit`` that first does what the exit handlers it skips would have done for the
+    probe: a process leaving through it (a forked ``multiprocessing`` child always does, after
+    its target returns; a script that ends on ``os._exit(0)`` to skip a slow teardown) lost its
+    last half second of records, steps among them, and read as a process that never ended."""
+
+    @functools.wraps(os_exit)
+    def _exit(*args: Any, **kwargs: Any) -> Any:
+        collectives = sys.modules.get("trainprof.probe.collectives")
+        if collectives is not None:
+            collectives.emit()  # its atexit handler, skipped too (it never raises)
+        _at_exit()
+        return os_exit(*args, **kwargs)
+
+    return _exit
 
 
 def _chain_excepthook() -> None:

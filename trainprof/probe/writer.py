@@ -3,11 +3,11 @@
 Records are appended to a deque (thread-safe append, no lock on the hot path) and written in
 one ``os.write`` when 256 are queued, every half second from a daemon thread (so a hung job's
 last records still reach the disk, and a job killed by SIGKILL loses at most its last half
-second), at exit, and before a DataLoader worker leaves. Should the timer fall behind by more
-than a second (a dead or starved thread), the next record is flushed where it is queued. The
-file and its header are created lazily at the first flush, so a forked child that never
-records anything leaves no file, and a child's header carries the role it learned after the
-fork.
+second), at exit (``os._exit`` included), and before a DataLoader worker leaves. Should the
+timer fall behind by more than a second (a dead or starved thread), the next record is flushed
+where it is queued. The file and its header are created lazily at the first flush, so a forked
+child that never records anything leaves no file, and a child's header carries the role it
+learned after the fork.
 
 A flush never raises into the job. A file that cannot be opened for now (EMFILE, the job's
 own descriptors exhausted) keeps its records for the next flush; any other write error (a full
@@ -39,6 +39,7 @@ from trainprof.store.schema import (
 FLUSH_EVERY_RECORDS = 256
 FLUSH_EVERY_S = 0.5  # the timer's period
 MAX_AGE_S = 1.0  # a timer later than this: the next record is flushed where it is queued
+LOCK_WAIT_S = 2.0  # a flush waits this long for another's to end, then leaves its records queued
 MAX_PENDING_BYTES = 1 << 20  # kept for a file that cannot be opened yet (EMFILE)
 TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.EINTR})
 
@@ -123,12 +124,17 @@ class EventWriter:
         """Write what is queued. Never raises (see the module's docstring)."""
         if self._closed:
             return
-        with self._lock:
+        # A bounded wait: a signal handler that exits (os._exit flushes first) can interrupt
+        # this very thread inside a flush, and would wait for itself for ever.
+        if not self._lock.acquire(timeout=LOCK_WAIT_S):
+            return  # the records stay queued
+        try:
             self._due = time.monotonic() + MAX_AGE_S
-            try:
-                self._write_queued()
-            except Exception as exc:
-                self._failed(exc)
+            self._write_queued()
+        except Exception as exc:
+            self._failed(exc)
+        finally:
+            self._lock.release()
 
     def _write_queued(self) -> None:
         q, sq = self._queue, self._steps
