@@ -410,3 +410,47 @@ def test_a_script_that_spawns_its_ranks_is_a_launcher(tmp: Path) -> None:
         children = {c.pid for c in psutil.Process(t.proc.pid).children()}
     assert targets.note is not None and "is a launcher" in targets.note, targets
     assert len(targets.processes) == 2 and {p.pid for p in targets.processes} <= children
+
+
+DEEP_MODEL_FORKED_WORKERS = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.set_num_threads(1)
+
+
+def nested(depth):
+    return nn.Linear(32, 32) if depth == 0 else nn.Sequential(nested(depth - 1), nn.ReLU())
+
+
+model = nn.Sequential(nested(40), nn.Linear(32, 2))  # a forward ~130 frames deep
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(512, 32), torch.randint(0, 2, (512,)))
+loader = DataLoader(data, batch_size=16, num_workers=2)  # forked workers, shallower stacks
+for epoch in range(10_000):
+    for x, y in loader:
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    print(f"epoch {epoch}", flush=True)
+"""
+
+
+def test_forked_workers_stacks_stay_out_of_the_jobs_stacks(tmp: Path) -> None:
+    """py-spy writes a thread's stacks as differences from the last stack of its thread id,
+    which a forked worker's main thread shares with the job's: read as written, half the
+    job's stacks had worker frames piled under them (up to 300 frames deep), and an evaluation
+    in a Hugging Face job went unseen."""
+    from trainprof.store.stacks import load_spans
+
+    script = tmp / "deep_model.py"
+    script.write_text(DEEP_MODEL_FORKED_WORKERS)
+    with started([sys.executable, str(script)], "epoch 0", tmp) as job:
+        r = attach(job.proc.pid, tmp)
+    spans = load_spans(r.run_dir / f"stacks-{job.proc.pid}.json", 0.0)
+    total = sum(s.t1 - s.t0 for s in spans)
+    rooted = sum(s.t1 - s.t0 for s in spans if [f[0] for f in s.frames].count("<module>") == 1)
+    # (py-spy --nonblocking tears a few stacks itself: they lack the root, never add one)
+    assert total > 1.0 and rooted / total > 0.9, (rooted, total)
+    assert not any(f[0] == "_worker_loop" for s in spans for f in s.frames)

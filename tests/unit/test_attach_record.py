@@ -65,3 +65,68 @@ def test_def_line_is_the_first_line_of_the_function(tmp_path: Path) -> None:
     assert def_line(str(src), 4, "helper") == 2  # its decorator, as co_firstlineno
     assert def_line(str(src), 8, "missing") == 8
     assert def_line(str(tmp_path / "gone.py"), 5, "f") == 5
+
+
+def _py_spy_events(samples: list[tuple[int, int, list[str]]]) -> list[dict[str, object]]:
+    """What py-spy's Chrome trace writer (chrometrace.rs) emits for these samples (time, pid,
+    frames outermost first), all of one thread id: as a forked child's main thread has its
+    parent's. Each sample is written as the difference from the previous stack of that
+    thread id, whatever process it was of; the end events carry the new sample's pid."""
+    events: list[dict[str, object]] = []
+    prev: list[str] = []
+    for ts, pid, frames in samples:
+        common = 0
+        for a, b in zip(prev, frames, strict=False):
+            if a != b:
+                break
+            common += 1
+        events += [_frame_ev("E", pid, f, ts) for f in reversed(prev[common:])]
+        events += [_frame_ev("B", pid, f, ts) for f in frames[common:]]
+        prev = frames
+    last_ts, last_pid, _ = samples[-1]
+    return events + [_frame_ev("E", last_pid, f, last_ts + 1) for f in reversed(prev)]
+
+
+def _frame_ev(ph: str, pid: int, frame: str, ts: int) -> dict[str, object]:
+    if frame.startswith("process "):  # py-spy's root frames of a process, with no file
+        return {**_ev(ph, pid, frame, "", 0, ts), "args": {"filename": ""}}
+    return _ev(ph, pid, frame, "train.py", 1, ts)
+
+
+def test_a_forked_workers_samples_do_not_pile_onto_the_jobs_stacks(tmp_path: Path) -> None:
+    """The job's evaluation forward, deeper than its worker's stack: read as py-spy wrote
+    them, the job's events left the worker's frames under its own (stacks of hundreds of
+    frames in a Hugging Face job). Replayed, each process has its own stacks again."""
+    job = ["process 10:python train.py", "<module>", "train", "evaluate", "forward", "linear"]
+    job_bwd = ["process 10:python train.py", "<module>", "train", "backward"]
+    worker = [
+        "process 10:python train.py",
+        "process 11:python train.py",
+        "<module>",
+        "train",
+        "_worker_loop",
+    ]
+    samples = [
+        (0, 10, job),
+        (1, 11, worker),
+        (2, 10, job),
+        (3, 11, worker + ["__getitem__"]),
+        (4, 10, job_bwd),
+        (5, 11, worker),
+        (6, 10, job_bwd),
+    ]
+    raw = tmp_path / "raw.json"
+    raw.write_text(json.dumps(_py_spy_events(samples)))
+    tmp = tmp_path
+    files = record.split(raw, tmp)
+    stacks = {
+        pid: [([f[0] for f in s.frames], s.t0 * 1e6, s.t1 * 1e6) for s in load_spans(tmp / n, 0.0)]
+        for pid, (n, _count) in files.items()
+    }
+    # (the trace ends at 7, where py-spy closes the stack it holds)
+    assert stacks[10] == [(job[1:], 0, 4), (job_bwd[1:], 4, 7)]
+    assert stacks[11] == [
+        (worker[2:], 1, 3),
+        (worker[2:] + ["__getitem__"], 3, 5),
+        (worker[2:], 5, 7),
+    ]

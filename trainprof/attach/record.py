@@ -82,7 +82,7 @@ def _last_line(path: Path) -> str | None:
 def split(raw: Path, run_dir: Path, cwd: str | None = None) -> dict[int, tuple[str, int]]:
     """Write one trace per process of py-spy's whole-tree trace: ``{pid: (file, events)}``.
 
-    py-spy roots each stack of a subprocess in a ``process N:"cmd"`` frame: dropped, so the
+    py-spy roots each stack of a subprocess in ``process N:"cmd"`` frames: dropped, so the
     stacks read as `trainprof run`'s do. A relative file name (a script started as ``python
     train.py``) is made absolute against that process's working directory, so its lines can
     be read and named from anywhere (workers share their parent's ``cwd``)."""
@@ -94,25 +94,113 @@ def split(raw: Path, run_dir: Path, cwd: str | None = None) -> dict[int, tuple[s
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
     if not isinstance(events, list):
         return {}
-    by_pid: dict[int, list[dict[str, Any]]] = {}
-    for ev in events:
-        if not isinstance(ev, dict) or not isinstance(ev.get("pid"), int):
-            continue
-        raw_args = ev.get("args")
-        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-        name = str(ev.get("name", ""))
-        if not args.get("filename") and name.startswith("process "):
-            continue
-        fn = args.get("filename")
-        if cwd and isinstance(fn, str) and fn and not os.path.isabs(fn) and not fn.startswith("<"):
-            ev = {**ev, "args": {**args, "filename": os.path.normpath(os.path.join(cwd, fn))}}
-        by_pid.setdefault(ev["pid"], []).append(ev)
     out: dict[int, tuple[str, int]] = {}
-    for pid, evs in by_pid.items():
+    for pid, evs in untangle(events, cwd).items():
         name = stacks_file(pid)
         write_private_text(run_dir / name, json.dumps(evs, separators=(",", ":")))
         out[pid] = (name, len(evs))
     return out
+
+
+def untangle(events: list[Any], cwd: str | None = None) -> dict[int, list[dict[str, Any]]]:
+    """Each process's own begin/end events, from py-spy's trace of a process tree.
+
+    py-spy writes a thread's begin/end events as the difference between its stack and the
+    previous stack it saw of that thread id, whichever process that stack was of. A forked
+    child's thread has its parent's thread id (a DataLoader worker's main thread, the job's
+    main thread's), so a process's events undo frames of another's stack and leave its own
+    open: read as they are, the job's stacks piled up to hundreds of frames, a transformer's
+    evaluation forward on top of the worker loop, and its evaluations went unseen. Replayed
+    here in py-spy's order, the events give each sample's whole stack; each process's
+    events are then written again as the difference between its own consecutive stacks. (A
+    sample identical to the thread id's previous stack, of another process, leaves no events:
+    that process's stack changes at its next events instead.)"""
+    seen: dict[Any, list[dict[str, Any]]] = {}  # thread id: py-spy's previous stack of it
+    own: dict[tuple[int, Any], list[dict[str, Any]]] = {}  # (pid, thread id): that stack
+    out: dict[int, list[dict[str, Any]]] = {}
+    last_ts: Any = 0
+    i = 0
+    while i < len(events):
+        ev = events[i]
+        i += 1
+        if not isinstance(ev, dict) or not isinstance(ev.get("pid"), int):
+            continue
+        pid, tid, ts = ev["pid"], ev.get("tid"), ev.get("ts")
+        if ev.get("ph") not in ("B", "E"):
+            out.setdefault(pid, []).append(ev)  # metadata (thread names)
+            continue
+        # one sample: the run of events of one process and thread at one time
+        sample = [ev]
+        while i < len(events) and _same_sample(events[i], pid, tid, ts):
+            sample.append(events[i])
+            i += 1
+        stack = seen.setdefault(_key(tid), [])
+        for e in sample:
+            if e["ph"] == "B":
+                stack.append(_with_path(e, cwd))
+            elif stack:
+                stack.pop()
+        now = [f for f in stack if not _process_frame(f)]
+        before = own.get((pid, _key(tid)), [])
+        out.setdefault(pid, []).extend(_difference(before, now, pid, tid, ts))
+        own[(pid, _key(tid))] = now
+        last_ts = ts if isinstance(ts, (int, float)) and ts > last_ts else last_ts
+    for (pid, _tid), stack in own.items():  # what py-spy closed under another process
+        if stack:
+            tid = stack[0].get("tid")
+            out.setdefault(pid, []).extend(_difference(stack, [], pid, tid, last_ts))
+    return out
+
+
+def _same_sample(ev: Any, pid: int, tid: Any, ts: Any) -> bool:
+    return (
+        isinstance(ev, dict)
+        and ev.get("ph") in ("B", "E")
+        and ev.get("pid") == pid
+        and ev.get("tid") == tid
+        and ev.get("ts") == ts
+    )
+
+
+def _key(tid: Any) -> Any:
+    return tid if isinstance(tid, (int, str, float, type(None))) else repr(tid)
+
+
+def _process_frame(ev: dict[str, Any]) -> bool:
+    args = ev.get("args")
+    filename = args.get("filename") if isinstance(args, dict) else None
+    return not filename and str(ev.get("name", "")).startswith("process ")
+
+
+def _with_path(ev: dict[str, Any], cwd: str | None) -> dict[str, Any]:
+    """The event with its file name made absolute against ``cwd``."""
+    raw_args = ev.get("args")
+    args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+    fn = args.get("filename")
+    if cwd and isinstance(fn, str) and fn and not os.path.isabs(fn) and not fn.startswith("<"):
+        return {**ev, "args": {**args, "filename": os.path.normpath(os.path.join(cwd, fn))}}
+    return ev
+
+
+def _difference(
+    before: list[dict[str, Any]], now: list[dict[str, Any]], pid: int, tid: Any, ts: Any
+) -> list[dict[str, Any]]:
+    """End events for the frames of ``before`` not in ``now`` (innermost first), then begin
+    events for the frames of ``now`` not in ``before`` (outermost first)."""
+    common = 0
+    for a, b in zip(before, now, strict=False):
+        if _frame(a) != _frame(b):
+            break
+        common += 1
+    ends = [{**f, "ph": "E", "pid": pid, "tid": tid, "ts": ts} for f in reversed(before[common:])]
+    begins = [{**f, "ph": "B", "pid": pid, "tid": tid, "ts": ts} for f in now[common:]]
+    return ends + begins
+
+
+def _frame(ev: dict[str, Any]) -> tuple[Any, Any, Any]:
+    args = ev.get("args")
+    args = args if isinstance(args, dict) else {}
+    return ev.get("name"), args.get("filename"), args.get("line")
 
 
 def remove(paths: Iterable[Path]) -> None:
