@@ -22,7 +22,10 @@ def fmt_bytes(n: float | None, missing: str = "—") -> str:
 
 
 def plural_of(word: str) -> str:
-    """``batch`` → ``batches``, ``step`` → ``steps``, ``optimizer step`` → ``optimizer steps``."""
+    """``batch`` → ``batches``, ``step`` → ``steps``, ``optimizer step`` → ``optimizer steps``,
+    ``epoch`` → ``epochs`` (its "ch" is a k)."""
+    if word.endswith("epoch"):
+        return word + "s"
     if word.endswith(("s", "sh", "ch", "x", "z")):
         return word + "es"
     if word.endswith("y") and word[-2:-1] not in ("a", "e", "i", "o", "u"):

@@ -441,7 +441,8 @@ def test_forked_workers_stacks_stay_out_of_the_jobs_stacks(tmp: Path) -> None:
     """py-spy writes a thread's stacks as differences from the last stack of its thread id,
     which a forked worker's main thread shares with the job's: read as written, half the
     job's stacks had worker frames piled under them (up to 300 frames deep), and an evaluation
-    in a Hugging Face job went unseen."""
+    in a Hugging Face job went unseen. Its workers, restarted each epoch, had the report say
+    "47 DataLoader worker processes seen" and advise more workers."""
     from trainprof.store.stacks import load_spans
 
     script = tmp / "deep_model.py"
@@ -454,3 +455,9 @@ def test_forked_workers_stacks_stay_out_of_the_jobs_stacks(tmp: Path) -> None:
     # (py-spy --nonblocking tears a few stacks itself: they lack the root, never add one)
     assert total > 1.0 and rooted / total > 0.9, (rooted, total)
     assert not any(f[0] == "_worker_loop" for s in spans for f in s.frames)
+    # its workers, started again each epoch, are told as such, and so is the fix
+    assert r.info["workers_at_once"] <= 2 < r.info["workers"], r.info
+    first = r.problems[0]
+    assert first["id"] == "input-bound", r.report["findings"]
+    assert "workers are started again and again" in first["evidence"][-1], first["evidence"]
+    assert first["fix"][0].startswith("DataLoader(..., persistent_workers=True)"), first["fix"]

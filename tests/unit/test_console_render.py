@@ -126,6 +126,7 @@ def test_report_names_the_command_that_prints_it_again() -> None:
 def test_counts_and_units() -> None:
     assert plural(1, "batch") == "1 batch" and plural(2, "batch") == "2 batches"
     assert plural(1, "optimizer step") == "1 optimizer step" and plural(0, "step") == "0 steps"
+    assert plural(83, "epoch") == "83 epochs" and plural(2, "process") == "2 processes"
     assert fmt_bytes(512) == "512 B" and fmt_bytes(3 * 2**20) == "3.0 MiB"
     assert fmt_bytes(31 * 2**30) == "31.0 GiB" and fmt_bytes(None) == "—"
 

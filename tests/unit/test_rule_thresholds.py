@@ -302,7 +302,7 @@ CASES = [
         lambda: session(process(100, loader=None)),
         "DataLoader",
     ),
-    Case("worker-startup", worker_startup, 0.06, 0.04, NO_STEPS, "too few steps"),
+    Case("worker-startup", worker_startup, 0.06, 0.02, NO_STEPS, "too few steps"),
     Case(
         "cpu-stall",
         cpu_stall,

@@ -78,9 +78,16 @@ class AttachView:
     stall_period_steps: int | None
     stall_period_s: float | None
     workers: int  # DataLoader worker processes seen
+    # The most of them alive at one host sample (None: none sampled): fewer than ``workers``,
+    # they were started again and again (each epoch, without persistent_workers=True)
+    workers_at_once: int | None
     target_exit: str | None  # "exited during sampling after N s" or None (still running)
     ranks: tuple[RankAttach, ...] = ()
     worker_spans: tuple[StackSpan, ...] = ()  # DataLoader workers' main threads (not in JSON)
+
+    @property
+    def workers_restarted(self) -> bool:
+        return self.workers_at_once is not None and self.workers > self.workers_at_once
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -96,6 +103,7 @@ class AttachView:
             if self.stall_period_s is None
             else round(self.stall_period_s, 3),
             "workers": self.workers,
+            "workers_at_once": self.workers_at_once,
             "target_exit": self.target_exit,
             "ranks": [r.to_json() for r in self.ranks],
         }

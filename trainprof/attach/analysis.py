@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -538,6 +539,7 @@ def compute(session: Session) -> Metrics:
         stall_period_steps=p,
         stall_period_s=statistics.median(gaps) if len(gaps) >= 2 else None,
         workers=len(workers),
+        workers_at_once=most_at_once(session, workers),
         target_exit=att.get("target_exit") if isinstance(att.get("target_exit"), str) else None,
         ranks=_rank_views(session, att, rate_hz),
         worker_spans=tuple(worker_spans(session)),
@@ -564,6 +566,13 @@ def compute(session: Session) -> Metrics:
         ledger=led,
         attach=view,
     )
+
+
+def most_at_once(session: Session, workers: list[Any]) -> int | None:
+    """The most DataLoader workers alive at one tick of the host sampler (None: it saw none)."""
+    pids = {w.get("pid") for w in workers if isinstance(w, dict)}
+    alive = Counter(t for pid, s in session.samples.procs.items() if pid in pids for t in s.t)
+    return max(alive.values()) if alive else None
 
 
 def worker_spans(session: Session) -> list[StackSpan]:

@@ -10,10 +10,11 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from trainprof.analysis.attach_view import SHARES, RateEstimate
+from trainprof.analysis.attach_view import SHARES, AttachView, RateEstimate
 from trainprof.analysis.metrics import Metrics
 from trainprof.render.console import add_host_rows
 from trainprof.render.text import literal, shell_join
+from trainprof.units import plural
 
 
 def rate_text(r: RateEstimate) -> str:
@@ -71,9 +72,7 @@ def attach_summary(meta: dict[str, Any], m: Metrics) -> Table:
     if a.stall_period_steps:
         sec = f" ({a.stall_period_s:.2f} s)" if a.stall_period_s else ""
         t.add_row("stalls", f"every ~{a.stall_period_steps} steps{sec}")
-    t.add_row(
-        "workers", f"{a.workers} DataLoader worker process{'es' if a.workers != 1 else ''} seen"
-    )
+    t.add_row("workers", workers_text(a))
     for r in a.ranks:
         label = f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
         t.add_row(label, literal(f"pid {r.pid}: {rate_text(r.rate)}; {shares_text(r.shares)}"))
@@ -86,3 +85,12 @@ def attach_summary(meta: dict[str, Any], m: Metrics) -> Table:
     )
     add_host_rows(t, m)
     return t
+
+
+def workers_text(a: AttachView) -> str:
+    """``2 DataLoader worker processes seen``, or, where they were started again and again,
+    ``47 DataLoader worker processes seen in 3.9 s, at most 2 at once: restarted``."""
+    seen = f"{plural(a.workers, 'DataLoader worker process')} seen"
+    if not a.workers_restarted:
+        return seen
+    return f"{seen} in {a.sampled_s:.1f} s, at most {a.workers_at_once} at once: restarted"

@@ -21,6 +21,7 @@ from trainprof.analysis.rules import (
     eval_stall,
     input_bound,
     memory_growth,
+    worker_startup,
 )
 from trainprof.analysis.rules._common import loader_caller, ms
 from trainprof.analysis.rules._stalls import Stalls, judge
@@ -67,8 +68,7 @@ def input_bound_attach(m: Metrics) -> Finding | None:
     evidence = [
         f"the main thread was inside the DataLoader {share:.0%} of the time ({_sampled(m)})",
         f"of it: {split}" if split else "",
-        f"{plural(a.workers, 'DataLoader worker process')} seen under the job"
-        + (f" on {m.usable_cpus} usable CPUs" if m.usable_cpus else ""),
+        _workers_seen(m, a),
     ]
     part = "collate" if led.share("collate") > led.share("fetch") else "getitem"
     receiving = led.get("transfer") >= 0.5 * led.get(*input_bound.DATA, "sampler")
@@ -78,7 +78,10 @@ def input_bound_attach(m: Metrics) -> Finding | None:
             {"sharing_strategy": "file_descriptor"} if by_fd else {}, None, 0.0
         )
     else:
-        fix = [input_bound.workers_fix(m, a.workers), *input_bound.part_fix(part, None)]
+        at_once = a.workers_at_once if a.workers_at_once is not None else a.workers
+        fix = [input_bound.workers_fix(m, at_once), *input_bound.part_fix(part, None)]
+    if a.workers_restarted:
+        fix = [worker_startup.PERSISTENT_FIX, *fix]
     return Finding(
         id="input-bound",
         severity="warning",
@@ -86,6 +89,18 @@ def input_bound_attach(m: Metrics) -> Finding | None:
         evidence=tuple(e for e in evidence if e),
         fix=tuple(fix),
         where=loader_caller(m) if receiving else loader_code(m, part) or loader_caller(m),
+    )
+
+
+def _workers_seen(m: Metrics, a: AttachView) -> str:
+    cpus = f" on {m.usable_cpus} usable CPUs" if m.usable_cpus else ""
+    seen = f"{plural(a.workers, 'DataLoader worker process')} seen under the job"
+    if not a.workers_restarted:
+        return seen + cpus
+    return (
+        f"{seen} in {a.sampled_s:.1f} s, at most {a.workers_at_once} at once{cpus}: workers "
+        "are started again and again (a new DataLoader iterator each epoch starts its workers "
+        "unless persistent_workers=True)"
     )
 
 
