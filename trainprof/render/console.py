@@ -416,6 +416,12 @@ def unclean_note(meta: dict[str, Any], m: Metrics | None = None) -> str:
             "No performance problem in the steps before the job failed (see outcome); its "
             "error is the problem to fix first"
         )
+    asked = {"timeout": "--timeout", "interrupt": "Ctrl-C"}.get(str(meta.get("stopped_by")))
+    if asked is not None:  # the user's own stop: nothing went wrong
+        return (
+            f"No performance problem in what was recorded before {asked} stopped the job (its "
+            "last 0.5 s of records may be missing)"
+        )
     return (
         "No performance problem in what was recorded, but the job did not finish cleanly (see "
         "outcome); a kill loses up to its last 0.5 s of records"
