@@ -114,11 +114,12 @@ def untangle(events: list[Any], cwd: str | None = None) -> dict[int, list[dict[s
     here in py-spy's order, the events give each sample's whole stack; each process's
     events are then written again as the difference between its own consecutive stacks. (A
     sample identical to the thread id's previous stack, of another process, leaves no events:
-    that process's stack changes at its next events instead.)"""
+    that process's stack changes at its next events instead; and a process's stack ends at its
+    last events.)"""
     seen: dict[Any, list[dict[str, Any]]] = {}  # thread id: py-spy's previous stack of it
     own: dict[tuple[int, Any], list[dict[str, Any]]] = {}  # (pid, thread id): that stack
+    last: dict[tuple[int, Any], tuple[Any, Any]] = {}  # (pid, thread id): (tid, ts) last seen
     out: dict[int, list[dict[str, Any]]] = {}
-    last_ts: Any = 0
     i = 0
     while i < len(events):
         ev = events[i]
@@ -144,11 +145,14 @@ def untangle(events: list[Any], cwd: str | None = None) -> dict[int, list[dict[s
         before = own.get((pid, _key(tid)), [])
         out.setdefault(pid, []).extend(_difference(before, now, pid, tid, ts))
         own[(pid, _key(tid))] = now
-        last_ts = ts if isinstance(ts, (int, float)) and ts > last_ts else last_ts
-    for (pid, _tid), stack in own.items():  # what py-spy closed under another process
+        last[(pid, _key(tid))] = (tid, ts)
+    # What py-spy closed under another process's pid, or never: closed at the process's last
+    # sample (a worker that exited must not look alive to the end; the job's last stack is at
+    # most one sample interval short).
+    for key, stack in own.items():
         if stack:
-            tid = stack[0].get("tid")
-            out.setdefault(pid, []).extend(_difference(stack, [], pid, tid, last_ts))
+            tid, ts = last[key]
+            out.setdefault(key[0], []).extend(_difference(stack, [], key[0], tid, ts))
     return out
 
 
