@@ -190,7 +190,7 @@ def test_no_finding_is_an_all_clear_only_where_the_rules_had_steps_to_judge(
         (0, {"exit_code": 1}, "Not judged: the job failed before its first step"),
         (30, {"exit_code": 1}, "No performance problem in the steps before the job failed"),
         (30, {"exit_code": 137, "signal": "SIGKILL"}, "a kill loses up to its last 0.5 s"),
-        (30, {"exit_code": 0, "stopped_by": "timeout"}, "a kill loses up to its last 0.5 s"),
+        (30, {"exit_code": 0, "stopped_by": "timeout"}, "before --timeout stopped the job"),
     ],
 )
 def test_a_job_that_did_not_finish_cleanly_is_told_by_how_it_ended(

@@ -200,18 +200,6 @@ def test_a_steady_state_of_28_ms_is_not_judged() -> None:
     assert note.endswith("a larger --steps would have them judged")
 
 
-def test_a_job_the_user_stopped_is_not_called_unclean() -> None:
-    """--timeout (or Ctrl-C) is the user's own stop: the report said "the job did not finish
-    cleanly" of it, as of a job killed by something else."""
-    m, _ = analyze(session(process(200)))
-    timeout = {"exit_code": 143, "signal": "SIGTERM", "stopped_by": "timeout"}
-    note, all_clear = quiet_note(timeout, m)
-    assert not all_clear and "before --timeout stopped the job" in note, note
-    assert "cleanly" not in note
-    note, _ = quiet_note({"exit_code": 137, "signal": "SIGKILL"}, m)
-    assert "did not finish cleanly" in note, note
-
-
 def test_workers_that_could_keep_up_but_share_the_cpus_are_not_contradicted() -> None:
     """2 workers at 50 ms a batch could deliver 40/s; the loop asks for 6.7/s and still waits:
     on 2 CPUs the main process takes the cores, and the evidence says so."""

@@ -81,7 +81,13 @@ def input_bound_attach(m: Metrics) -> Finding | None:
         at_once = a.workers_at_once if a.workers_at_once is not None else a.workers
         fix = [input_bound.workers_fix(m, at_once), *input_bound.part_fix(part, None)]
     if a.workers_restarted:
-        fix = [worker_startup.PERSISTENT_FIX, *fix]
+        # first where starting them costs the loop a share worker-startup would warn of
+        costly = _starting_workers_share(m) >= worker_startup.SHARE.value
+        fix = (
+            [worker_startup.PERSISTENT_FIX, *fix]
+            if costly
+            else [*fix, worker_startup.PERSISTENT_FIX]
+        )
     return Finding(
         id="input-bound",
         severity="warning",
@@ -100,8 +106,23 @@ def _workers_seen(m: Metrics, a: AttachView) -> str:
     return (
         f"{seen} in {a.sampled_s:.1f} s, at most {a.workers_at_once} at once{cpus}: workers "
         "are started again and again (a new DataLoader iterator each epoch starts its workers "
-        "unless persistent_workers=True)"
+        "unless persistent_workers=True); starting them held the main thread "
+        f"{_starting_workers_share(m):.0%} of the time, and their first batches are waited for"
     )
+
+
+def _starting_workers_share(m: Metrics) -> float:
+    """The main thread's share of the sampled time spent starting DataLoader workers (in the
+    multi-process iterator's ``__init__``: forking them, sending each the dataset)."""
+    a = _attach(m)
+    if not a.sampled_s:
+        return 0.0
+    starting = sum(
+        s.t1 - s.t0
+        for s in m.activity.spans
+        if any(f[0] == "_MultiProcessingDataLoaderIter.__init__" for f in s.frames)
+    )
+    return starting / a.sampled_s
 
 
 def loader_code(m: Metrics, part: str) -> str | None:
