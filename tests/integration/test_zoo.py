@@ -221,6 +221,22 @@ def test_waiting_on_the_hand_over_from_workers_is_told_apart(zoo_tmp: Path) -> N
     assert r.report["ledger"]["buckets"]["transfer"]["share"] > 0.1
 
 
+def test_a_worker_at_capacity_is_the_limit_though_the_wait_is_in_the_hand_over(
+    zoo_tmp: Path,
+) -> None:
+    """slow_worker's one worker makes a batch in about the time the loop waits for it; the main
+    process waits inside receiving its tensors. More workers are the fix (a second one nearly
+    doubled the rate; file_system sharing did nothing), not the hand-over's."""
+    r = run_case("slow_worker", zoo_tmp)
+    first = r.report["findings"][0]
+    assert first["id"] == "input-bound", _describe(r)
+    evidence = " ".join(first["evidence"])
+    assert "1 worker delivers at most" in evidence, evidence
+    assert "receiving each batch" not in evidence, evidence
+    assert first["fix"][0].startswith("more workers"), first["fix"]
+    assert not any("set_sharing_strategy" in f for f in first["fix"]), first["fix"]
+
+
 def test_a_forward_recomputed_in_backward_is_backward_time(zoo_tmp: Path) -> None:
     """Activation checkpointing runs each block's forward again inside loss.backward(): the
     ledger gives that to backward (about twice the forward, plus the forward itself), not to

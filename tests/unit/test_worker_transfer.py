@@ -51,10 +51,16 @@ def test_the_transfer_share_needs_samples_to_judge_by() -> None:
     assert ledger.transfer_frac({}, min_s=0.0) == 0.0
 
 
-def _job(receive_share: float) -> Session:
+def _job(receive_share: float, worker_batch_s: float | None = None) -> Session:
     """100 steps of 0.1 s, half of each waiting for data; ``receive_share`` of that wait is
-    spent rebuilding the batch's tensors."""
-    sess = session(process(100, step_s=0.1, wait_s=0.05))
+    spent rebuilding the batch's tensors. Its 2 workers, measured, take ``worker_batch_s``
+    to make a batch."""
+    workers = []
+    if worker_batch_s is not None:
+        workers = [process(0, loader=None, role="worker", pid=2000 + i) for i in range(2)]
+        for w in workers:
+            w.add_line(f"F 1 100 {int(100 * worker_batch_s * 1e6)} 0 0")  # 100 batches
+    sess = session(process(100, step_s=0.1, wait_s=0.05), *workers)
     sess.source[(TRAIN, 10)] = "    for x, y in loader:"
     sess.source[(TRAIN, 11)] = "        loss = model(x)"
     spans, t = [], 102.0
@@ -81,6 +87,23 @@ def test_an_input_bound_job_that_waits_on_the_hand_over_is_told_so() -> None:
     assert not any("more workers if" in f for f in first.fix)
     assert any("fewer, larger tensors per batch" in f for f in first.fix)
     assert any("set_sharing_strategy('file_system')" in f for f in first.fix)
+
+
+def test_workers_at_capacity_are_the_limit_wherever_the_main_process_waits() -> None:
+    """2 workers making a batch in 190 ms deliver at most 10.5 batches/s to a loop taking 10/s:
+    the main process waits inside receiving (a busy worker answers its fd requests late), but
+    more workers are the fix (a real job: a second worker doubled the rate; the sharing
+    strategy changed nothing)."""
+    first = analyze(_job(receive_share=0.8, worker_batch_s=0.19))[1].findings[0]
+    assert first.id == "input-bound"
+    text = " ".join(first.evidence)
+    assert "2 workers deliver at most 10.5 batches/s; the loop asks for 10.0/s" in text, text
+    assert "but the workers are the limit" in text and "receiving each batch" not in text
+    assert first.fix[0].startswith("more workers if"), first.fix
+    assert not any("set_sharing_strategy" in f for f in first.fix)
+    # with room to spare (50 ms a batch: 40/s), the hand-over is the limit again
+    spare = analyze(_job(receive_share=0.8, worker_batch_s=0.05))[1].findings[0]
+    assert any("receiving each batch from the workers" in e for e in spare.evidence)
 
 
 def test_waiting_on_slow_workers_keeps_the_workers_fix() -> None:

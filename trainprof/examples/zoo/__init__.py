@@ -52,6 +52,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "slow_worker",
+        "input-bound",
+        "slow",
+        "one DataLoader worker hashing text features in pure Python: the loop waits inside "
+        "receiving each batch, but the worker is at capacity (more workers, not the hand-over)",
+        60.0,
+    ),
+    ZooCase(
         "iterable_unsplit",
         "iterable-unsplit",
         "slow",
