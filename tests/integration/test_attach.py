@@ -199,6 +199,19 @@ def test_waiting_on_the_hand_over_from_workers_is_told_apart(tmp: Path) -> None:
     assert first["where"] == f"{ZOO_DIR / 'worker_transfer.py'}:{loop} (main)"
 
 
+def test_from_outside_a_worker_busy_all_the_time_is_the_limit(tmp: Path) -> None:
+    """slow_worker's one worker is busy making batches nearly all the time, and the main thread
+    waits inside receiving them: the worker is the limit (more workers), not the hand-over
+    (which `trainprof run` also says, from the probe's batch times)."""
+    with started(zoo_job("slow_worker"), "epoch 0", tmp) as job:
+        r = attach(job.proc.pid, tmp)
+    first = r.problems[0]
+    assert first["id"] == "input-bound", r.report["findings"]
+    assert any("they are the limit" in e for e in first["evidence"]), first["evidence"]
+    assert first["fix"][0].startswith("more workers"), first["fix"]
+    assert first["where"].endswith("(HashedTrigrams.__getitem__)"), first["where"]
+
+
 def test_checkpoint_shows_torch_save_time(tmp: Path) -> None:
     with started(zoo_job("checkpoint_stall"), "checkpoint saved", tmp) as job:
         r = attach(job.proc.pid, tmp)

@@ -71,8 +71,23 @@ def input_bound_attach(m: Metrics) -> Finding | None:
         _workers_seen(m, a),
     ]
     part = "collate" if led.share("collate") > led.share("fetch") else "getitem"
+    # More workers cannot share the main thread's receiving; unless the workers are at
+    # capacity, and the main thread receives while they make the next batches.
+    busy = _workers_busy(a)
+    saturated = busy is not None and busy * input_bound.SATURATED >= 1.0
     receiving = led.get("transfer") >= 0.5 * led.get(*input_bound.DATA, "sampler")
-    if receiving:  # more workers cannot share the main thread's receiving
+    if receiving and busy is not None:  # what decides between the hand-over and the workers
+        evidence.append(
+            f"the workers' main threads were making batches {busy:.0%} of the time"
+            + (
+                ": they are the limit, and the main thread's wait inside receiving is a wait "
+                "for them"
+                if saturated
+                else ""
+            )
+        )
+    transfer = receiving and not saturated
+    if transfer:
         by_fd = any(f[0] == "rebuild_storage_fd" for s in m.activity.spans for f in s.frames)
         fix = input_bound.transfer_fix(
             {"sharing_strategy": "file_descriptor"} if by_fd else {}, None, 0.0
@@ -80,28 +95,42 @@ def input_bound_attach(m: Metrics) -> Finding | None:
     else:
         at_once = a.workers_at_once if a.workers_at_once is not None else a.workers
         fix = [input_bound.workers_fix(m, at_once), *input_bound.part_fix(part, None)]
-    if a.workers_restarted:
-        # first where starting them costs the loop a share worker-startup would warn of
-        costly = _starting_workers_share(m) >= worker_startup.SHARE.value
-        fix = (
-            [worker_startup.PERSISTENT_FIX, *fix]
-            if costly
-            else [*fix, worker_startup.PERSISTENT_FIX]
-        )
+    if _restarts_cost(m) >= worker_startup.SHARE.value:
+        fix = [worker_startup.PERSISTENT_FIX, *fix]
     return Finding(
         id="input-bound",
         severity="warning",
         title=f"Input-bound: the training loop waits for data {share:.0%} of the time",
         evidence=tuple(e for e in evidence if e),
         fix=tuple(fix),
-        where=loader_caller(m) if receiving else loader_code(m, part) or loader_caller(m),
+        where=loader_caller(m) if transfer else loader_code(m, part) or loader_caller(m),
     )
+
+
+def _workers_busy(a: AttachView) -> float | None:
+    """The share of the DataLoader workers' main-thread time spent making batches (inside the
+    fetcher: the dataset and the collate), not waiting for the next index; None where their
+    stacks cover less than a second."""
+    total = sum(s.t1 - s.t0 for s in a.worker_spans)
+    if total < 1.0:
+        return None
+    busy = sum(
+        s.t1 - s.t0
+        for s in a.worker_spans
+        if any(f[1].replace("\\", "/").endswith("utils/data/_utils/fetch.py") for f in s.frames)
+    )
+    return busy / total
+
+
+def _restarts_cost(m: Metrics) -> float:
+    """The main thread's share spent starting workers again (0 where they were not)."""
+    return _starting_workers_share(m) if _attach(m).workers_restarted else 0.0
 
 
 def _workers_seen(m: Metrics, a: AttachView) -> str:
     cpus = f" on {m.usable_cpus} usable CPUs" if m.usable_cpus else ""
     seen = f"{plural(a.workers, 'DataLoader worker process')} seen under the job"
-    if not a.workers_restarted:
+    if _restarts_cost(m) < 0.01:  # none, or a restart too rare to count (a new loader)
         return seen + cpus
     return (
         f"{seen} in {a.sampled_s:.1f} s, at most {a.workers_at_once} at once{cpus}: workers "
