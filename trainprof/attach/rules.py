@@ -130,13 +130,14 @@ def _restarts_cost(m: Metrics) -> float:
 def _workers_seen(m: Metrics, a: AttachView) -> str:
     cpus = f" on {m.usable_cpus} usable CPUs" if m.usable_cpus else ""
     seen = f"{plural(a.workers, 'DataLoader worker process')} seen under the job"
-    if _restarts_cost(m) < 0.01:  # none, or a restart too rare to count (a new loader)
+    cost = _restarts_cost(m)
+    if cost < 0.01:  # none, or a restart too rare to count (a new loader)
         return seen + cpus
     return (
         f"{seen} in {a.sampled_s:.1f} s, at most {a.workers_at_once} at once{cpus}: workers "
         "are started again and again (a new DataLoader iterator each epoch starts its workers "
-        "unless persistent_workers=True); starting them held the main thread "
-        f"{_starting_workers_share(m):.0%} of the time, and their first batches are waited for"
+        f"unless persistent_workers=True); starting them held the main thread {cost:.0%} of "
+        "the time, and their first batches are waited for"
     )
 
 
