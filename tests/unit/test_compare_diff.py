@@ -133,3 +133,12 @@ def test_the_console_names_the_measure_the_verdict_used() -> None:
     assert "verdict: B is faster: it/s +32.8% (B's slowest window beats A's fastest)" in (
         console.export_text()
     )
+
+
+def test_an_attach_run_is_named_as_what_has_no_rate() -> None:
+    """An attach report has no measured steps: it said "A has no samples/s (no steady state, or
+    no batches)", which sent the user looking for a problem in the job."""
+    attached = report(samples_per_s=None, steps_per_s=None)
+    attached["run"]["attach"] = {"pid": 42}
+    c = compare(Side("attach", attached, ()), side([1000, 1100, 1050]))
+    assert c.trend == "not measured" and c.why.startswith("A is an attach run"), c.why

@@ -90,6 +90,13 @@ def _side_json(side: Side) -> dict[str, Any]:
 def compare(a: Side, b: Side) -> Comparison:
     rates = comparable_rates((a.report, a.windows), (b.report, b.windows), ("A", "B"))
     trend, change, why = _trend(rates)
+    attached = [n for n, side in (("A", a), ("B", b)) if _is_attach(side.report)]
+    if trend == "not measured" and attached:
+        runs = "is an attach run" if len(attached) == 1 else "are attach runs"
+        why = (
+            f"{' and '.join(attached)} {runs}, with no measured steps (stack samples from "
+            "outside); compare reports of `trainprof run` or `trainprof ci`"
+        )
     ids_a, ids_b = a.finding_ids(), b.finding_ids()
     return Comparison(
         a,
@@ -103,6 +110,10 @@ def compare(a: Side, b: Side) -> Comparison:
         settings=tuple(differences(a.settings, b.settings)) if a.settings and b.settings else (),
         batch_note=_batch_note(a, b),
     )
+
+
+def _is_attach(report: dict[str, Any]) -> bool:
+    return isinstance((report.get("run") or {}).get("attach"), dict)
 
 
 def _trend(rates: Rates) -> tuple[Trend, float | None, str]:
