@@ -216,6 +216,37 @@ def test_workers_that_could_keep_up_but_share_the_cpus_are_not_contradicted() ->
     assert "deliver at most" not in text
 
 
+def test_the_data_wait_shown_is_the_training_steps_where_evaluations_ran() -> None:
+    """Steps of 100 ms waiting 20 ms for data; every 20th holds a 500 ms evaluation that waits
+    400 ms for its own batches. The summary said the steps' wait with the evaluations' in it
+    (a Lightning job: "89% of step time" beside a ledger whose data was 19%)."""
+    from rich.console import Console
+
+    from trainprof.analysis.metrics import compute
+    from trainprof.render.console import summary_table
+    from trainprof.store.events import ProcessLog
+
+    log = ProcessLog({"pid": 1000, "role": "main", "t0": 100.0, "version": 1})
+    t = 0
+    for i in range(200):
+        evaluates = i % 20 == 10
+        dur = 2_000_000 if i == 0 else 100_000 + (500_000 if evaluates else 0)
+        wait = 20_000 + (400_000 if evaluates else 0)
+        t += dur
+        if evaluates:
+            log.add_line(f"M {t - dur + 1000} 0")
+            log.add_line(f"M {t - 100_000} 1")
+        log.add_line(f"S {t} {dur} {wait} 0 32 1 32")
+    log.add_line("L 0 " + json.dumps(DEFAULT_LOADER))
+    log.torch_imported_us = 1000
+    m = compute(session(log))
+    assert m.activity.train_wait_frac == pytest.approx(0.2, abs=0.01)
+    console = Console(width=300, record=True, color_system=None)
+    console.print(summary_table({}, m))
+    text = " ".join(console.export_text().split())
+    assert "data wait 20% of step time in steps outside evaluations" in text, text
+
+
 def test_an_evaluation_s_batches_are_not_training_samples() -> None:
     """Steps of 32 samples; every 20th holds an evaluation whose loader's 20 batches of 32 the
     probe counted into that step: samples/s is still 32 a step (was 2.5x higher with evals
