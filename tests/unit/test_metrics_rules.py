@@ -10,6 +10,7 @@ from synth import DEFAULT_LOADER, process, session
 from trainprof.analysis.pipeline import analyze
 from trainprof.render.console import quiet_note
 from trainprof.render.json_report import report_dict
+from trainprof.store.session import Session
 
 
 def test_steady_state_excludes_warmup_and_says_so() -> None:
@@ -245,6 +246,43 @@ def test_the_data_wait_shown_is_the_training_steps_where_evaluations_ran() -> No
     console.print(summary_table({}, m))
     text = " ".join(console.export_text().split())
     assert "data wait 20% of step time in steps outside evaluations" in text, text
+
+
+def _steps_with_long_evaluations(wait_us: int) -> Session:
+    """200 steps of 100 ms waiting ``wait_us`` for data; every 20th holds a 3 s evaluation
+    (its own batches waited 0.4 s of it): the evaluations take most of the run."""
+    from trainprof.store.events import ProcessLog
+
+    log = ProcessLog({"pid": 1000, "role": "main", "t0": 100.0, "version": 1})
+    t = 0
+    for i in range(200):
+        evaluates = i % 20 == 10
+        dur = 2_000_000 if i == 0 else 100_000 + (3_000_000 if evaluates else 0)
+        t += dur
+        if evaluates:
+            log.add_line(f"M {t - dur + 1000} 0")
+            log.add_line(f"M {t - 100_000} 1")
+        log.add_line(f"S {t} {dur} {wait_us + (400_000 if evaluates else 0)} 0 32 1 32")
+    log.add_line("L 0 " + json.dumps(DEFAULT_LOADER))
+    log.torch_imported_us = 1000
+    return session(log)
+
+
+def test_training_steps_that_wait_are_input_bound_though_evaluations_take_the_run() -> None:
+    """The steps between evaluations wait 40% of their time; the evaluations take ~60% of the
+    run, so data is under 20% of it. A Lightning job like this (86% and 19%) was told only of
+    its evaluations."""
+    m, verdict = analyze(_steps_with_long_evaluations(40_000))
+    assert m.ledger is not None and m.ledger.share("data_wait") < 0.2
+    ids = [f.id for f in verdict.findings]
+    assert ids[:2] == ["eval-stall", "input-bound"], ids
+    f = verdict.findings[1]
+    assert f.title == (
+        "Input-bound: training steps wait for data 40% of their time (outside evaluations)"
+    ), f.title
+    # steps that barely wait stay quiet, whatever the evaluations cost
+    _m, quiet = analyze(_steps_with_long_evaluations(10_000))
+    assert "input-bound" not in [f.id for f in quiet.findings]
 
 
 def test_an_evaluation_s_batches_are_not_training_samples() -> None:

@@ -120,6 +120,7 @@ class Activity:
     profile: attribution.Profile | None = None  # main-thread stacks in the steady window
     loop_profile: attribution.Profile | None = None  # the same, outside stalls, saves and evals
     train_wait_frac: float | None = None  # data wait over steady steps that overlap no eval
+    train_step_s: float | None = None  # the mean of those steps (the loop's pace while training)
     spans: tuple[StackSpan, ...] = ()
     stacks_error: str | None = None
     growths: tuple[Growth, ...] = ()
@@ -467,6 +468,7 @@ def _activity(
     swap_io = [a + b for a, b in zip(samples.swap_in_bps, samples.swap_out_bps, strict=True)]
     out = session.meta.get("output") or {}
     launched = session.meta.get("t_launch")
+    training = _train_wait(primary, warm, evals) if primary and window else (None, None)
     return Activity(
         precision=precision,
         autocast=tuple(f"{i['autocast']}:{i.get('dtype')}" for i in infos if "autocast" in i),
@@ -482,7 +484,8 @@ def _activity(
         evals=tuple(evals),
         profile=prof,
         loop_profile=loop_prof,
-        train_wait_frac=_train_wait(primary, warm, evals) if primary and window else None,
+        train_wait_frac=training[0],
+        train_step_s=training[1],
         spans=spans,
         stacks_error=stacks_error,
         growths=tuple(growths),
@@ -711,9 +714,12 @@ def _peak(series: Any) -> int | None:
     return int(max(vals)) if vals else None
 
 
-def _train_wait(log: ProcessLog, warm: int, evals: list[Segment]) -> float | None:
+def _train_wait(
+    log: ProcessLog, warm: int, evals: list[Segment]
+) -> tuple[float | None, float | None]:
     """Data-wait share of steady steps that contain no evaluation and no epoch start (an eval
-    loader's wait is the eval's cost, not the training input pipeline's)."""
+    loader's wait is the eval's cost, not the training input pipeline's), and their mean
+    duration in seconds."""
     ts, durs, waits = log.steps["t"], log.steps["dur"], log.steps["wait"]
     # Each worker's first batch of an epoch carries that worker's start-up: worker-startup's
     # cost, not the steady input pipeline's. Skip the first num_workers steps of every epoch.
@@ -730,13 +736,16 @@ def _train_wait(log: ProcessLog, warm: int, evals: list[Segment]) -> float | Non
         while i < len(ts) and ts[i] - durs[i] < hi:
             skip.add(i)
             i += 1
-    wait = total = 0
+    wait = total = count = 0
     for i in range(warm, len(ts)):
         if i in skip:
             continue
         wait += waits[i]
         total += durs[i]
-    return min(1.0, wait / total) if total > 0 else None
+        count += 1
+    if total <= 0:
+        return None, None
+    return min(1.0, wait / total), total / count / 1e6
 
 
 def _ranks(session: Session) -> tuple[RankView, ...]:
