@@ -149,6 +149,15 @@ class Activity:
     timeline_error: str | None = None  # why the probe's device timeline stopped, if it did
     probe_errors: tuple[str, ...] = ()  # what the probe ran into and went past, once each
 
+    @property
+    def steps_wait_outside_evals(self) -> float | None:
+        """The training steps' data-wait share outside evaluations, where evaluations ran in
+        the steady window (None without any: then the steady steps' wait is the training's)."""
+        w = self.window
+        if w is None or not any(e.t1 > w[0] and e.t0 < w[1] for e in self.evals):
+            return None
+        return self.train_wait_frac
+
 
 @dataclass(frozen=True)
 class Metrics:

@@ -400,11 +400,9 @@ def _data_wait_text(m: Metrics, frac: float, per_step_s: float) -> str:
     """The steps' data wait; where evaluations ran between steps, the training steps' own
     (an evaluation's batches waited for inside a step are not the training loader's: a
     Lightning job read "89% of step time" beside a ledger whose data was 19%)."""
-    text = f"{frac:.0%} of step time ({_dur(per_step_s)} per step)"
-    train, window = m.activity.train_wait_frac, m.activity.window
-    evals = [e for e in m.activity.evals if window and e.t1 > window[0] and e.t0 < window[1]]
-    if not evals or train is None:
-        return text
+    train = m.activity.steps_wait_outside_evals
+    if train is None:
+        return f"{frac:.0%} of step time ({_dur(per_step_s)} per step)"
     return (
         f"{train:.0%} of step time in steps outside evaluations ({frac:.0%} counting the "
         "evaluations' batches)"

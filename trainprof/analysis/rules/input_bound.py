@@ -66,7 +66,7 @@ def check(m: Metrics) -> Finding | None:
     # Where evaluations take most of the run, the training steps' own wait is judged too: a
     # Lightning job whose steps waited 86 % of their time had 19 % of its run in data (its
     # evaluations took 75 %), and was not called input-bound.
-    steps_only = _steps_wait(m)
+    steps_only = m.activity.steps_wait_outside_evals
     if max(share, steps_only or 0.0) < WAIT_FRAC.value:
         return None
     loader = primary_loader(m)
@@ -128,15 +128,6 @@ def check(m: Metrics) -> Finding | None:
         fix=tuple(fix),
         where=(loader.user_code_at(part) if loader and part else None) or loader_caller(m),
     )
-
-
-def _steps_wait(m: Metrics) -> float | None:
-    """The training steps' data-wait share outside evaluations, where evaluations ran in the
-    steady window (else None: the ledger's share is the steps')."""
-    window, evals = m.activity.window, m.activity.evals
-    if window is None or not any(e.t1 > window[0] and e.t0 < window[1] for e in evals):
-        return None
-    return m.activity.train_wait_frac
 
 
 # With workers, each one runs its own copy of an IterableDataset's __iter__: unsharded, every
@@ -268,7 +259,7 @@ def _demand(m: Metrics) -> float | None:
         return None
     per_step = max(s.fetches_per_step, 1)
     train_s = m.activity.train_step_s
-    if _steps_wait(m) is not None and train_s:
+    if m.activity.steps_wait_outside_evals is not None and train_s:
         return per_step / train_s
     return s.steps_per_s * per_step
 
