@@ -246,6 +246,9 @@ def test_the_data_wait_shown_is_the_training_steps_where_evaluations_ran() -> No
     console.print(summary_table({}, m))
     text = " ".join(console.export_text().split())
     assert "data wait 20% of step time in steps outside evaluations" in text, text
+    summary = report_dict({"command": []}, m, analyze(session(log))[1])["summary"]
+    assert summary["data_wait_frac_outside_evals"] == pytest.approx(0.2, abs=0.01)
+    assert summary["data_wait_frac"] > 0.3  # the evaluations' batches counted in
 
 
 def _steps_with_long_evaluations(wait_us: int) -> Session:

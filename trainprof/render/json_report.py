@@ -53,6 +53,7 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
                 else None
             ),
             "data_wait_frac": _num(s.data_wait_frac) if s else None,  # None: not measured
+            "data_wait_frac_outside_evals": _num(metrics.activity.steps_wait_outside_evals),
             "compile_s": _num(metrics.activity.compile_s, 3),
             "bottleneck": metrics.bottleneck.to_json() if metrics.bottleneck else None,
             "mfu": metrics.mfu.to_json() if metrics.mfu else None,
