@@ -201,8 +201,9 @@ def test_waiting_on_the_hand_over_from_workers_is_told_apart(tmp: Path) -> None:
 
 def test_from_outside_a_worker_busy_all_the_time_is_the_limit(tmp: Path) -> None:
     """slow_worker's one worker is busy making batches nearly all the time, and the main thread
-    waits inside receiving them: the worker is the limit (more workers), not the hand-over
-    (which `trainprof run` also says, from the probe's batch times)."""
+    waits for them, most often inside receiving them (a clean-clone run sampled it mostly
+    waiting on the worker): the worker is the limit (more workers), not the hand-over (which
+    `trainprof run` also says, from the probe's batch times)."""
     with started(zoo_job("slow_worker"), "epoch 0", tmp) as job:
         r = attach(job.proc.pid, tmp)
     first = r.problems[0]

@@ -76,15 +76,12 @@ def input_bound_attach(m: Metrics) -> Finding | None:
     busy = _workers_busy(a)
     saturated = busy is not None and busy * input_bound.SATURATED >= 1.0
     receiving = led.get("transfer") >= 0.5 * led.get(*input_bound.DATA, "sampler")
-    if receiving and busy is not None:  # what decides between the hand-over and the workers
+    if busy is not None and (receiving or saturated):  # the hand-over's or the workers'
+        limit = ": they are the limit" if saturated else ""
+        if saturated and receiving:
+            limit += ", and the main thread's wait inside receiving is a wait for them"
         evidence.append(
-            f"the workers' main threads were making batches {busy:.0%} of the time"
-            + (
-                ": they are the limit, and the main thread's wait inside receiving is a wait "
-                "for them"
-                if saturated
-                else ""
-            )
+            f"the workers' main threads were making batches {busy:.0%} of the time{limit}"
         )
     transfer = receiving and not saturated
     if transfer:
