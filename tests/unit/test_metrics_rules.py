@@ -217,52 +217,18 @@ def test_workers_that_could_keep_up_but_share_the_cpus_are_not_contradicted() ->
     assert "deliver at most" not in text
 
 
-def test_the_data_wait_shown_is_the_training_steps_where_evaluations_ran() -> None:
-    """Steps of 100 ms waiting 20 ms for data; every 20th holds a 500 ms evaluation that waits
-    400 ms for its own batches. The summary said the steps' wait with the evaluations' in it
-    (a Lightning job: "89% of step time" beside a ledger whose data was 19%)."""
-    from rich.console import Console
-
-    from trainprof.analysis.metrics import compute
-    from trainprof.render.console import summary_table
+def _steps_with_evaluations(eval_us: int, wait_us: int) -> Session:
+    """200 steps of 100 ms waiting ``wait_us`` for data; every 20th holds an evaluation of
+    ``eval_us`` whose own batches waited 0.4 s of it."""
     from trainprof.store.events import ProcessLog
 
     log = ProcessLog({"pid": 1000, "role": "main", "t0": 100.0, "version": 1})
     t = 0
     for i in range(200):
         evaluates = i % 20 == 10
-        dur = 2_000_000 if i == 0 else 100_000 + (500_000 if evaluates else 0)
-        wait = 20_000 + (400_000 if evaluates else 0)
+        dur = 2_000_000 if i == 0 else 100_000 + (eval_us if evaluates else 0)
         t += dur
-        if evaluates:
-            log.add_line(f"M {t - dur + 1000} 0")
-            log.add_line(f"M {t - 100_000} 1")
-        log.add_line(f"S {t} {dur} {wait} 0 32 1 32")
-    log.add_line("L 0 " + json.dumps(DEFAULT_LOADER))
-    log.torch_imported_us = 1000
-    m = compute(session(log))
-    assert m.activity.train_wait_frac == pytest.approx(0.2, abs=0.01)
-    console = Console(width=300, record=True, color_system=None)
-    console.print(summary_table({}, m))
-    text = " ".join(console.export_text().split())
-    assert "data wait 20% of step time in steps outside evaluations" in text, text
-    summary = report_dict({"command": []}, m, analyze(session(log))[1])["summary"]
-    assert summary["data_wait_frac_outside_evals"] == pytest.approx(0.2, abs=0.01)
-    assert summary["data_wait_frac"] > 0.3  # the evaluations' batches counted in
-
-
-def _steps_with_long_evaluations(wait_us: int) -> Session:
-    """200 steps of 100 ms waiting ``wait_us`` for data; every 20th holds a 3 s evaluation
-    (its own batches waited 0.4 s of it): the evaluations take most of the run."""
-    from trainprof.store.events import ProcessLog
-
-    log = ProcessLog({"pid": 1000, "role": "main", "t0": 100.0, "version": 1})
-    t = 0
-    for i in range(200):
-        evaluates = i % 20 == 10
-        dur = 2_000_000 if i == 0 else 100_000 + (3_000_000 if evaluates else 0)
-        t += dur
-        if evaluates:
+        if evaluates:  # model.eval() after the previous step, model.train() before this one
             log.add_line(f"M {t - dur + 1000} 0")
             log.add_line(f"M {t - 100_000} 1")
         log.add_line(f"S {t} {dur} {wait_us + (400_000 if evaluates else 0)} 0 32 1 32")
@@ -271,11 +237,32 @@ def _steps_with_long_evaluations(wait_us: int) -> Session:
     return session(log)
 
 
+def test_the_data_wait_shown_is_the_training_steps_where_evaluations_ran() -> None:
+    """Steps of 100 ms waiting 20 ms for data; every 20th holds a 500 ms evaluation that waits
+    400 ms for its own batches. The summary said the steps' wait with the evaluations' in it
+    (a Lightning job: "89% of step time" beside a ledger whose data was 19%)."""
+    from rich.console import Console
+
+    from trainprof.analysis.metrics import compute
+    from trainprof.render.console import summary_table
+
+    sess = _steps_with_evaluations(eval_us=500_000, wait_us=20_000)
+    m = compute(sess)
+    assert m.activity.train_wait_frac == pytest.approx(0.2, abs=0.01)
+    console = Console(width=300, record=True, color_system=None)
+    console.print(summary_table({}, m))
+    text = " ".join(console.export_text().split())
+    assert "data wait 20% of step time in steps outside evaluations" in text, text
+    summary = report_dict({"command": []}, m, analyze(sess)[1])["summary"]
+    assert summary["data_wait_frac_outside_evals"] == pytest.approx(0.2, abs=0.01)
+    assert summary["data_wait_frac"] > 0.3  # the evaluations' batches counted in
+
+
 def test_training_steps_that_wait_are_input_bound_though_evaluations_take_the_run() -> None:
     """The steps between evaluations wait 40% of their time; the evaluations take ~60% of the
     run, so data is under 20% of it. A Lightning job like this (86% and 19%) was told only of
     its evaluations."""
-    m, verdict = analyze(_steps_with_long_evaluations(40_000))
+    m, verdict = analyze(_steps_with_evaluations(eval_us=3_000_000, wait_us=40_000))
     assert m.ledger is not None and m.ledger.share("data_wait") < 0.2
     ids = [f.id for f in verdict.findings]
     assert ids[:2] == ["eval-stall", "input-bound"], ids
@@ -284,7 +271,7 @@ def test_training_steps_that_wait_are_input_bound_though_evaluations_take_the_ru
         "Input-bound: training steps wait for data 40% of their time (outside evaluations)"
     ), f.title
     # steps that barely wait stay quiet, whatever the evaluations cost
-    _m, quiet = analyze(_steps_with_long_evaluations(10_000))
+    _m, quiet = analyze(_steps_with_evaluations(eval_us=3_000_000, wait_us=10_000))
     assert "input-bound" not in [f.id for f in quiet.findings]
 
 
