@@ -20,6 +20,7 @@ from typing import Any
 
 from trainprof.samplers.pyspy import interrupt, py_spy_path, record_command, start_record
 from trainprof.store.rundir import write_private_text
+from trainprof.store.stacks import tid_key
 
 RAW = "py-spy-raw.json"
 LOG = "py-spy.log"
@@ -117,8 +118,8 @@ def untangle(events: list[Any], cwd: str | None = None) -> dict[int, list[dict[s
     that process's stack changes at its next events instead; and a process's stack ends at its
     last events.)"""
     seen: dict[Any, list[dict[str, Any]]] = {}  # thread id: py-spy's previous stack of it
-    own: dict[tuple[int, Any], list[dict[str, Any]]] = {}  # (pid, thread id): that stack
-    last: dict[tuple[int, Any], tuple[Any, Any]] = {}  # (pid, thread id): (tid, ts) last seen
+    # (pid, thread id): that process's own stack of it, and the tid and time it was sampled
+    own: dict[tuple[int, Any], tuple[list[dict[str, Any]], Any, Any]] = {}
     out: dict[int, list[dict[str, Any]]] = {}
     i = 0
     while i < len(events):
@@ -135,24 +136,23 @@ def untangle(events: list[Any], cwd: str | None = None) -> dict[int, list[dict[s
         while i < len(events) and _same_sample(events[i], pid, tid, ts):
             sample.append(events[i])
             i += 1
-        stack = seen.setdefault(_key(tid), [])
+        key = tid_key(tid)
+        stack = seen.setdefault(key, [])
         for e in sample:
             if e["ph"] == "B":
                 stack.append(_with_path(e, cwd))
             elif stack:
                 stack.pop()
         now = [f for f in stack if not _process_frame(f)]
-        before = own.get((pid, _key(tid)), [])
+        before = own.get((pid, key), ([], None, None))[0]
         out.setdefault(pid, []).extend(_difference(before, now, pid, tid, ts))
-        own[(pid, _key(tid))] = now
-        last[(pid, _key(tid))] = (tid, ts)
+        own[(pid, key)] = (now, tid, ts)
     # What py-spy closed under another process's pid, or never: closed at the process's last
     # sample (a worker that exited must not look alive to the end; the job's last stack is at
     # most one sample interval short).
-    for key, stack in own.items():
+    for (pid, _key), (stack, tid, ts) in own.items():
         if stack:
-            tid, ts = last[key]
-            out.setdefault(key[0], []).extend(_difference(stack, [], key[0], tid, ts))
+            out.setdefault(pid, []).extend(_difference(stack, [], pid, tid, ts))
     return out
 
 
@@ -164,10 +164,6 @@ def _same_sample(ev: Any, pid: int, tid: Any, ts: Any) -> bool:
         and ev.get("tid") == tid
         and ev.get("ts") == ts
     )
-
-
-def _key(tid: Any) -> Any:
-    return tid if isinstance(tid, (int, str, float, type(None))) else repr(tid)
 
 
 def _process_frame(ev: dict[str, Any]) -> bool:

@@ -36,7 +36,7 @@ def load_spans(path: Path, started_at: float) -> list[StackSpan]:
     by_tid: dict[Any, list[dict[str, Any]]] = {}
     for ev in events:
         if isinstance(ev, dict) and ev.get("ph") in ("B", "E") and _valid(ev):
-            by_tid.setdefault(_hashable(ev.get("tid")), []).append(ev)
+            by_tid.setdefault(tid_key(ev.get("tid")), []).append(ev)
     main = _main_thread(by_tid)
     return _spans(by_tid.get(main, []), started_at) if main is not None else []
 
@@ -52,7 +52,8 @@ def _valid(ev: dict[str, Any]) -> bool:
     return isinstance(line, int) and not isinstance(line, bool) and -(2**31) < line < 2**31
 
 
-def _hashable(tid: Any) -> Any:
+def tid_key(tid: Any) -> Any:
+    """A trace event's thread id as a dict key (a damaged file may hold any JSON there)."""
     return tid if isinstance(tid, (int, str, float, type(None))) else repr(tid)
 
 
