@@ -65,10 +65,11 @@ def input_bound_attach(m: Metrics) -> Finding | None:
         (led.share("data_wait"), "waiting on workers or the loader's own code"),
     ]
     split = ", ".join(f"{name} {s:.0%}" for s, name in parts if s >= 0.01)
+    restarts = _restarts_cost(m)
     evidence = [
         f"the main thread was inside the DataLoader {share:.0%} of the time ({_sampled(m)})",
         f"of it: {split}" if split else "",
-        _workers_seen(m, a),
+        _workers_seen(m, a, restarts),
     ]
     part = "collate" if led.share("collate") > led.share("fetch") else "getitem"
     # More workers cannot share the main thread's receiving; unless the workers are at
@@ -92,7 +93,7 @@ def input_bound_attach(m: Metrics) -> Finding | None:
     else:
         at_once = a.workers_at_once if a.workers_at_once is not None else a.workers
         fix = [input_bound.workers_fix(m, at_once), *input_bound.part_fix(part, None)]
-    if _restarts_cost(m) >= worker_startup.SHARE.value:
+    if restarts >= worker_startup.SHARE.value:
         fix = [worker_startup.PERSISTENT_FIX, *fix]
     return Finding(
         id="input-bound",
@@ -120,29 +121,11 @@ def _workers_busy(a: AttachView) -> float | None:
 
 
 def _restarts_cost(m: Metrics) -> float:
-    """The main thread's share spent starting workers again (0 where they were not)."""
-    return _starting_workers_share(m) if _attach(m).workers_restarted else 0.0
-
-
-def _workers_seen(m: Metrics, a: AttachView) -> str:
-    cpus = f" on {m.usable_cpus} usable CPUs" if m.usable_cpus else ""
-    seen = f"{plural(a.workers, 'DataLoader worker process')} seen under the job"
-    cost = _restarts_cost(m)
-    if cost < 0.01:  # none, or a restart too rare to count (a new loader)
-        return seen + cpus
-    return (
-        f"{seen} in {a.sampled_s:.1f} s, at most {a.workers_at_once} at once{cpus}: workers "
-        "are started again and again (a new DataLoader iterator each epoch starts its workers "
-        f"unless persistent_workers=True); starting them held the main thread {cost:.0%} of "
-        "the time, and their first batches are waited for"
-    )
-
-
-def _starting_workers_share(m: Metrics) -> float:
-    """The main thread's share of the sampled time spent starting DataLoader workers (in the
-    multi-process iterator's ``__init__``: forking them, sending each the dataset)."""
+    """The main thread's share of the sampled time spent starting DataLoader workers again
+    (in the multi-process iterator's ``__init__``: forking them, sending each the dataset);
+    0 where they were not restarted."""
     a = _attach(m)
-    if not a.sampled_s:
+    if not a.workers_restarted or not a.sampled_s:
         return 0.0
     starting = sum(
         s.t1 - s.t0
@@ -150,6 +133,21 @@ def _starting_workers_share(m: Metrics) -> float:
         if any(f[0] == "_MultiProcessingDataLoaderIter.__init__" for f in s.frames)
     )
     return starting / a.sampled_s
+
+
+def _workers_seen(m: Metrics, a: AttachView, restarts: float) -> str:
+    """How many workers were seen; where restarting them cost the main thread (``restarts``,
+    its share), how many at once and what that cost."""
+    cpus = f" on {m.usable_cpus} usable CPUs" if m.usable_cpus else ""
+    seen = f"{plural(a.workers, 'DataLoader worker process')} seen under the job"
+    if restarts < 0.01:  # none, or a restart too rare to count (a new loader)
+        return seen + cpus
+    return (
+        f"{seen} in {a.sampled_s:.1f} s, at most {a.workers_at_once} at once{cpus}: workers "
+        "are started again and again (a new DataLoader iterator each epoch starts its workers "
+        f"unless persistent_workers=True); starting them held the main thread {restarts:.0%} "
+        "of the time, and their first batches are waited for"
+    )
 
 
 def loader_code(m: Metrics, part: str) -> str | None:
