@@ -280,7 +280,7 @@ def _worker_line(
         f"{capacity:.1f} batches/s; the loop asks for {demand:.1f}/s"
     )
     cpus = m.usable_cpus
-    if capacity < SATURATED * demand or cpus is None or cpus > workers + 1 or not blame_cpus:
+    if _saturated(m, loader, workers) or cpus is None or cpus > workers + 1 or not blame_cpus:
         return line, None
     cpu = f" (the job used {m.cpu_percent_mean:.0f}% CPU)" if m.cpu_percent_mean else ""
     line = (
