@@ -150,13 +150,16 @@ class Activity:
     probe_errors: tuple[str, ...] = ()  # what the probe ran into and went past, once each
 
     @property
+    def evals_in_window(self) -> tuple[Segment, ...]:
+        """The evaluations that overlap the steady window."""
+        w = self.window
+        return () if w is None else tuple(e for e in self.evals if e.t1 > w[0] and e.t0 < w[1])
+
+    @property
     def steps_wait_outside_evals(self) -> float | None:
         """The training steps' data-wait share outside evaluations, where evaluations ran in
         the steady window (None without any: then the steady steps' wait is the training's)."""
-        w = self.window
-        if w is None or not any(e.t1 > w[0] and e.t0 < w[1] for e in self.evals):
-            return None
-        return self.train_wait_frac
+        return self.train_wait_frac if self.evals_in_window else None
 
 
 @dataclass(frozen=True)

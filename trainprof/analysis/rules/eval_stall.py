@@ -45,10 +45,9 @@ SHARE = Threshold("share", 0.05, "share", "share of the steady run spent evaluat
 )
 def check(m: Metrics) -> Finding | None:
     led = m.ledger
-    w = m.activity.window
-    if led is None or w is None:
+    if led is None or m.activity.window is None:
         return None
-    inside = [e for e in m.activity.evals if e.t1 > w[0] and e.t0 < w[1]]
+    inside = list(m.activity.evals_in_window)
     share = led.share("eval")
     if not inside or share < SHARE.value:
         return None
