@@ -103,6 +103,23 @@ def test_memory_growth_in_a_worker_and_flat_main() -> None:
     assert not any("1000" in e for e in f.evidence)
 
 
+def test_one_swing_of_the_allocator_is_not_memory_growth() -> None:
+    """A short steady window (3 s, 7 host samples) that catches the main process's RSS flat and
+    then rising 96 MiB (the allocator's swing: it falls back later) fits a line at R² 0.86, but
+    its first half does not rise: not growth. The same rise spread over both halves is."""
+
+    def verdict_for(rss_mib: list[float]) -> list[str]:
+        rows = [
+            {"t": 104.0 + 0.5 * i, "procs": [{"pid": 1000, "rss": v * 2**20, "cpu": 90.0}]}
+            for i, v in enumerate(rss_mib)
+        ]
+        return ids(session(process(100, step_s=0.1), sample_rows=rows))
+
+    swing = [350.0, 351.0, 353.0, 360.0, 390.0, 425.0, 446.0]  # R² 0.86; first half: 19 %
+    assert "memory-growth" not in verdict_for(swing)
+    assert "memory-growth" in verdict_for([350.0 + 16 * i for i in range(7)])
+
+
 def test_swap_pressure() -> None:
     rows = [
         {

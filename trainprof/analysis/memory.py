@@ -3,7 +3,11 @@
 Growth is the least-squares slope of a process's memory over the steady window; it counts as
 steady growth when the fit is good (R² ≥ ``MIN_R2``) so a one-off allocation is not "growth".
 Workers are judged on USS (their own pages) where available, since RSS of a forked worker
-includes pages it shares with the main process.
+includes pages it shares with the main process. Growth is also sustained only where each half
+of the window rises (at a quarter of the whole window's rate or more): the allocator's swings
+(a training process whose optimizer makes multi-MB temporaries each step went 327 → 380 → 327
+MiB and back, over and over) fit a line well over a short window that catches one rise, and a
+3-second window did, at R² 0.8; a leak rises in both halves.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from trainprof.store.session import ProcSeries
 
 MIN_R2 = 0.8
 MIN_POINTS = 6
+HALF_RATE = 0.25  # each half's slope, as a share of the whole window's, for sustained growth
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,7 @@ class Growth:
     bytes_per_s: float
     r2: float
     seconds: float
+    sustained: bool = True  # each half of the window rises too (not one swing of the allocator)
 
 
 def growth(series: ProcSeries, role: str, t0: float, t1: float) -> Growth | None:
@@ -47,6 +53,19 @@ def growth(series: ProcSeries, role: str, t0: float, t1: float) -> Growth | None
     ss_tot = sum((y - my) ** 2 for y in ys)
     ss_res = sum((y - (my + b * (x - mx))) ** 2 for x, y in zip(xs, ys, strict=True))
     r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 0.0
+    half = (len(pts) + 1) // 2  # the middle point, with an odd count, is in both halves
+    sustained = b > 0 and all(
+        slope(xs[lo:hi], ys[lo:hi]) >= HALF_RATE * b
+        for lo, hi in ((0, half), (len(pts) - half, len(pts)))
+    )
     return Growth(
-        series.pid, role, "uss" if use_uss else "rss", ys[0], ys[-1], b, r2, xs[-1] - xs[0]
+        series.pid,
+        role,
+        "uss" if use_uss else "rss",
+        ys[0],
+        ys[-1],
+        b,
+        r2,
+        xs[-1] - xs[0],
+        sustained,
     )

@@ -2,7 +2,8 @@
 
 Seed 003: an unbounded dict cache in the Dataset, filled in ``__getitem__``, grew in each of
 the DataLoader workers until the machine ran out of memory. Growth is judged per process (main
-and each worker, on USS for workers) over the steady window, on a good linear fit.
+and each worker, on USS for workers) over the steady window, on a good linear fit that holds
+in both halves of the window (analysis/memory.py).
 
 Anti-pattern::
 
@@ -49,7 +50,8 @@ def check(m: Metrics) -> Finding | None:
         total = g.end_bytes - g.start_bytes
         fast = g.bytes_per_s >= MIN_BPS.value
         slow = g.bytes_per_s >= SLOW_BPS.value and g.seconds >= SLOW_MIN_S.value
-        if g.r2 >= MIN_R2.value and total >= MIN_TOTAL.value and (fast or slow):
+        steady = g.r2 >= MIN_R2.value and g.sustained
+        if steady and total >= MIN_TOTAL.value and (fast or slow):
             growing.append(g)
     if not growing:
         return None
