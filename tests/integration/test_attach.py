@@ -209,8 +209,24 @@ def test_from_outside_a_worker_busy_all_the_time_is_the_limit(tmp: Path) -> None
     first = r.problems[0]
     assert first["id"] == "input-bound", r.report["findings"]
     assert any("they are the limit" in e for e in first["evidence"]), first["evidence"]
+    assert not any("rather than computes" in e for e in first["evidence"]), first["evidence"]
     assert first["fix"][0].startswith("more workers"), first["fix"]
     assert first["where"].endswith("(HashedTrigrams.__getitem__)"), first["where"]
+
+
+def test_from_outside_workers_that_wait_are_told_apart_from_workers_that_compute(
+    tmp: Path,
+) -> None:
+    """waiting_worker's workers are as busy as slow_worker's, at a few % of a CPU (the host
+    sampler's reading of each): more workers beyond the CPUs, or threads, not a cheaper
+    __getitem__."""
+    with started(zoo_job("waiting_worker"), "step 0", tmp) as job:
+        r = attach(job.proc.pid, tmp)
+    first = r.problems[0]
+    assert first["id"] == "input-bound", r.report["findings"]
+    assert any("rather than computes" in e for e in first["evidence"]), first["evidence"]
+    assert first["fix"][0].startswith("more workers, beyond the"), first["fix"]
+    assert not any("make __getitem__ cheaper" in f for f in first["fix"]), first["fix"]
 
 
 def test_checkpoint_shows_torch_save_time(tmp: Path) -> None:

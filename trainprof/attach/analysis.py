@@ -37,6 +37,7 @@ from trainprof.analysis.stalls import (
     period,
 )
 from trainprof.analysis.stats import finite, mean
+from trainprof.analysis.worker_load import worker_load
 from trainprof.attach import estimate
 from trainprof.store.gpus import machine_utils
 from trainprof.store.session import Session
@@ -554,6 +555,9 @@ def compute(session: Session) -> Metrics:
         steady=None,
         usable_cpus=meta.get("usable_cpus"),
         cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
+        worker_load=worker_load(
+            session.samples, (w["pid"] for w in workers if isinstance(w, dict)), window
+        ),
         peak_rss_bytes=int(max(tree_rss)) if tree_rss else None,
         gpu_util_mean=_window_mean(session, session.samples.gpu_util, window),
         gpu_unavailable=session.samples.gpu_unavailable,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from trainprof.errors import TrainprofError
 from trainprof.store.events import ProcessLog
-from trainprof.store.session import ProcSeries, Samples, Session
+from trainprof.store.session import Samples, Session
 from trainprof.store.stacks import StackSpan
 
 MAX_REFINE_S = 60.0  # a step-end gap beyond this is not one job's steps: keep the wall clock
@@ -193,17 +193,7 @@ def _shifted(samples: Samples, offset: float) -> Samples:
     out = Samples(**{k: v for k, v in vars(samples).items()})
     out.t = array("d", (t + offset for t in samples.t))
     out.procs = {
-        pid: ProcSeries(
-            s.pid,
-            s.name,
-            array("d", (t + offset for t in s.t)),
-            s.rss,
-            s.uss,
-            s.cpu,
-            s.max_fds,
-            s.nofile,
-        )
-        for pid, s in samples.procs.items()
+        pid: replace(s, t=array("d", (t + offset for t in s.t))) for pid, s in samples.procs.items()
     }
     out.gpu_by_index = {
         i: (array("d", (t + offset for t in ts)), us)

@@ -35,6 +35,8 @@ class ProcSeries:
     rss: array[float] = field(default_factory=lambda: array("d"))
     uss: array[float] = field(default_factory=lambda: array("d"))  # NaN when unavailable
     cpu: array[float] = field(default_factory=lambda: array("d"))  # NaN when unavailable
+    # Seconds its main thread has waited, runnable, for a CPU (cumulative); NaN when unavailable
+    rq_wait: array[float] = field(default_factory=lambda: array("d"))
     max_fds: int | None = None
     nofile: tuple[int, int] | None = None
 
@@ -138,6 +140,7 @@ class Samples:
         s.rss.append(_num(p.get("rss")))
         s.uss.append(_num(p.get("uss")))
         s.cpu.append(_num(p.get("cpu")))
+        s.rq_wait.append(_num(p.get("rq_wait")))
         fds = _int(p.get("fds"))
         if fds is not None:
             s.max_fds = max(s.max_fds or 0, fds)

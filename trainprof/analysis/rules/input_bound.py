@@ -21,6 +21,8 @@ Best practice::
 
 from __future__ import annotations
 
+import math
+
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import LoaderView, Metrics
 from trainprof.analysis.rules._common import (
@@ -32,6 +34,7 @@ from trainprof.analysis.rules._common import (
     suggested_workers,
 )
 from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.analysis.worker_load import WorkerLoad
 from trainprof.units import plural
 
 WAIT_FRAC = Threshold(
@@ -102,12 +105,20 @@ def check(m: Metrics) -> Finding | None:
             "of the steady time, rebuild_storage_* in its stacks), but the workers are the "
             "limit: they are busy making the next batches meanwhile"
         )
+    waiting = saturated and workers_wait(m)
+    if waiting and m.worker_load is not None and loader is not None:
+        evidence.append(
+            "the workers were making batches nearly all the time, "
+            + waiting_clause(m.worker_load, loader.sample_method)
+        )
     fix: list[str] = []
     if transfer:
         evidence.insert(1, _transfer_line(m, batches))
         fix.extend(transfer_fix(cfg, loader, led.get("transfer") / batches))
+    elif waiting:
+        fix.extend(waiting_fix(m, workers, loader))
     else:
-        fix.append(contention[1] if contention and contention[1] else workers_fix(m, workers))
+        fix.append(contention[1] if contention and contention[1] else workers_fix(m, workers, cfg))
         if loader is not None and loader.iterable:
             fix.append(SHARD_FIX)
         fix.extend(part_fix(part, loader))
@@ -199,17 +210,122 @@ def _ms(value_ms: float) -> str:
     return f"{value_ms:.2f} ms" if value_ms < 1 else f"{value_ms:.1f} ms"
 
 
-def workers_fix(m: Metrics, workers: int) -> str:
-    """Load batches in parallel with the step: start workers, or add some."""
+def workers_fix(m: Metrics, workers: int, cfg: dict[str, object] | None = None) -> str:
+    """Load batches in parallel with the step: start workers, or add some (with the settings
+    that go with them, those the loader's ``cfg`` does not have yet; all without one)."""
     if workers == 0:
         return (
             f"DataLoader(..., num_workers={suggested_workers(m)}, persistent_workers=True) "
             "so batches are prepared in parallel with the training step"
         )
-    return (
-        "more workers if CPUs are free (num_workers up to usable CPUs - 1), "
-        "persistent_workers=True, prefetch_factor=4"
+    cfg = cfg or {}
+    also = [
+        setting
+        for setting, done in (
+            ("persistent_workers=True", cfg.get("persistent_workers") is True),
+            ("prefetch_factor=4", _number(cfg.get("prefetch_factor")) >= 4),
+        )
+        if not done
+    ]
+    return "more workers if CPUs are free (num_workers up to usable CPUs - 1)" + "".join(
+        f", {setting}" for setting in also
     )
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+# A worker making batches nearly all the time at under this share of a CPU waits for most of
+# it on something else (the slow-store job's workers: 3 %).
+WAITING_CPU = 0.5
+# ...unless it waits for a CPU: runnable, not running (a worker among too many on few CPUs).
+WAITING_RUNQ = 0.25
+# The most workers suggested to overlap waits: past it, threads inside the workers lead.
+MAX_WAITING_WORKERS = 16
+
+
+def workers_wait(m: Metrics) -> bool:
+    """The workers wait rather than compute: little CPU, and not for want of one (the kernel's
+    run-queue wait; where it is unknown, the job left half its CPUs unused)."""
+    load = m.worker_load
+    if load is None or load.cpu >= WAITING_CPU:
+        return False
+    if load.runq is not None:
+        return load.runq < WAITING_RUNQ
+    cpus, used = m.usable_cpus, m.cpu_percent_mean
+    return cpus is not None and used is not None and used < 50.0 * cpus
+
+
+def waiting_clause(load: WorkerLoad, sample_method: str) -> str:
+    """What workers busy making batches did with the CPU: little, so they wait."""
+    runq = f", and waited {load.runq:.0%} of the time for one" if load.runq is not None else ""
+    return (
+        f"using {load.cpu:.0%} of a CPU each{runq}: {sample_method} waits (storage, the "
+        "network, a lock or a sleep) rather than computes"
+    )
+
+
+def waiting_fix(m: Metrics, workers: int, loader: LoaderView | None) -> list[str]:
+    """Overlap the waits: waiting workers take no CPU, so more of them than CPUs help; threads
+    inside each worker overlap a batch's reads without more processes. With the loader's
+    measured batch time (``run``), how many workers would keep pace; without (``attach``),
+    raise them until the loop stops waiting."""
+    cpus = f" {m.usable_cpus}" if m.usable_cpus else ""
+    why = "these workers wait, and more of them overlap their waits without competing for CPU"
+    caveat = (
+        "each worker is a process, with its own memory; torch's warning past the CPU count is "
+        "about workers that compute"
+    )
+    pace = _workers_to_keep_pace(m, loader)
+    if pace is None:
+        more = f"more workers, beyond the{cpus} CPUs, until the loop stops waiting"
+        workers_line, threads_first = f"{more}: {why} ({caveat})", False
+    else:
+        needed, compute_s = pace
+        n = min(max(needed, workers + 1), max(MAX_WAITING_WORKERS, workers + 1))
+        keeps = (
+            f"{n} can feed the loop's {ms(compute_s)} of work a step"
+            if n >= needed
+            else f"about {needed} would keep pace with the loop's {ms(compute_s)} of work a step"
+        )
+        workers_line = f"num_workers={n}, beyond the{cpus} CPUs: {why}; {keeps} ({caveat})"
+        threads_first = n < needed
+    if loader is not None and loader.iterable:
+        threads = (
+            "overlap the reads inside each worker: fill a bounded queue.Queue from a few "
+            "threads in __iter__ and yield from it"
+        )
+    else:
+        threads = (
+            "overlap a batch's reads inside each worker: give the dataset "
+            "__getitems__(self, indices), which the DataLoader calls with a whole batch's "
+            "indices, and read them with a thread pool (concurrent.futures.ThreadPoolExecutor): "
+            "no more processes"
+        )
+    fix = [threads, workers_line] if threads_first else [workers_line, threads]
+    fix.append(
+        "if the data comes over the network, copy it to local disk (or memory) once and read "
+        "it from there"
+    )
+    return fix
+
+
+def _workers_to_keep_pace(m: Metrics, loader: LoaderView | None) -> tuple[int, float] | None:
+    """Workers enough to feed the loop at its pace without waiting, with a quarter spare, and
+    that pace: the step's own work (without its data wait; the training steps' where
+    evaluations ran). None without a steady state or the workers' batch time."""
+    s = m.steady
+    if s is None or loader is None or loader.worker_fetch_ms is None:
+        return None
+    own_wait = m.activity.steps_wait_outside_evals
+    step_s = m.activity.train_step_s if own_wait is not None else None
+    if step_s is None or own_wait is None:
+        step_s, own_wait = s.duration_s / s.count, s.data_wait_frac or 0.0
+    compute_s = max(step_s * (1.0 - own_wait), 1e-4)
+    per_step = max(s.fetches_per_step, 1.0)
+    needed = math.ceil(SATURATED * per_step / compute_s * loader.worker_fetch_ms / 1e3)
+    return max(needed, 1), compute_s
 
 
 def part_fix(part: str | None, loader: LoaderView | None) -> list[str]:

@@ -60,6 +60,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "waiting_worker",
+        "input-bound",
+        "slow",
+        "two DataLoader workers whose __getitem__ waits on a remote store's round trip: busy all "
+        "the time at a few % of a CPU (more workers than CPUs, or threads, not a cheaper getitem)",
+        60.0,
+    ),
+    ZooCase(
         "iterable_unsplit",
         "iterable-unsplit",
         "slow",

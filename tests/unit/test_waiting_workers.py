@@ -1,0 +1,107 @@
+"""DataLoader workers busy making batches at a few % of a CPU wait on something else (a
+store's round trip, a lock, a sleep): input-bound says so and advises overlapping the waits
+(more workers than CPUs, threads inside them), where workers that compute, or that wait for a
+CPU, keep the usual advice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from synth import process, session
+
+from trainprof.analysis.pipeline import analyze
+from trainprof.analysis.worker_load import worker_load
+from trainprof.store.session import Session
+
+WORKERS = (2000, 2001)
+
+
+def _rows(worker_cpu: float, worker_runq: float, main_cpu: float = 20.0) -> list[dict[str, Any]]:
+    """Host samples every 0.5 s from launch to past the last step: each worker at
+    ``worker_cpu`` % of a CPU, its main thread waiting runnable ``worker_runq`` of the time."""
+    rows = []
+    for i in range(30):
+        t = 99.0 + 0.5 * i
+        procs = [{"pid": 1000, "cpu": main_cpu, "rss": 1e8, "rq_wait": 0.0}]
+        procs += [
+            {"pid": pid, "cpu": worker_cpu, "rss": 1e8, "rq_wait": worker_runq * (t - 99.0)}
+            for pid in WORKERS
+        ]
+        rows.append({"t": t, "procs": procs})
+    return rows
+
+
+def _job(worker_cpu: float, worker_runq: float = 0.01, batch_s: float = 0.19) -> Session:
+    """100 steps of 0.1 s, half of each waiting for data, from 2 workers that take ``batch_s``
+    to make a batch (0.19 s: at most 10.5 batches/s for a loop taking 10/s, at capacity)."""
+    workers = [process(0, loader=None, role="worker", pid=pid) for pid in WORKERS]
+    for w in workers:
+        w.add_line(f"F 1 100 {int(100 * batch_s * 1e6)} 0 0")  # 100 batches
+    return session(
+        process(100, step_s=0.1, wait_s=0.05),
+        *workers,
+        sample_rows=_rows(worker_cpu, worker_runq),
+        usable_cpus=2,
+    )
+
+
+def test_the_workers_load_is_their_mean_cpu_and_run_queue_share_in_the_window() -> None:
+    sess = _job(worker_cpu=3.0, worker_runq=0.1)
+    load = worker_load(sess.samples, WORKERS, (102.0, 111.0))
+    assert load is not None and load.workers == 2
+    assert load.cpu == pytest.approx(0.03)
+    assert load.runq == pytest.approx(0.1)
+    assert worker_load(sess.samples, (1000,), (200.0, 210.0)) is not None  # falls back: all run
+    assert worker_load(sess.samples, (4242,), None) is None  # not sampled
+
+
+def test_workers_busy_at_a_few_percent_of_a_cpu_wait_and_more_of_them_help() -> None:
+    first = analyze(_job(worker_cpu=3.0))[1].findings[0]
+    assert first.id == "input-bound"
+    text = " ".join(first.evidence)
+    assert "using 3% of a CPU each, and waited 1% of the time for one" in text, text
+    assert "__getitem__ waits (storage, the network, a lock or a sleep)" in text
+    # the step's own work is 50 ms: 1.25 x 0.19 s / 0.05 s = 4.75, so 5 workers keep pace
+    assert first.fix[0].startswith("num_workers=5, beyond the 2 CPUs"), first.fix
+    assert "5 can feed the loop's 50.0 ms of work a step" in first.fix[0]
+    assert "__getitems__(self, indices)" in first.fix[1]
+    assert not any("make __getitem__ cheaper" in f for f in first.fix)
+
+
+def test_past_sixteen_workers_threads_inside_them_come_first() -> None:
+    """A batch of 2 s (a slow store) for a loop doing 50 ms of work: ~50 workers would keep
+    pace; 16 processes are suggested, after threads."""
+    first = analyze(_job(worker_cpu=1.0, batch_s=2.0))[1].findings[0]
+    assert first.fix[0].startswith("overlap a batch's reads inside each worker"), first.fix
+    assert first.fix[1].startswith("num_workers=16, "), first.fix
+    assert "about 50 would keep pace" in first.fix[1], first.fix
+
+
+@pytest.mark.parametrize(
+    "cpu, runq",
+    [
+        (95.0, 0.01),  # they compute: a cheaper __getitem__ (or more CPUs) is the fix
+        (30.0, 0.6),  # too few CPUs: they wait for one, runnable
+    ],
+)
+def test_workers_that_compute_or_wait_for_a_cpu_keep_the_usual_advice(
+    cpu: float, runq: float
+) -> None:
+    first = analyze(_job(worker_cpu=cpu, worker_runq=runq))[1].findings[0]
+    assert first.id == "input-bound"
+    assert not any("rather than computes" in e for e in first.evidence), first.evidence
+    assert any("make __getitem__ cheaper" in f for f in first.fix), first.fix
+
+
+def test_workers_with_capacity_to_spare_are_not_judged_waiting() -> None:
+    """Workers at 3 % of a CPU that could deliver 4x what the loop takes are idle, not slow."""
+    first = analyze(_job(worker_cpu=3.0, batch_s=0.05))[1].findings[0]
+    assert not any("rather than computes" in e for e in first.evidence), first.evidence
+
+
+def test_the_usual_workers_fix_leaves_out_what_the_loader_already_has() -> None:
+    """The loader has persistent_workers=True: the fix does not ask for it again."""
+    first = analyze(_job(worker_cpu=95.0))[1].findings[0]
+    more = next(f for f in first.fix if f.startswith("more workers if"))
+    assert "persistent_workers=True" not in more and "prefetch_factor=4" in more, more
