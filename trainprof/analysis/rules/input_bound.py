@@ -7,6 +7,10 @@ part that costs (``__getitem__`` or the collate) and the user function behind it
 that adds workers says to split its stream per worker: each worker runs the whole
 ``__iter__``, so an unsplit stream is trained on ``num_workers`` times.
 
+Where workers are the limit, what they do with the CPU decides the fix: workers that compute
+want a cheaper dataset or more CPUs; workers busy at a few percent of a CPU wait (a remote
+store's round trip, a lock) and want more of them than CPUs, or threads inside them.
+
 Anti-pattern::
 
     loader = DataLoader(ImageFolder(root, transform=heavy_augment), batch_size=64)
