@@ -104,6 +104,28 @@ def metrics_straggler_first(r: Result, rank: int) -> dict[str, Any]:
     return f
 
 
+def test_ddp_accumulation_outside_no_sync_is_named_at_its_backward_line(tmp_path: Path) -> None:
+    """dist_accumulation all-reduces in all 4 backward passes of a step: the finding counts them
+    on the probe's record, measures the wait (gloo, on the host) and names the backward line;
+    the same loop with the first 3 inside no_sync() (ZOO_NO_SYNC=1) gets no finding."""
+    (tmp_path / "sync").mkdir()
+    (tmp_path / "no_sync").mkdir()
+    r = torchrun(tmp_path / "sync", "dist_accumulation")
+    assert r.report is not None, r.stderr[-3000:]
+    first = r.report["findings"][0]
+    assert first["id"] == "accumulation-allreduce", describe(r.report)
+    assert "4 backward passes; DDP all-reduced the gradients in 4 of them" in first["evidence"][0]
+    assert "waited" in first["evidence"][1] and first["impact"] > 0.05, first
+    text = script_path("dist_accumulation").read_text().splitlines()
+    line = next(i for i, t in enumerate(text, 1) if t.strip() == "loss.backward()")
+    assert first["where"].endswith(f"dist_accumulation.py:{line} (main)"), first["where"]
+    fixed = torchrun(
+        tmp_path / "no_sync", "dist_accumulation", env={**os.environ, "ZOO_NO_SYNC": "1"}
+    )
+    assert fixed.report is not None, fixed.stderr[-3000:]
+    assert fixed.report["findings"] == [], describe(fixed.report)
+
+
 def test_a_rank_0_only_metrics_straggler_is_named_first_with_its_function(
     straggler: Result,
 ) -> None:

@@ -200,6 +200,24 @@ def straggler_rank(extra: float) -> Session:
     return session(*ranks)
 
 
+def accumulation_allreduce(syncs_per_step: float) -> Session:
+    """Two DDP ranks, 4 batches an optimizer step, all-reducing in ``syncs_per_step`` backward
+    passes a step (the probe's cumulative counters, every 5 steps)."""
+    ranks = []
+    for r in range(2):
+        log = process(100, step_s=0.1, fetches=4, pid=1000 + r)
+        log.header.update(role="rank", rank=r)
+        t_us = 2_000_000
+        for i in range(1, 100):
+            t_us += 100_000
+            if i % 5 == 0 or i in (1, 99):
+                c = {"s": 0.0, "n": 0, "ddp_s": 0.02 * i, "ddp_n": 4 * i, "backend": "gloo"}
+                c["sync_n"] = round(syncs_per_step * i)
+                log.add_line("X " + json.dumps({"t": t_us, "collectives": c}))
+        ranks.append(log)
+    return session(*ranks)
+
+
 def structure(**facts: object) -> Callable[[float], Session]:
     """A bf16 CUDA job whose structure facts hold ``facts`` when the value is 1, none when 0."""
 
@@ -417,6 +435,14 @@ CASES = [
         0.36,
         no_memory_total,
         "CUDA memory not read",
+    ),
+    Case(
+        "accumulation-allreduce",
+        accumulation_allreduce,
+        1.6,
+        1.4,
+        lambda: session(process(100, fetches=4)),
+        "not a multi-rank",
     ),
     Case(
         "straggler-rank",

@@ -353,12 +353,24 @@ def caller_of(
 ) -> Frame | None:
     """The user's line that calls into a library (e.g. ``torch/utils/data/``) most often: the
     last user frame before the first frame whose file contains ``path_part``."""
+    return _caller(spans, window, lambda f: path_part in f[1].replace("\\", "/"))
+
+
+def backward_caller(spans: Sequence[StackSpan], window: tuple[float, float]) -> Frame | None:
+    """The user's line that runs autograd's backward most often (``loss.backward()``)."""
+    return _caller(spans, window, lambda f: _runs_backward(f[0], f[1]))
+
+
+def _caller(
+    spans: Sequence[StackSpan], window: tuple[float, float], entry: Callable[[Frame], bool]
+) -> Frame | None:
+    """The last user frame before the first ``entry`` frame, weighted by time, most often."""
     counter: Counter[Frame] = Counter()
     for s, seconds in overlaps(spans, [window]):
         if any("importlib._bootstrap" in f[1] for f in s.frames):
             continue  # importing the library (`import torch` at line 2) calls nothing of it
         for i, frame in enumerate(s.frames):
-            if path_part in frame[1].replace("\\", "/"):
+            if entry(frame):
                 callers = [f for f in s.frames[:i] if is_user_file(f[1])]
                 if callers:
                     counter[callers[-1]] += int(seconds * 1e6)

@@ -82,7 +82,8 @@ def on_the_device(findings: list[Finding], idle: float) -> list[Finding]:
 
 def claim(ledger: Ledger, findings: list[Finding]) -> list[Finding]:
     """Each finding's impact is the seconds it claimed over the steady window; a second goes to
-    one finding only, so the impacts add up to at most 100 %."""
+    one finding only, so the impacts add up to at most 100 %. A finding that asks for none of
+    its buckets' time (its cost was not measured: every fraction 0) keeps no impact, not 0."""
     wants = {}
     for f in findings:
         declared = REGISTRY[f.id].claims if f.id in REGISTRY else ()
@@ -91,7 +92,7 @@ def claim(ledger: Ledger, findings: list[Finding]) -> list[Finding]:
     got = allocate(ledger, wants)
     out = []
     for f in findings:
-        if not wants.get(f.id):
+        if not any(x > 0 for _b, x in wants.get(f.id, ())):
             out.append(f)
             continue
         seconds = got.get(f.id, {})

@@ -44,6 +44,10 @@ class RankView:
     steps_per_s: float | None = None
     collective_per_step_s: float | None = None  # waiting in collectives, per steady step
     ddp_per_step_s: float | None = None  # the part of it at the end of DDP's backward()
+    # backward passes per steady step once a DDP model exists, and those in which it
+    # all-reduced the gradients (outside no_sync())
+    backwards_per_step: float | None = None
+    syncs_per_step: float | None = None
     samples_per_step: float | None = None
     save_s: float = 0.0  # torch.save seconds inside the steady window
     cpu_percent: float | None = None  # the rank process, mean over its steady window
@@ -163,6 +167,8 @@ def _view(p: ProcessLog, warm: int, series: ProcSeries | None, primary: bool) ->
         steps_per_s=n / span_s if span_s > 0 else None,
         collective_per_step_s=(coll[0] + coll[1]) / n if coll and n else None,
         ddp_per_step_s=coll[1] / n if coll and n else None,
+        backwards_per_step=_per_step(_counted(p, "ddp_n", lo, hi), n),
+        syncs_per_step=_per_step(_counted(p, "sync_n", lo, hi), n),
         samples_per_step=sum(samples) / len(samples) if samples else None,
         save_s=save_s,
         cpu_percent=_mean_in(series, lo, hi) if series else None,
@@ -220,6 +226,26 @@ def _collectives(p: ProcessLog, lo: float, hi: float) -> tuple[float, float] | N
         max(0.0, _at(ts, coll, hi) - _at(ts, coll, lo)),
         max(0.0, _at(ts, ddp, hi) - _at(ts, ddp, lo)),
     )
+
+
+def _counted(p: ProcessLog, key: str, lo: float, hi: float) -> float | None:
+    """How much the collectives record's cumulative count ``key`` rose inside [lo, hi]; None
+    where the rank never recorded it (no DDP model, or a probe before it was counted)."""
+    points = [
+        (p.t0 + info["t"] / 1e6, float(c[key]))
+        for info in p.infos
+        if isinstance(c := info.get("collectives"), dict)
+        and isinstance(info.get("t"), int)
+        and _num(c.get(key))
+    ]
+    if not points:
+        return None
+    ts, values = [t for t, _ in points], [v for _, v in points]
+    return max(0.0, _at(ts, values, hi) - _at(ts, values, lo))
+
+
+def _per_step(count: float | None, steps: int) -> float | None:
+    return count / steps if count is not None and steps else None
 
 
 def _num(v: object) -> bool:

@@ -14,9 +14,13 @@ Two seams, because DDP does not call the Python collectives:
   the rank waited for the all-reduce, and so for the slower ranks. One hook per backward, not
   one per parameter.
 
-Both are cumulative counters, written as an info record ``{"collectives": {"s", "n", "ddp_s",
-"ddp_n", "backend"}}`` at most every ``EMIT_EVERY_S`` and at exit, so the analysis can read the time spent
-in any window (a steady state) from the counters around it. On the hot path: two clock reads
+A backward during which a DDP model would all-reduce (its ``require_backward_grad_sync``, which
+``no_sync()`` turns off) is counted apart (``sync_n``): gradient accumulation over micro-batches
+without ``no_sync()`` all-reduces every micro-batch, where once a step would do.
+
+All are cumulative counters, written as an info record ``{"collectives": {"s", "n", "ddp_s",
+"ddp_n", "sync_n", "backend"}}`` at most every ``EMIT_EVERY_S`` and at exit, so the analysis can
+read the time spent in any window (a steady state) from the counters around it. On the hot path: two clock reads
 per collective, a hook and a callback per backward once a DDP model exists (none before), and
 float adds.
 
@@ -31,6 +35,7 @@ import atexit
 import functools
 import os
 import time
+import weakref
 from typing import Any
 
 from trainprof import probe
@@ -66,11 +71,12 @@ class _State:
         self.coll_n = 0
         self.ddp_s = 0.0  # seconds from a DDP rank's last gradient to backward() returning
         self.ddp_n = 0
+        self.sync_n = 0  # backward passes in which a DDP model all-reduced the gradients
+        self.ddp_models: list[Any] = []  # weak references to the DDP models made
         self.depth = 0  # collectives in progress (nested ones count once)
-        self.ddp_models = 0
         self.last_grad = 0.0  # when the last DDP parameter's gradient was accumulated
         self.next_emit = 0.0
-        self.emitted: tuple[float, int, float, int] | None = None
+        self.emitted: tuple[float, int, float, int, int] | None = None
         self.engine: Any = None  # torch's autograd engine (queue_callback)
         self.backend: str | None = None  # the default (or DDP's) process group's backend
 
@@ -157,7 +163,7 @@ def _hooked_ddp_init(init: Any) -> Any:
     @functools.wraps(init)
     def ddp_init(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
-        _state.ddp_models += 1
+        _state.ddp_models.append(weakref.ref(self))
         _note_backend(getattr(self, "process_group", None))
         if _state.engine is None:
             _wrap_backward()
@@ -206,6 +212,8 @@ def _waited_backward(backward: Any) -> Any:
         except Exception:  # a leaf without grad_fn, an odd argument: time nothing, run it
             handle = None
         st.last_grad = 0.0
+        if _syncing(st):
+            st.sync_n += 1
         try:
             out = backward(*args, **kwargs)
         finally:
@@ -220,6 +228,15 @@ def _waited_backward(backward: Any) -> Any:
         return out
 
     return waited_backward
+
+
+def _syncing(st: _State) -> bool:
+    """A DDP model will all-reduce in this backward (not inside its ``no_sync()``)."""
+    for ref in st.ddp_models:
+        model = ref()
+        if model is not None and getattr(model, "require_backward_grad_sync", True):
+            return True
+    return False
 
 
 def _note_backend(group: Any = None) -> None:
@@ -240,7 +257,7 @@ def emit(now: float | None = None) -> None:
     st = _state
     now = _clock() if now is None else now
     st.next_emit = now + EMIT_EVERY_S
-    counters = (st.coll_s, st.coll_n, st.ddp_s, st.ddp_n)
+    counters = (st.coll_s, st.coll_n, st.ddp_s, st.ddp_n, st.sync_n)
     if counters == st.emitted or not (st.coll_n or st.ddp_n):
         return
     st.emitted = counters
@@ -252,6 +269,7 @@ def emit(now: float | None = None) -> None:
                     "n": st.coll_n,
                     "ddp_s": round(st.ddp_s, 6),
                     "ddp_n": st.ddp_n,
+                    "sync_n": st.sync_n,
                     "backend": st.backend,
                 }
             }

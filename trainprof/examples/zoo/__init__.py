@@ -377,6 +377,14 @@ _CASES: tuple[ZooCase, ...] = (
         180.0,
     ),
     ZooCase(
+        "dist_accumulation",
+        "accumulation-allreduce",
+        "dist",
+        "4 micro-batches per optimizer step under DDP, none inside no_sync(): every backward "
+        "all-reduces the gradients (ZOO_NO_SYNC=1: the fixed loop)",
+        180.0,
+    ),
+    ZooCase(
         "dist_healthy",
         None,
         "dist",
