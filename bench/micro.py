@@ -22,12 +22,19 @@ import json
 import sys
 import time
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 REPEATS = 7
 CALLS = 20000
 BACKWARD_CALLS = 4000  # a real backward takes ~35 µs here: fewer calls for a similar timed span
+
+
+class _SyncingModel:
+    """Stands for a DDP model outside no_sync(): the probe reads this flag each backward."""
+
+    require_backward_grad_sync = True
 
 
 def _per_call(fn: Callable[[], Any], calls: int = CALLS) -> float:
@@ -182,8 +189,10 @@ def main() -> int:
     def add_distributed(name: str, calls: str, measure: Callable[[], float]) -> None:
         st = coll._state
         saved = (st.ddp_models, st.engine, st.backend)
-        # as in a DDP job on gloo, after its first collective noted the backend
-        st.ddp_models, st.backend = 1, "gloo"
+        # as in a DDP job on gloo, after its first collective noted the backend: one DDP model
+        # that all-reduces in each backward (outside no_sync())
+        model = _SyncingModel()
+        st.ddp_models, st.backend = [weakref.ref(model)], "gloo"
         st.engine = torch.autograd.Variable._execution_engine
         try:
             distributed.append({"name": name, "us": measure(), "calls": calls})

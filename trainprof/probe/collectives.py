@@ -212,8 +212,11 @@ def _waited_backward(backward: Any) -> Any:
         except Exception:  # a leaf without grad_fn, an odd argument: time nothing, run it
             handle = None
         st.last_grad = 0.0
-        if _syncing(st):
-            st.sync_n += 1
+        for ref in st.ddp_models:  # inline: a call a backward costs more than the test
+            model = ref()
+            if model is not None and getattr(model, "require_backward_grad_sync", True):
+                st.sync_n += 1  # it all-reduces in this backward (not inside no_sync())
+                break
         try:
             out = backward(*args, **kwargs)
         finally:
@@ -228,15 +231,6 @@ def _waited_backward(backward: Any) -> Any:
         return out
 
     return waited_backward
-
-
-def _syncing(st: _State) -> bool:
-    """A DDP model will all-reduce in this backward (not inside its ``no_sync()``)."""
-    for ref in st.ddp_models:
-        model = ref()
-        if model is not None and getattr(model, "require_backward_grad_sync", True):
-            return True
-    return False
 
 
 def _note_backend(group: Any = None) -> None:
