@@ -126,6 +126,24 @@ def test_ddp_accumulation_outside_no_sync_is_named_at_its_backward_line(tmp_path
     assert fixed.report["findings"] == [], describe(fixed.report)
 
 
+def test_a_distributed_sampler_never_given_set_epoch_is_named(tmp_path: Path) -> None:
+    """dist_same_shuffle makes 3 passes over its DistributedSampler(shuffle=True) at epoch 0; the
+    same loop calling set_epoch(epoch) (ZOO_SET_EPOCH=1) gets no finding."""
+    (tmp_path / "same").mkdir()
+    (tmp_path / "set").mkdir()
+    r = torchrun(tmp_path / "same", "dist_same_shuffle")
+    assert r.report is not None, r.stderr[-3000:]
+    first = r.report["findings"][0]
+    assert first["id"] == "sampler-set-epoch", describe(r.report)
+    assert "(3 passes over the loader, all at epoch 0)" in first["title"], first["title"]
+    assert first["where"] and "dist_same_shuffle.py:" in first["where"], first["where"]
+    fixed = torchrun(
+        tmp_path / "set", "dist_same_shuffle", env={**os.environ, "ZOO_SET_EPOCH": "1"}
+    )
+    assert fixed.report is not None, fixed.stderr[-3000:]
+    assert fixed.report["findings"] == [], describe(fixed.report)
+
+
 def test_a_rank_0_only_metrics_straggler_is_named_first_with_its_function(
     straggler: Result,
 ) -> None:

@@ -218,6 +218,17 @@ def accumulation_allreduce(syncs_per_step: float) -> Session:
     return session(*ranks)
 
 
+def sampler_set_epoch(unchanged: float) -> Session:
+    """3 passes over a loader with a shuffling DistributedSampler, its epoch unchanged (the
+    probe's record at each pass) when ``unchanged`` is 1, set each epoch when 0."""
+    loader = dict(DEFAULT_LOADER, sampler="torch.utils.data.distributed.DistributedSampler")
+    log = process(100, loader=loader)
+    for epoch in range(3):
+        seen = 0 if unchanged else epoch
+        log.add_line("X " + json.dumps({"t": 2_000_000 + epoch, "sampler_epoch": [0, seen]}))
+    return session(log)
+
+
 def structure(**facts: object) -> Callable[[float], Session]:
     """A bf16 CUDA job whose structure facts hold ``facts`` when the value is 1, none when 0."""
 
@@ -435,6 +446,14 @@ CASES = [
         0.36,
         no_memory_total,
         "CUDA memory not read",
+    ),
+    Case(
+        "sampler-set-epoch",
+        sampler_set_epoch,
+        1,
+        0,
+        lambda: session(process(100, loader=None)),
+        "no torch DataLoader",
     ),
     Case(
         "accumulation-allreduce",

@@ -87,6 +87,9 @@ class LoaderView:
     main_collate_ms: float | None = None  # the collate_fn part of main_fetch_ms
     worker_collate_ms: float | None = None  # the collate_fn part of worker_fetch_ms
     main_pin_ms: float | None = None  # pin_memory per batch in the main thread
+    # a shuffling DistributedSampler's epoch at the start of each pass over the loader (empty:
+    # no such sampler)
+    sampler_epochs: tuple[int, ...] = ()
 
     @property
     def iterable(self) -> bool:
@@ -697,6 +700,14 @@ def _loaders(session: Session, primary: ProcessLog | None) -> tuple[LoaderView, 
         )
         worker_ms = w_us / w_count / 1e3 if w_count and uses_workers else None
         firsts = tuple(w / 1e6 for k, _t, w in primary.epochs if k == key)
+        sampler_epochs = tuple(
+            int(i["sampler_epoch"][1])
+            for i in primary.infos
+            if isinstance(i.get("sampler_epoch"), list)
+            and len(i["sampler_epoch"]) == 2
+            and i["sampler_epoch"][0] == key
+            and type(i["sampler_epoch"][1]) is int
+        )
         views.append(
             LoaderView(
                 cfg,
@@ -710,6 +721,7 @@ def _loaders(session: Session, primary: ProcessLog | None) -> tuple[LoaderView, 
                 main_pin_ms=primary.pin_us / primary.fetch_count / 1e3
                 if main_ms is not None
                 else None,
+                sampler_epochs=sampler_epochs,
             )
         )
     return tuple(views)

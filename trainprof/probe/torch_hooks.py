@@ -484,6 +484,7 @@ def _wrap_loader(dl: Any) -> None:
             key = _loader_key(self)
             it._tp_epoch_start = t0
             it._tp_loader_key = key
+            _record_sampler_epoch(self, key)
         except Exception as exc:  # no epoch record for this loader: say why, once
             probe.record_error("DataLoader.__iter__", exc)
         return it
@@ -491,6 +492,16 @@ def _wrap_loader(dl: Any) -> None:
     base.__next__ = __next__
     base._next_index = _next_index
     dl.DataLoader.__iter__ = __iter__
+
+
+def _record_sampler_epoch(loader: Any, key: int) -> None:
+    """A shuffling sampler that seeds its order with an epoch (``DistributedSampler``): its
+    epoch as each pass over the loader starts. Unchanged from pass to pass, ``set_epoch`` was
+    never called and every epoch is shuffled the same way. Once a pass: not on the hot path."""
+    sampler = getattr(loader, "sampler", None)
+    epoch = getattr(sampler, "epoch", None)
+    if type(epoch) is int and getattr(sampler, "shuffle", False) is True:
+        probe.record_info({"sampler_epoch": [key, epoch]})
 
 
 def _record_epoch(it: Any, started: float, first_wait: float) -> None:

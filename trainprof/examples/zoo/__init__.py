@@ -385,6 +385,14 @@ _CASES: tuple[ZooCase, ...] = (
         180.0,
     ),
     ZooCase(
+        "dist_same_shuffle",
+        "sampler-set-epoch",
+        "dist",
+        "3 epochs over a DistributedSampler(shuffle=True) that never gets set_epoch(): the same "
+        "order every epoch (ZOO_SET_EPOCH=1: the fixed loop)",
+        180.0,
+    ),
+    ZooCase(
         "dist_healthy",
         None,
         "dist",
