@@ -1,5 +1,7 @@
 """Which optimizer's steps count: a GAN's two optimizers count once per iteration, and a script
-that builds a new optimizer per phase is followed from one to the next."""
+that builds a new optimizer per phase is followed from one to the next. Which of the model's
+parameters no optimizer holds: a backbone left trainable beside a head-only optimizer is named;
+a GAN's two optimizers, or a backbone frozen with requires_grad_(False), are not."""
 
 from __future__ import annotations
 
@@ -47,3 +49,55 @@ def test_a_gans_two_optimizers_count_one_step_per_iteration(tmp_path: Path) -> N
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.report["summary"]["steps"] == 60
     assert "counted: Adam#0" in r.stderr and "SGD#1 60×" in r.stderr
+
+
+GAN_MODULE = """
+import torch
+class Gan(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.g, self.d = torch.nn.Linear(8, 8), torch.nn.Linear(8, 1)
+gan = Gan()
+opt_d = torch.optim.Adam(gan.d.parameters())
+opt_g = torch.optim.SGD(gan.g.parameters(), lr=0.01)
+gan.train()
+for _ in range(60):
+    fake = gan.g(torch.randn(16, 8))
+    loss_g = -gan.d(fake).mean()  # the generator's step first: d gets gradients too
+    opt_g.zero_grad(); loss_g.backward(); opt_g.step()
+    loss_d = gan.d(fake.detach()).mean() - gan.d(torch.randn(16, 8)).mean()
+    opt_d.zero_grad(); loss_d.backward(); opt_d.step()
+"""
+
+HEAD_ONLY = """
+import sys
+import torch
+model = torch.nn.Sequential()
+model.add_module("backbone", torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU()))
+model.add_module("head", torch.nn.Linear(256, 4))
+if sys.argv[1] == "frozen":
+    model.backbone.requires_grad_(False)
+opt = torch.optim.SGD(model.head.parameters(), lr=0.01)  # fine-tune the head only
+model.train()
+for _ in range(60):
+    loss = model(torch.randn(32, 32)).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_a_gans_two_optimizers_hold_every_parameter_of_its_model(tmp_path: Path) -> None:
+    r = run_trainprof(tmp_path, str(write_script(tmp_path, "gan_module.py", GAN_MODULE)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "unoptimized-params" not in r.finding_ids, r.finding_ids
+
+
+def test_a_backbone_left_trainable_beside_a_head_only_optimizer_is_named(tmp_path: Path) -> None:
+    script = str(write_script(tmp_path, "head_only.py", HEAD_ONLY))
+    r = run_trainprof(tmp_path, script, "trainable")
+    (f,) = [f for f in r.report["findings"] if f["id"] == "unoptimized-params"]
+    assert f["title"].startswith("2 parameters of the model get gradients that no optimizer"), f
+    assert "backbone.0.weight, backbone.0.bias" in f["evidence"][0], f["evidence"]
+    assert "model.backbone.requires_grad_(False)" in f["fix"][1], f["fix"]
+    frozen = run_trainprof(tmp_path, script, "frozen")
+    assert frozen.returncode == 0, frozen.stderr[-2000:]
+    assert "unoptimized-params" not in frozen.finding_ids, frozen.finding_ids

@@ -19,7 +19,8 @@ HEALTHY = sorted(n for n, c in ZOO.items() if c.kind == "healthy")
 BROKEN = sorted(n for n, c in ZOO.items() if c.kind in ("crash", "hang"))
 
 _cache: dict[str, Result] = {}
-NO_LINE = {"worker-startup", "memory-growth"}  # about processes, not a line of the loop
+# about processes, or the model's parameters, not a line of the loop
+NO_LINE = {"worker-startup", "memory-growth", "unoptimized-params"}
 
 
 @pytest.fixture(scope="module")
@@ -236,6 +237,16 @@ def test_a_worker_at_capacity_is_the_limit_though_the_wait_is_in_the_hand_over(
     assert first["fix"][0].startswith("more workers"), first["fix"]
     assert not any("set_sharing_strategy" in f for f in first["fix"]), first["fix"]
     assert "rather than computes" not in evidence, evidence  # its worker computes
+
+
+def test_a_head_swapped_in_after_the_optimizer_is_named(zoo_tmp: Path) -> None:
+    """head_not_optimized's new head gets gradients at every step and is in no optimizer."""
+    r = run_case("head_not_optimized", zoo_tmp)
+    first = r.report["findings"][0]
+    assert first["id"] == "unoptimized-params", _describe(r)
+    assert first["title"].startswith("2 parameters of the model get gradients"), first["title"]
+    assert first["evidence"][0].endswith(": head.weight, head.bias"), first["evidence"]
+    assert first["fix"][0].startswith("if they should train: build the optimizer after")
 
 
 def test_workers_that_wait_on_a_store_are_told_to_overlap_the_waits(zoo_tmp: Path) -> None:

@@ -229,6 +229,16 @@ def sampler_set_epoch(unchanged: float) -> Session:
     return session(log)
 
 
+def unoptimized(count: float) -> Session:
+    """The probe's record at the first step: ``count`` parameters (of 6) with a gradient in no
+    optimizer."""
+    log = process(100)
+    facts = {"count": int(count), "elements": 2560 * int(count), "params": 6, "total": 76_000}
+    facts.update(names=["head.weight", "head.bias"][: int(count)], optimizers=1)
+    log.add_line("X " + json.dumps({"t": 2_000_000, "unoptimized": facts}))
+    return session(log)
+
+
 def structure(**facts: object) -> Callable[[float], Session]:
     """A bf16 CUDA job whose structure facts hold ``facts`` when the value is 1, none when 0."""
 
@@ -446,6 +456,14 @@ CASES = [
         0.36,
         no_memory_total,
         "CUDA memory not read",
+    ),
+    Case(
+        "unoptimized-params",
+        unoptimized,
+        1,
+        0,
+        lambda: session(process(100)),
+        "never called train()",
     ),
     Case(
         "sampler-set-epoch",

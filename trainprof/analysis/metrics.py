@@ -147,6 +147,8 @@ class Activity:
     # With several optimizers: {"counted": label, "steps": {label: n}} (labels "Adam#0").
     optimizers: dict[str, Any] | None = None
     structure: dict[str, Any] | None = None  # the model and optimizer at the first step
+    # the model's parameters with a gradient in no optimizer, at the first step (probe/optimized)
+    unoptimized: dict[str, Any] | None = None
     zero_grad_kept: bool = False  # zero_grad(set_to_none=False) was called
     framework: str | None = None  # the training framework that runs the loop (frameworks.py)
     flops: dict[str, Any] | None = None  # the probe's FLOP count of one step, or why none
@@ -522,6 +524,9 @@ def _activity(
         optimizers=next((i["optimizers"] for i in reversed(infos) if "optimizers" in i), None),
         structure=next(
             (i["structure"] for i in infos if isinstance(i.get("structure"), dict)), None
+        ),
+        unoptimized=next(
+            (i["unoptimized"] for i in infos if isinstance(i.get("unoptimized"), dict)), None
         ),
         zero_grad_kept=any(i.get("zero_grad_set_to_none") is False for i in infos),
         framework=frameworks.detect(spans, infos),

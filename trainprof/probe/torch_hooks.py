@@ -25,7 +25,7 @@ from types import FrameType
 from typing import Any
 
 from trainprof import probe
-from trainprof.probe import saves, structure, worker_info
+from trainprof.probe import optimized, saves, structure, worker_info
 from trainprof.probe.device import Timeline, cuda_timeline
 from trainprof.probe.flops import StepFlops
 from trainprof.store.schema import (
@@ -94,6 +94,7 @@ class _State:
         self.other_stepped_twice: int | None = None  # a non-primary stepped, primary did not since
         self.optimizers_reported = 0
         self.model_ref: Any = None  # weakref to the module last trained at the top level
+        self.made_optimizers: list[Any] = []  # weakrefs to the optimizers made before a step
         self.zero_grad_kept = False  # zero_grad(set_to_none=False) was seen
         self.device_off = False  # the "device" probe part is switched off
         self.flops: StepFlops | None = None  # counting one step's FLOPs (CUDA jobs, once)
@@ -146,7 +147,7 @@ def install(torch: Any) -> None:
         ac.__enter__ = _noticed_autocast(ac, ac.__enter__)
         opt_cls = torch.optim.Optimizer
         opt_cls.zero_grad = _noticed_zero_grad(opt_cls, opt_cls.zero_grad)
-    if _state.max_steps is not None:
+    if "steps" not in off:
         opt_cls = torch.optim.Optimizer
         opt_cls.__init__ = _noticed_optimizer(opt_cls, opt_cls.__init__)  # type: ignore[method-assign]
 
@@ -282,6 +283,7 @@ def _counts_as_step(s: _State, optimizer: Any, key: int, known: Any) -> bool:
         s.primary_opt_id = key
         _record_step_callers()
         _record_precision(optimizer)
+        _record_unoptimized(optimizer)
     elif key != s.primary_opt_id:
         # A GAN's two optimizers alternate: keep counting the first. One that steps twice while
         # the counted one does not has replaced it (a new optimizer per phase): follow it.
@@ -727,6 +729,22 @@ def _record_precision(optimizer: Any) -> None:
         probe.record_error("precision", exc)
 
 
+def _record_unoptimized(optimizer: Any) -> None:
+    """The model's parameters with a gradient that no optimizer made so far holds, once, at the
+    first optimizer step (``optimized.py``); nothing without a model seen in ``train()``."""
+    s = _state
+    model = s.model_ref() if s.model_ref is not None else None
+    if model is None:
+        return
+    try:
+        made = [opt for ref in s.made_optimizers if (opt := ref()) is not None]
+        mine = made if any(opt is optimizer for opt in made) else [optimizer, *made]
+        probe.record_info({"unoptimized": optimized.facts(model, mine)})
+    except Exception as exc:
+        probe.record_error("unoptimized", exc)
+    s.made_optimizers = []
+
+
 def _start_timeline(torch: Any, device: Any) -> None:
     """The CUDA device timeline, once, and the means to register its pre-step hook (a timed
     step's "optimizer" mark, see ``_sync_pre_step``); a failure stops the timeline alone, and the
@@ -788,13 +806,19 @@ def _noticed_zero_grad(owner: type, orig: Any) -> Any:
 
 
 def _noticed_optimizer(owner: type, orig: Any) -> Any:
-    """``Optimizer.__init__``, with ``--steps`` only: the job has a torch optimizer, so its
-    optimizer steps are what ``--steps`` counts (see ``_early_step``). Leaves at the first."""
+    """``Optimizer.__init__`` until the first optimizer step: the job has a torch optimizer (with
+    ``--steps``, its optimizer steps are what it counts: see ``_early_step``), and each one made
+    before training, whose parameters the first step compares with the model's (a GAN's two,
+    say: ``_record_unoptimized``). Leaves at the first optimizer made after that step."""
 
     @functools.wraps(orig)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        _state.optimizer_made = True
-        _unwrap(owner, "__init__", __init__, orig)
+        s = _state
+        s.optimizer_made = True
+        if s.steps:
+            _unwrap(owner, "__init__", __init__, orig)
+        else:
+            s.made_optimizers.append(_weak(self))
         orig(self, *args, **kwargs)
 
     return __init__

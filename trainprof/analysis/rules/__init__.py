@@ -15,5 +15,5 @@ for _mod in pkgutil.iter_modules(__path__):
 
 def all_rules() -> tuple[Rule, ...]:
     """Every registered rule, in a stable order (family, then id)."""
-    order = ("input", "stalls", "host", "memory", "gpu", "distributed", "crash", "hang")
+    order = ("input", "stalls", "host", "model", "memory", "gpu", "distributed", "crash", "hang")
     return tuple(sorted(REGISTRY.values(), key=lambda r: (order.index(r.family), r.id)))

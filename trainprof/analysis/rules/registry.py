@@ -18,7 +18,9 @@ from trainprof.analysis.findings import Finding, Severity
 from trainprof.analysis.metrics import MIN_STEADY_S, Metrics
 from trainprof.units import plural, plural_of
 
-Family = Literal["input", "stalls", "host", "memory", "gpu", "distributed", "crash", "hang"]
+Family = Literal[
+    "input", "stalls", "host", "model", "memory", "gpu", "distributed", "crash", "hang"
+]
 
 
 def _steps(m: Metrics) -> str | None:
@@ -84,6 +86,12 @@ def _gpu_memory(m: Metrics) -> str | None:
     return None
 
 
+def _model(m: Metrics) -> str | None:
+    if m.activity.unoptimized is not None:
+        return None
+    return "the model was not seen at the first optimizer step (the job never called train() on it)"
+
+
 def _stderr(_m: Metrics) -> str | None:
     return None  # the job's output is always kept
 
@@ -101,6 +109,7 @@ SIGNALS: dict[str, Callable[[Metrics], str | None]] = {
     "flops": _flops,
     "gpu_memory": _gpu_memory,
     "stderr": _stderr,
+    "model": _model,
 }
 
 
@@ -244,6 +253,7 @@ def define(
 ATTACH_VARIANTS: dict[str, tuple[tuple[str, ...], Check]] = {}
 PROBE_SIGNALS = {  # the most specific first: a rule is skipped with the first it needs
     "cuda": "the model's device, precision and layers come from the probe: needs `trainprof run`",
+    "model": "the model's parameters and the optimizers' come from the probe: needs `trainprof run`",
     "ranks": "per-rank step times need `trainprof run`",
     "loader": "the DataLoader's settings and per-batch counts need `trainprof run`",
     "stderr": "attach does not see the job's output",

@@ -60,6 +60,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "head_not_optimized",
+        "unoptimized-params",
+        "slow",
+        "a new classification head swapped in after the optimizer was built: it gets gradients "
+        "and never trains",
+        60.0,
+    ),
+    ZooCase(
         "waiting_worker",
         "input-bound",
         "slow",
