@@ -397,14 +397,15 @@ _CASES: tuple[ZooCase, ...] = (
         "sampler-set-epoch",
         "dist",
         "3 epochs over a DistributedSampler(shuffle=True) that never gets set_epoch(): the same "
-        "order every epoch (ZOO_SET_EPOCH=1: the fixed loop)",
+        "order every epoch (dist_healthy calls it: the control)",
         180.0,
     ),
     ZooCase(
         "dist_healthy",
         None,
         "dist",
-        "equal shards and work on every rank, metrics reduced as tensors every 50 steps",
+        "equal shards and work on every rank, metrics reduced as tensors every 50 steps, "
+        "set_epoch before each of 2 epochs",
         180.0,
     ),
 )

@@ -1,8 +1,9 @@
 """A healthy DDP job: every rank does the same work, so none waits long for another.
 
-Two ranks (gloo, CPU) train a small MLP on equal shards (``DistributedSampler(drop_last=True)``),
-metrics reduced as tensors every 50 steps on every rank. The control for ``straggler-rank``:
-its ranks wait in the gradient all-reduce only for the transfer itself.
+Two ranks (gloo, CPU) train a small MLP on equal shards (``DistributedSampler(drop_last=True)``,
+given ``set_epoch`` before each of its 2 epochs), metrics reduced as tensors every 50 steps on
+every rank. The control for ``straggler-rank``: its ranks wait in the gradient all-reduce only
+for the transfer itself; and for ``sampler-set-epoch``.
 
 Run it as ``trainprof run -- torchrun --nproc-per-node 2 dist_healthy.py``; with two "nodes":
 ``torchrun --nnodes 2 --node-rank N --rdzv-backend c10d --rdzv-endpoint HOST:PORT ...``.
@@ -30,6 +31,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 # 1000 steps: a steady state of ~3 s on 2 slow cores, still over the rules' 1 s minimum on a machine
 # several times faster (400 gave 1.24 s here, and 0.98 s on a loaded run: too short to judge)
 STEPS = int(os.environ.get("ZOO_STEPS", "1000"))
+EPOCHS = 2
 
 
 def main() -> None:
@@ -37,9 +39,10 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     world = dist.get_world_size()
-    n = STEPS * 32 * world
+    n = STEPS // EPOCHS * 32 * world
     data = TensorDataset(torch.randn(n, 64), torch.randint(0, 8, (n,)))
-    loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data, drop_last=True))
+    sampler = DistributedSampler(data, drop_last=True)
+    loader = DataLoader(data, batch_size=32, sampler=sampler)
     model = nn.parallel.DistributedDataParallel(
         nn.Sequential(
             nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 8)
@@ -47,15 +50,17 @@ def main() -> None:
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     correct = torch.zeros(())
-    for step, (x, y) in enumerate(loader):
-        opt.zero_grad()
-        logits = model(x)
-        nn.functional.cross_entropy(logits, y).backward()
-        opt.step()
-        correct += (logits.argmax(1) == y).sum()
-        if step % 50 == 49:
-            dist.all_reduce(correct)  # every rank, every 50 steps: nobody waits for one rank
-            correct.zero_()
+    for epoch in range(EPOCHS):
+        sampler.set_epoch(epoch)  # a new shuffle each epoch (the control for sampler-set-epoch)
+        for step, (x, y) in enumerate(loader):
+            opt.zero_grad()
+            logits = model(x)
+            nn.functional.cross_entropy(logits, y).backward()
+            opt.step()
+            correct += (logits.argmax(1) == y).sum()
+            if step % 50 == 49:
+                dist.all_reduce(correct)  # every rank, every 50 steps: nobody waits for one rank
+                correct.zero_()
     # Every rank done, then a pause before Python shuts down: gloo's worker thread frees a
     # collective's work just after it completes, which takes the GIL; once the interpreter is
     # shutting down, that aborts the process (torch 2.13: "terminate called without an active

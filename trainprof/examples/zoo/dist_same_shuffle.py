@@ -5,8 +5,7 @@ the loop written as in a single process: ``for epoch ...: for x, y in loader``. 
 seeds its shuffle with ``seed + epoch`` and its epoch stays 0, so each rank reads its shard in
 the same order in every epoch. Nothing is slower or crashes: no timing shows it.
 
-Fix: ``sampler.set_epoch(epoch)`` before each epoch (``ZOO_SET_EPOCH=1`` runs that loop: the
-control, no finding).
+Fix: ``sampler.set_epoch(epoch)`` before each epoch, as ``dist_healthy.py`` does (the control).
 
 Run it as ``trainprof run -- torchrun --nproc-per-node 2 dist_same_shuffle.py``; started
 without torchrun (``trainprof demo dist_same_shuffle``), it becomes torchrun itself.
@@ -31,7 +30,6 @@ from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 EPOCHS = 3
-SET_EPOCH = os.environ.get("ZOO_SET_EPOCH") == "1"
 
 
 def main() -> None:
@@ -46,10 +44,8 @@ def main() -> None:
         nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 8))
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    for epoch in range(EPOCHS):
-        if SET_EPOCH:
-            sampler.set_epoch(epoch)
-        for x, y in loader:
+    for _epoch in range(EPOCHS):
+        for x, y in loader:  # sampler.set_epoch(epoch) never called
             opt.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
