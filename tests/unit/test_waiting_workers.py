@@ -12,36 +12,58 @@ from synth import process, session
 
 from trainprof.analysis.pipeline import analyze
 from trainprof.analysis.worker_load import worker_load
+from trainprof.store.events import ProcessLog
 from trainprof.store.session import Session
 
 WORKERS = (2000, 2001)
 
 
-def _rows(worker_cpu: float, worker_runq: float, main_cpu: float = 20.0) -> list[dict[str, Any]]:
+EVAL_WORKERS = (3000, 3001)
+
+
+def _rows(
+    worker_cpu: float, worker_runq: float, idle_eval_workers: bool = False
+) -> list[dict[str, Any]]:
     """Host samples every 0.5 s from launch to past the last step: each worker at
-    ``worker_cpu`` % of a CPU, its main thread waiting runnable ``worker_runq`` of the time."""
+    ``worker_cpu`` % of a CPU, its main thread waiting runnable ``worker_runq`` of the time (and
+    an evaluation loader's two persistent workers, idle, at 0 %)."""
     rows = []
     for i in range(30):
         t = 99.0 + 0.5 * i
-        procs = [{"pid": 1000, "cpu": main_cpu, "rss": 1e8, "rq_wait": 0.0}]
+        procs = [{"pid": 1000, "cpu": 20.0, "rss": 1e8, "rq_wait": 0.0}]
         procs += [
             {"pid": pid, "cpu": worker_cpu, "rss": 1e8, "rq_wait": worker_runq * (t - 99.0)}
             for pid in WORKERS
         ]
+        if idle_eval_workers:
+            procs += [{"pid": pid, "cpu": 0.0, "rss": 1e8, "rq_wait": 0.0} for pid in EVAL_WORKERS]
         rows.append({"t": t, "procs": procs})
     return rows
 
 
-def _job(worker_cpu: float, worker_runq: float = 0.01, batch_s: float = 0.19) -> Session:
+def _worker(pid: int, batches: int, batch_s: float) -> ProcessLog:
+    """A worker alive from launch that made ``batches`` batches of ``batch_s`` by 12 s."""
+    w = process(0, loader=None, role="worker", pid=pid, t0=99.5)
+    w.add_line(f"F 12000000 {batches} {int(batches * batch_s * 1e6)} 0 0")
+    return w
+
+
+def _job(
+    worker_cpu: float,
+    worker_runq: float = 0.01,
+    batch_s: float = 0.19,
+    idle_eval_workers: bool = False,
+) -> Session:
     """100 steps of 0.1 s, half of each waiting for data, from 2 workers that take ``batch_s``
     to make a batch (0.19 s: at most 10.5 batches/s for a loop taking 10/s, at capacity)."""
-    workers = [process(0, loader=None, role="worker", pid=pid) for pid in WORKERS]
-    for w in workers:
-        w.add_line(f"F 1 100 {int(100 * batch_s * 1e6)} 0 0")  # 100 batches
+    n = max(1, round(11.0 / batch_s))  # busy nearly all of their 12 s, whatever a batch takes
+    workers = [_worker(pid, n, batch_s) for pid in WORKERS]
+    if idle_eval_workers:
+        workers += [_worker(pid, 2, batch_s) for pid in EVAL_WORKERS]
     return session(
         process(100, step_s=0.1, wait_s=0.05),
         *workers,
-        sample_rows=_rows(worker_cpu, worker_runq),
+        sample_rows=_rows(worker_cpu, worker_runq, idle_eval_workers),
         usable_cpus=2,
     )
 
@@ -92,6 +114,15 @@ def test_workers_that_compute_or_wait_for_a_cpu_keep_the_usual_advice(
     assert first.id == "input-bound"
     assert not any("rather than computes" in e for e in first.evidence), first.evidence
     assert any("make __getitem__ cheaper" in f for f in first.fix), first.fix
+
+
+def test_an_evaluation_loaders_idle_workers_do_not_make_busy_workers_look_waiting() -> None:
+    """Training workers at 95 % of a CPU beside an evaluation loader's persistent workers,
+    idle at 0 % between evaluations: the mean of all four would be 48 %, "waiting"; the idle
+    ones made batches a few % of their life and are left out."""
+    first = analyze(_job(worker_cpu=95.0, idle_eval_workers=True))[1].findings[0]
+    assert first.id == "input-bound"
+    assert not any("rather than computes" in e for e in first.evidence), first.evidence
 
 
 def test_workers_with_capacity_to_spare_are_not_judged_waiting() -> None:

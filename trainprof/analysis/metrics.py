@@ -36,7 +36,7 @@ from trainprof.analysis.stalls import (
 )
 from trainprof.analysis.stats import bins, finite, int_percentiles, mean, scaled, tail
 from trainprof.analysis.usercode import is_user_path
-from trainprof.analysis.worker_load import WorkerLoad, worker_load
+from trainprof.analysis.worker_load import WorkerLoad, busy_workers, worker_load
 from trainprof.store.events import ProcessLog
 from trainprof.store.gpus import JobGpus, machine_utils
 from trainprof.store.session import Session
@@ -185,7 +185,7 @@ class Metrics:
     loaders: tuple[LoaderView, ...] = ()
     usable_cpus: int | None = None
     cpu_percent_mean: float | None = None
-    # the DataLoader workers' CPU use over the steady window (None: no worker was sampled)
+    # the busy DataLoader workers' CPU use over the steady window (None: none was sampled)
     worker_load: WorkerLoad | None = None
     peak_rss_bytes: int | None = None
     gpu_util_mean: float | None = None  # over the job's GPUs (store/gpus.py)
@@ -315,7 +315,9 @@ def compute(session: Session) -> Metrics:
         loaders=loaders,
         usable_cpus=meta.get("usable_cpus"),
         cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
-        worker_load=worker_load(session.samples, (w.pid for w in session.workers), window),
+        worker_load=worker_load(
+            session.samples, busy_workers(session.workers, session.samples), window
+        ),
         peak_rss_bytes=_peak(session.samples.tree_rss),
         gpu_util_mean=gpu_util,
         gpu_unavailable=session.samples.gpu_unavailable,

@@ -14,7 +14,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from trainprof.store.events import ProcessLog
 from trainprof.store.session import Samples
+
+# A worker making batches at least this share of its life is a training loader's at work; an
+# evaluation loader's persistent workers, idle between evaluations, would read as waiting.
+BUSY = 0.5
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,20 @@ class WorkerLoad:
             "cpu": round(self.cpu, 4),
             "runq": None if self.runq is None else round(self.runq, 4),
         }
+
+
+def busy_workers(workers: Iterable[ProcessLog], samples: Samples) -> list[int]:
+    """The pids of the workers that spent at least ``BUSY`` of their life making batches, by
+    their own fetch counters: from the host sampler's first sight of them (a forked worker's
+    clock starts at its parent's launch) to their last record."""
+    pids = []
+    for w in workers:
+        seen = samples.procs.get(w.pid)
+        start = seen.t[0] if seen is not None and len(seen.t) else w.t0
+        life = w.t0 + w.fetch_t_us / 1e6 - start
+        if life > 0 and w.fetch_us / 1e6 >= BUSY * life:
+            pids.append(w.pid)
+    return pids
 
 
 def worker_load(

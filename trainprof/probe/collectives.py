@@ -20,9 +20,9 @@ without ``no_sync()`` all-reduces every micro-batch, where once a step would do.
 
 All are cumulative counters, written as an info record ``{"collectives": {"s", "n", "ddp_s",
 "ddp_n", "sync_n", "backend"}}`` at most every ``EMIT_EVERY_S`` and at exit, so the analysis can
-read the time spent in any window (a steady state) from the counters around it. On the hot path: two clock reads
-per collective, a hook and a callback per backward once a DDP model exists (none before), and
-float adds.
+read the time spent in any window (a steady state) from the counters around it. On the hot path:
+two clock reads per collective; per backward once a DDP model exists (none before), a hook, a
+callback and a read of each DDP model's flag; and float adds.
 
 With NCCL the host does not block in a collective (it is queued on the GPU's streams), so
 these host times are no wait there; the record names the backend and the analysis says

@@ -79,6 +79,7 @@ class ProcessLog:
     modes: list[tuple[int, bool]] = field(default_factory=list)
     fetch_count: int = 0  # dataset fetches (batches) so far, cumulative
     fetch_us: int = 0  # their time: __getitem__ calls + collate
+    fetch_t_us: int = 0  # when those counters were last written (µs from t0)
     collate_us: int = 0  # the collate_fn part of fetch_us (0 in runs recorded before it was)
     pin_us: int = 0  # pin_memory calls
     torch_imported_us: int | None = None
@@ -133,8 +134,8 @@ class ProcessLog:
                 t, m = rest.split()
                 self.modes.append((int(t), m == "1"))
             elif kind == FETCH:
-                _t, c, us, *parts = rest.split()
-                self.fetch_count, self.fetch_us = int(c), int(us)
+                t, c, us, *parts = rest.split()
+                self.fetch_count, self.fetch_us, self.fetch_t_us = int(c), int(us), int(t)
                 if len(parts) == 2:
                     self.collate_us, self.pin_us = int(parts[0]), int(parts[1])
             elif kind == TORCH:

@@ -253,7 +253,7 @@ def define(
 ATTACH_VARIANTS: dict[str, tuple[tuple[str, ...], Check]] = {}
 PROBE_SIGNALS = {  # the most specific first: a rule is skipped with the first it needs
     "cuda": "the model's device, precision and layers come from the probe: needs `trainprof run`",
-    "model": "the model's parameters and the optimizers' come from the probe: needs `trainprof run`",
+    "model": "the model's parameters and optimizers come from the probe: needs `trainprof run`",
     "ranks": "per-rank step times need `trainprof run`",
     "loader": "the DataLoader's settings and per-batch counts need `trainprof run`",
     "stderr": "attach does not see the job's output",
