@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(BIN)/trainprof demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=15 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check trainprof tests bench
