@@ -77,18 +77,18 @@ def input_bound_attach(m: Metrics) -> Finding | None:
     busy = _workers_busy(a)
     saturated = busy is not None and busy * input_bound.SATURATED >= 1.0
     receiving = led.get("transfer") >= 0.5 * led.get(*input_bound.DATA, "sampler")
-    waiting = saturated and input_bound.workers_wait(m) and m.worker_load is not None
+    waiting = m.worker_load if saturated and input_bound.workers_wait(m) else None
     if busy is not None and (receiving or saturated):  # the hand-over's or the workers'
         limit = ": they are the limit" if saturated else ""
         if saturated and receiving:
             limit += ", and the main thread's wait inside receiving is a wait for them"
-        if waiting and m.worker_load is not None:
-            limit += "; " + input_bound.waiting_clause(m.worker_load, "__getitem__")
+        if waiting is not None:
+            limit += "; " + input_bound.waiting_clause(waiting, "__getitem__")
         evidence.append(
             f"the workers' main threads were making batches {busy:.0%} of the time{limit}"
         )
     transfer = receiving and not saturated
-    if waiting:
+    if waiting is not None:
         fix = input_bound.waiting_fix(m, a.workers_at_once or a.workers, None)
     elif transfer:
         by_fd = any(f[0] == "rebuild_storage_fd" for s in m.activity.spans for f in s.frames)

@@ -109,17 +109,17 @@ def check(m: Metrics) -> Finding | None:
             "of the steady time, rebuild_storage_* in its stacks), but the workers are the "
             "limit: they are busy making the next batches meanwhile"
         )
-    waiting = saturated and workers_wait(m)
-    if waiting and m.worker_load is not None and loader is not None:
+    waiting = m.worker_load if saturated and workers_wait(m) else None
+    if waiting is not None and loader is not None:
         evidence.append(
             "the workers were making batches nearly all the time, "
-            + waiting_clause(m.worker_load, loader.sample_method)
+            + waiting_clause(waiting, loader.sample_method)
         )
     fix: list[str] = []
     if transfer:
         evidence.insert(1, _transfer_line(m, batches))
         fix.extend(transfer_fix(cfg, loader, led.get("transfer") / batches))
-    elif waiting:
+    elif waiting is not None:
         fix.extend(waiting_fix(m, workers, loader))
     else:
         fix.append(contention[1] if contention and contention[1] else workers_fix(m, workers, cfg))
@@ -319,15 +319,12 @@ def _workers_to_keep_pace(m: Metrics, loader: LoaderView | None) -> tuple[int, f
     """Workers enough to feed the loop at its pace without waiting, with a quarter spare, and
     that pace: the step's own work (without its data wait; the training steps' where
     evaluations ran). None without a steady state or the workers' batch time."""
-    s = m.steady
-    if s is None or loader is None or loader.worker_fetch_ms is None:
+    pace = _training_step(m)
+    if pace is None or m.steady is None or loader is None or loader.worker_fetch_ms is None:
         return None
-    own_wait = m.activity.steps_wait_outside_evals
-    step_s = m.activity.train_step_s if own_wait is not None else None
-    if step_s is None or own_wait is None:
-        step_s, own_wait = s.duration_s / s.count, s.data_wait_frac or 0.0
-    compute_s = max(step_s * (1.0 - own_wait), 1e-4)
-    per_step = max(s.fetches_per_step, 1.0)
+    step_s, wait = pace
+    compute_s = max(step_s * (1.0 - wait), 1e-4)
+    per_step = max(m.steady.fetches_per_step, 1.0)
     needed = math.ceil(SATURATED * per_step / compute_s * loader.worker_fetch_ms / 1e3)
     return max(needed, 1), compute_s
 
@@ -372,16 +369,24 @@ def _saturated(m: Metrics, loader: LoaderView | None, workers: int) -> bool:
 
 
 def _demand(m: Metrics) -> float | None:
-    """Batches a second the loop takes while it trains: where evaluations ran, at the pace of
-    the steps outside them (a Lightning job took 55/s between evaluations, 12/s over the run)."""
+    """Batches a second the loop takes while it trains."""
+    pace = _training_step(m)
+    if pace is None or m.steady is None:
+        return None
+    return max(m.steady.fetches_per_step, 1) / pace[0] if pace[0] > 0 else math.nan
+
+
+def _training_step(m: Metrics) -> tuple[float, float] | None:
+    """The mean training step (seconds) and its data-wait share: where evaluations ran, of the
+    steps outside them (a Lightning job took 55 batches/s between evaluations, 12/s over the
+    run); else of the steady state."""
     s = m.steady
     if s is None:
         return None
-    per_step = max(s.fetches_per_step, 1)
-    train_s = m.activity.train_step_s
-    if m.activity.steps_wait_outside_evals is not None and train_s:
-        return per_step / train_s
-    return s.steps_per_s * per_step
+    train_s, wait = m.activity.train_step_s, m.activity.steps_wait_outside_evals
+    if wait is not None and train_s:
+        return train_s, wait
+    return s.duration_s / s.count, s.data_wait_frac or 0.0
 
 
 def _worker_line(
