@@ -18,6 +18,7 @@ import bisect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from trainprof.analysis.attribution import Profile, profile
 from trainprof.analysis.findings import Finding, Verdict, rank
@@ -197,26 +198,14 @@ def backend_of(p: ProcessLog) -> str | None:
 def _collectives(p: ProcessLog, lo: float, hi: float) -> tuple[float, float] | None:
     """(Python collectives, DDP wait) seconds inside [lo, hi] from the cumulative counters;
     None when the rank recorded none (collectives not measured, or none called)."""
-    ts: list[float] = []
-    coll: list[float] = []
-    ddp: list[float] = []
-    for info in p.infos:
-        c = info.get("collectives")
-        t = info.get("t")
-        if not isinstance(c, dict) or not isinstance(t, int):
-            continue
-        if c.get("backend") in DEVICE_BACKENDS:
-            return None  # the host does not wait in them: no wait measured (never 0)
-        s, d = c.get("s"), c.get("ddp_s")
-        if not isinstance(s, (int, float)) or not isinstance(d, (int, float)):
-            continue
-        if not _num(s) or not _num(d):
-            continue
-        ts.append(p.t0 + t / 1e6)
-        coll.append(float(s))
-        ddp.append(float(d))
-    if not ts:
+    if any(c.get("backend") in DEVICE_BACKENDS for _t, c in _collective_records(p)):
+        return None  # the host does not wait in them: no wait measured (never 0)
+    points = _counters(p, "s", "ddp_s")
+    if not points:
         return None
+    ts = [t for t, _ in points]
+    coll = [v[0] for _, v in points]
+    ddp = [v[1] for _, v in points]
     # The probe writes its first record at the end of the first collective: the counters
     # were 0 when that collective began.
     ts.insert(0, ts[0] - coll[0] - ddp[0])
@@ -231,17 +220,29 @@ def _collectives(p: ProcessLog, lo: float, hi: float) -> tuple[float, float] | N
 def _counted(p: ProcessLog, key: str, lo: float, hi: float) -> float | None:
     """How much the collectives record's cumulative count ``key`` rose inside [lo, hi]; None
     where the rank never recorded it (no DDP model, or a probe before it was counted)."""
-    points = [
-        (p.t0 + info["t"] / 1e6, float(c[key]))
-        for info in p.infos
-        if isinstance(c := info.get("collectives"), dict)
-        and isinstance(info.get("t"), int)
-        and _num(c.get(key))
-    ]
+    points = _counters(p, key)
     if not points:
         return None
-    ts, values = [t for t, _ in points], [v for _, v in points]
+    ts, values = [t for t, _ in points], [v[0] for _, v in points]
     return max(0.0, _at(ts, values, hi) - _at(ts, values, lo))
+
+
+def _collective_records(p: ProcessLog) -> list[tuple[float, dict[str, Any]]]:
+    """The rank's collectives records (the probe's cumulative counters), with their times."""
+    return [
+        (p.t0 + info["t"] / 1e6, c)
+        for info in p.infos
+        if isinstance(c := info.get("collectives"), dict) and isinstance(info.get("t"), int)
+    ]
+
+
+def _counters(p: ProcessLog, *keys: str) -> list[tuple[float, list[float]]]:
+    """(time, the counters ``keys``) of each collectives record that has all of them."""
+    return [
+        (t, [float(c[k]) for k in keys])
+        for t, c in _collective_records(p)
+        if all(_num(c.get(k)) for k in keys)
+    ]
 
 
 def _per_step(count: float | None, steps: int) -> float | None:
