@@ -74,8 +74,7 @@ def check(m: Metrics) -> Finding | None:
         + ", where only the step's last needs it (the others could run inside "
         "model.no_sync())",
     ]
-    syncs = float(n)
-    avoidable = (syncs - 1.0) / syncs
+    avoidable = (n - 1) / n
     led = m.ledger
     share = None
     wait = primary.ddp_per_step_s
