@@ -368,31 +368,66 @@ def test_the_target_exiting_while_sampled_gives_a_report_of_what_was_seen(tmp: P
         assert time.monotonic() - started_at < 20  # it did not wait out the 30 s
     assert r.returncode == 0
     assert r.info["target_exit"].startswith("exited during sampling, after")
+    assert r.info["py_spy_restarts"] == 0  # not started again on a job that ends
     assert "the target exited during sampling" in flat(r.stderr)
     assert r.info["sampled_s"] > 0.5
 
 
-def test_ctrl_c_stops_sampling_and_reports(tmp: Path) -> None:
+def _py_spy_of(pid: int) -> psutil.Process | None:
+    """The py-spy recording that a `trainprof attach` process runs now."""
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return None
+    return next((k for k in kids if k.name() == "py-spy"), None)
+
+
+def test_py_spy_stopping_by_itself_is_started_again_and_ctrl_c_reports(tmp: Path) -> None:
+    """py-spy may stop by itself on a live job (seen: after 15 samples, at an epoch's end):
+    attach starts it again for the time left and joins the stacks. Stopped here as py-spy stops
+    by itself, writing what it has (SIGINT to py-spy alone), then Ctrl-C to attach."""
     job = [sys.executable, str(ZOO_DIR / "attach_paced.py"), "--rate", "20", "--seconds", "30"]
     with started(job, "training", tmp) as t:
         run_dir = tmp / "interrupted"
+        json_path = tmp / "interrupted.json"
         proc = subprocess.Popen(
-            trainprof_cmd("attach", str(t.proc.pid), "--duration", "60", "--run-dir", str(run_dir)),
+            trainprof_cmd(
+                *("attach", str(t.proc.pid), "--duration", "60"),
+                *("--run-dir", str(run_dir), "--json", str(json_path)),
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             preexec_fn=as_a_terminal_job,
         )
         deadline = time.monotonic() + 60
-        while not any(run_dir.glob("py-spy-raw-*.json")) and not (run_dir / "py-spy.log").exists():
+        while (first := _py_spy_of(proc.pid)) is None:
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.1)
         time.sleep(2)  # let it sample a while
+        first.send_signal(signal.SIGINT)
+        first.wait(30)
+        stopped = time.monotonic()
+        while (second := _py_spy_of(proc.pid)) is None or second.pid == first.pid:
+            assert time.monotonic() < deadline and proc.poll() is None, "py-spy not started again"
+            time.sleep(0.1)
+        time.sleep(2.5)
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
         assert t.proc.poll() is None  # the job goes on
     assert proc.returncode == 0, err[-2000:]
     assert "interrupted (Ctrl-C)" in flat(err) and "report again: trainprof report" in err
+    assert "py-spy stopped by itself on the live job and was started again (1 time)" in flat(err)
+    report = json.loads(json_path.read_text())
+    assert report["run"]["attach"]["py_spy_restarts"] == 1
+    assert not list(run_dir.glob("py-spy-raw-*"))  # joined into one trace a process, then removed
+    from trainprof.store.stacks import load_spans
+
+    meta = json.loads((run_dir / "run.json").read_text())
+    chunk = meta["stacks"]["chunks"][0]
+    spans = load_spans(run_dir / chunk["file"], chunk["started_at"])
+    # stacks from both recordings, on one clock
+    assert spans[0].t0 < stopped - 1.0 and spans[-1].t1 > stopped + 1.5, (spans[0], spans[-1])
 
 
 SPAWNED_RANKS = """
@@ -479,10 +514,6 @@ def test_forked_workers_stacks_stay_out_of_the_jobs_stacks(tmp: Path) -> None:
     script.write_text(DEEP_MODEL_FORKED_WORKERS)
     with started([sys.executable, str(script)], "epoch 0", tmp) as job:
         r = attach(job.proc.pid, tmp)
-        if "Stopped sampling because process exited" in (r.run_dir / "py-spy.log").read_text():
-            # py-spy itself gave up on the live job after a few samples (once in a clean-clone
-            # run: 15 samples, no trace of the main process): not what this test is about
-            r = attach(job.proc.pid, tmp)
     spans = load_spans(r.run_dir / f"stacks-{job.proc.pid}.json", 0.0)
     total = sum(s.t1 - s.t0 for s in spans)
     rooted = sum(s.t1 - s.t0 for s in spans if [f[0] for f in s.frames].count("<module>") == 1)

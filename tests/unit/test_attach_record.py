@@ -33,7 +33,7 @@ def test_split_gives_each_process_its_own_trace(tmp_path: Path) -> None:
     ]
     raw = tmp_path / "raw.json"
     raw.write_text(json.dumps(events))
-    files = record.split(raw, tmp_path, "/job")
+    files = record.split([(raw, 0.0)], tmp_path, "/job")
     assert set(files) == {10, 11}
     main = load_spans(tmp_path / files[10][0], 100.0)
     assert main[0].frames == (("<module>", "/job/train.py", 3), ("main", "/job/train.py", 9))
@@ -43,10 +43,37 @@ def test_split_gives_each_process_its_own_trace(tmp_path: Path) -> None:
     assert (tmp_path / files[10][0]).stat().st_mode & 0o777 == 0o600
 
 
+def test_recordings_started_again_are_joined_on_the_first_ones_clock(tmp_path: Path) -> None:
+    """py-spy stopped by itself and was started again 2.5 s after the first: one trace per
+    process, the second recording's times moved by 2.5 s, nothing in between."""
+    first = [
+        _ev("B", 10, "<module>", "train.py", 3, 0),
+        _ev("B", 10, "step", "train.py", 9, 0),
+        _ev("E", 10, "step", "train.py", 9, 1_000_000),
+        _ev("E", 10, "<module>", "train.py", 3, 1_000_000),
+    ]
+    second = [
+        _ev("B", 10, "<module>", "train.py", 3, 0),
+        _ev("B", 10, "save", "train.py", 12, 0),
+        _ev("E", 10, "save", "train.py", 12, 500_000),
+        _ev("E", 10, "<module>", "train.py", 3, 500_000),
+    ]
+    raws = [tmp_path / "a.json", tmp_path / "b.json"]
+    for raw, events in zip(raws, (first, second), strict=True):
+        raw.write_text(json.dumps(events))
+    files = record.split([(raws[0], 50.0), (raws[1], 52.5)], tmp_path, "/job")
+    assert set(files) == {10}
+    spans = load_spans(tmp_path / files[10][0], 50.0)
+    assert [(s.t0, s.t1, s.frames[-1][0]) for s in spans] == [
+        (50.0, 51.0, "step"),
+        (52.5, 53.0, "save"),
+    ]
+
+
 def test_a_damaged_trace_gives_nothing(tmp_path: Path) -> None:
     raw = tmp_path / "raw.json"
     raw.write_text('[{"ph": "B", "pid": 1')
-    assert record.split(raw, tmp_path) == {}
+    assert record.split([(raw, 0.0)], tmp_path) == {}
 
 
 def test_def_line_is_the_first_line_of_the_function(tmp_path: Path) -> None:
@@ -118,7 +145,7 @@ def test_a_forked_workers_samples_do_not_pile_onto_the_jobs_stacks(tmp_path: Pat
     raw = tmp_path / "raw.json"
     raw.write_text(json.dumps(_py_spy_events(samples)))
     tmp = tmp_path
-    files = record.split(raw, tmp)
+    files = record.split([(raw, 0.0)], tmp)
     stacks = {
         pid: [([f[0] for f in s.frames], s.t0 * 1e6, s.t1 * 1e6) for s in load_spans(tmp / n, 0.0)]
         for pid, (n, _count) in files.items()

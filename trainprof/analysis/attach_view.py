@@ -83,6 +83,8 @@ class AttachView:
     workers_at_once: int | None
     target_exit: str | None  # "exited during sampling after N s" or None (still running)
     ranks: tuple[RankAttach, ...] = ()
+    # py-spy stopped by itself on the live process and was started again: its stacks have gaps
+    py_spy_restarts: int = 0
     worker_spans: tuple[StackSpan, ...] = ()  # DataLoader workers' main threads (not in JSON)
 
     @property
@@ -105,5 +107,6 @@ class AttachView:
             "workers": self.workers,
             "workers_at_once": self.workers_at_once,
             "target_exit": self.target_exit,
+            "py_spy_restarts": self.py_spy_restarts,
             "ranks": [r.to_json() for r in self.ranks],
         }

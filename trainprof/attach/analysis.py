@@ -544,6 +544,7 @@ def compute(session: Session) -> Metrics:
         target_exit=att.get("target_exit") if isinstance(att.get("target_exit"), str) else None,
         ranks=_rank_views(session, att, rate_hz),
         worker_spans=tuple(worker_spans(session)),
+        py_spy_restarts=_restarts(att),
     )
     tree_rss = finite(session.samples.tree_rss)
     return Metrics(
@@ -570,6 +571,14 @@ def compute(session: Session) -> Metrics:
         ledger=led,
         attach=view,
     )
+
+
+def _restarts(att: dict[str, Any]) -> int:
+    """How often py-spy was started again on the main process (0 in runs stored before)."""
+    targets = att.get("targets")
+    first = targets[0] if isinstance(targets, list) and targets else None
+    n = first.get("py_spy_restarts") if isinstance(first, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
 
 
 def most_at_once(session: Session, workers: list[Any]) -> int | None:

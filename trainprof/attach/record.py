@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from trainprof.samplers.pyspy import interrupt, py_spy_path, record_command, sta
 from trainprof.store.rundir import write_private_text
 from trainprof.store.stacks import tid_key
 
-RAW = "py-spy-raw.json"
 LOG = "py-spy.log"
 
 
@@ -31,35 +31,58 @@ def stacks_file(pid: int) -> str:
 
 
 class SpyRecorder:
-    """One ``py-spy record`` of one process and its subprocesses."""
+    """``py-spy record`` of one process and its subprocesses, in one or more segments.
+
+    py-spy may stop by itself while the process lives on. In ``--subprocesses`` mode it stops
+    at the first sample at which none of the processes it reads is running, and one it could
+    not read counts as not running: seen on a job whose workers end with each epoch, "Stopped
+    sampling because process exited" after 15 samples, none of them of the main process. A
+    recording that stopped by itself while its process lives is started again for the time
+    left; ``split`` joins the segments into one trace per process."""
 
     def __init__(self, pid: int, run_dir: Path, rate_hz: int, duration_s: float) -> None:
         self.pid = pid
         self.run_dir = run_dir
         self.rate_hz = rate_hz
         self.duration_s = duration_s
-        self.started_at: float | None = None
+        self.segments: list[tuple[Path, float]] = []  # (raw trace, its start, monotonic)
         self.proc: subprocess.Popen[bytes] | None = None
         self.error: str | None = None
-        self.raw = run_dir / f"py-spy-raw-{pid}.json"
 
-    def start(self) -> bool:
+    @property
+    def started_at(self) -> float | None:
+        return self.segments[0][1] if self.segments else None
+
+    def start(self, duration_s: float | None = None) -> bool:
+        """Start a recording (the first, or one more for the ``duration_s`` left). Where the
+        first cannot start, ``error`` says why; a later one that cannot leaves the earlier."""
         exe = py_spy_path()
+        n = len(self.segments)
         if exe is None:
-            self.error = "py-spy not found (pip install py-spy)"
+            self._failed(n, "py-spy not found (pip install py-spy)")
             return False
-        duration = max(1, int(self.duration_s + 0.999))
-        cmd = record_command(exe, self.pid, self.rate_hz, duration, self.raw, subprocesses=True)
+        seconds = self.duration_s if duration_s is None else duration_s
+        raw = self.run_dir / f"py-spy-raw-{self.pid}{f'-{n}' if n else ''}.json"
+        cmd = record_command(exe, self.pid, self.rate_hz, max(1, math.ceil(seconds)), raw, True)
         proc = start_record(cmd, self.run_dir / LOG)
         if isinstance(proc, str):
-            self.error = proc
+            self._failed(n, proc)
             return False
         self.proc = proc
-        self.started_at = time.monotonic()
+        self.segments.append((raw, time.monotonic()))
         return True
+
+    def _failed(self, segments_before: int, why: str) -> None:
+        if not segments_before:
+            self.error = why
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def ended_by_itself(self) -> bool:
+        """py-spy exited on its own and wrote what it had (a run that failed wrote nothing)."""
+        proc = self.proc
+        return proc is not None and proc.poll() is not None and self.segments[-1][0].is_file()
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGINT: py-spy writes what it recorded (it does by itself when the target exits)."""
@@ -67,7 +90,7 @@ class SpyRecorder:
         if proc is None:
             return
         interrupt(proc, timeout)
-        if not self.raw.is_file():
+        if not any(raw.is_file() for raw, _t in self.segments):
             self.error = _last_line(self.run_dir / LOG) or "py-spy wrote no samples"
 
 
@@ -80,27 +103,49 @@ def _last_line(path: Path) -> str | None:
     return lines[-1][:300] if lines else None
 
 
-def split(raw: Path, run_dir: Path, cwd: str | None = None) -> dict[int, tuple[str, int]]:
-    """Write one trace per process of py-spy's whole-tree trace: ``{pid: (file, events)}``.
+def split(
+    segments: Sequence[tuple[Path, float]], run_dir: Path, cwd: str | None = None
+) -> dict[int, tuple[str, int]]:
+    """Write one trace per process of py-spy's whole-tree traces: ``{pid: (file, events)}``.
+
+    ``segments`` are the recordings of one tree, each a trace and the monotonic time it was
+    started: their events are joined in one trace per process, each segment's times moved to
+    the first's clock (a process's frames are all closed at the end of a segment, so the time
+    between two is no stack, as a pause in sampling is).
 
     py-spy roots each stack of a subprocess in ``process N:"cmd"`` frames: dropped, so the
     stacks read as `trainprof run`'s do. A relative file name (a script started as ``python
     train.py``) is made absolute against that process's working directory, so its lines can
     be read and named from anywhere (workers share their parent's ``cwd``)."""
-    try:
-        with open(raw, encoding="utf-8", errors="replace") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    events = data.get("traceEvents", []) if isinstance(data, dict) else data
-    if not isinstance(events, list):
-        return {}
+    joined: dict[int, list[dict[str, Any]]] = {}
+    for raw, started in segments:
+        shift = (started - segments[0][1]) * 1e6
+        for pid, evs in untangle(_events(raw), cwd).items():
+            joined.setdefault(pid, []).extend(_shifted(evs, shift) if shift else evs)
     out: dict[int, tuple[str, int]] = {}
-    for pid, evs in untangle(events, cwd).items():
+    for pid, evs in joined.items():
         name = stacks_file(pid)
         write_private_text(run_dir / name, json.dumps(evs, separators=(",", ":")))
         out[pid] = (name, len(evs))
     return out
+
+
+def _events(raw: Path) -> list[Any]:
+    """A py-spy trace's events; none from a missing or damaged file."""
+    try:
+        with open(raw, encoding="utf-8", errors="replace") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return []
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    return events if isinstance(events, list) else []
+
+
+def _shifted(events: list[dict[str, Any]], shift_us: float) -> list[dict[str, Any]]:
+    return [
+        {**ev, "ts": ev["ts"] + shift_us} if isinstance(ev.get("ts"), (int, float)) else ev
+        for ev in events
+    ]
 
 
 def untangle(events: list[Any], cwd: str | None = None) -> dict[int, list[dict[str, Any]]]:

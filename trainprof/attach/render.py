@@ -67,6 +67,15 @@ def attach_summary(meta: dict[str, Any], m: Metrics) -> Table:
             f"{sampled} at {a.rate_hz} Hz, from outside (py-spy --nonblocking); {how}", style=style
         ),
     )
+    if a.py_spy_restarts:
+        t.add_row(
+            "",
+            Text(
+                f"py-spy stopped by itself on the live job and was started again "
+                f"({plural(a.py_spy_restarts, 'time')}): the stacks have gaps",
+                style="yellow",
+            ),
+        )
     t.add_row("iterations", literal(rate_text(a.rate)))
     t.add_row("main thread", literal(shares_text(a.shares)))
     if a.stall_period_steps:

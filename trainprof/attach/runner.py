@@ -40,6 +40,10 @@ DEFAULT_RATE_HZ = 197
 MAX_RATE_HZ = 1000
 SAMPLE_INTERVAL_S = 0.5
 EXIT_GRACE_S = 2.0  # py-spy stopped early: how long a target may take to finish exiting
+# py-spy stopped by itself on a live target: started again this many times at most, while at
+# least MIN_SEGMENT_S are left (a recording shorter than that shows no rhythm)
+MAX_RESTARTS = 5
+MIN_SEGMENT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,15 @@ def _sample(
                     exited[t.pid] = now - started
             if now - started >= opts.duration_s or len(exited) == len(targets.processes):
                 break
+            for spy, t in zip(spies, targets.processes, strict=True):
+                left = opts.duration_s - (now - started)
+                if (
+                    spy.ended_by_itself()
+                    and len(spy.segments) <= MAX_RESTARTS
+                    and left >= MIN_SEGMENT_S
+                    and _lives_on(t.pid)
+                ):
+                    spy.start(left)
             if not any(spy.running() for spy in spies):
                 break
             status.latest_sample = sampler.latest
@@ -201,6 +214,17 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _lives_on(pid: int) -> bool:
+    """Alive and not exiting. py-spy stops on a target whose executable it can no longer read,
+    which happens as the process exits, before it is a zombie: a job ending must not look like
+    py-spy stopping by itself."""
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and bool(proc.exe())
+    except psutil.Error:
+        return False
+
+
 def _collect(
     spies: list[record.SpyRecorder],
     targets: Targets,
@@ -216,10 +240,14 @@ def _collect(
         if spy.error is not None:
             errors.append(spy.error)
             continue
-        files = record.split(spy.raw, run_dir, t.cwd)
-        record.remove([spy.raw])
+        files = record.split(spy.segments, run_dir, t.cwd)
+        record.remove(raw for raw, _started in spy.segments)
         own = files.get(t.pid)
-        entry.update(file=own[0] if own else None, started_at=spy.started_at)
+        entry.update(
+            file=own[0] if own else None,
+            started_at=spy.started_at,
+            py_spy_restarts=len(spy.segments) - 1,
+        )
         for pid, (name, _n) in files.items():
             if pid != t.pid:
                 workers.append({"pid": pid, "parent": t.pid, "file": name})
