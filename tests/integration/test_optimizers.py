@@ -95,9 +95,43 @@ def test_a_backbone_left_trainable_beside_a_head_only_optimizer_is_named(tmp_pat
     script = str(write_script(tmp_path, "head_only.py", HEAD_ONLY))
     r = run_trainprof(tmp_path, script, "trainable")
     (f,) = [f for f in r.report["findings"] if f["id"] == "unoptimized-params"]
-    assert f["title"].startswith("2 parameters of the model get gradients that no optimizer"), f
-    assert "backbone.0.weight, backbone.0.bias" in f["evidence"][0], f["evidence"]
+    assert f["title"].startswith("2 parameters get gradients that no optimizer uses: model."), f
+    assert "model.backbone.0.weight, model.backbone.0.bias" in f["evidence"][0], f["evidence"]
     assert "model.backbone.requires_grad_(False)" in f["fix"][1], f["fix"]
     frozen = run_trainprof(tmp_path, script, "frozen")
     assert frozen.returncode == 0, frozen.stderr[-2000:]
     assert "unoptimized-params" not in frozen.finding_ids, frozen.finding_ids
+
+
+MARGIN_LOSS = """
+import torch
+class MarginLoss(torch.nn.Module):  # class centres of its own (ArcFace-style)
+    def __init__(self):
+        super().__init__()
+        self.centres = torch.nn.Parameter(torch.randn(10, 16))
+    def forward(self, emb, y):
+        logits = torch.nn.functional.normalize(emb) @ torch.nn.functional.normalize(self.centres).T
+        return torch.nn.functional.cross_entropy(logits * 16, y)
+def main():
+    net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16))
+    criterion = MarginLoss()
+    teacher = torch.nn.Linear(32, 16)  # trainable, but run without gradients: none to flag
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(60):  # no train() anywhere
+        x, y = torch.randn(32, 32), torch.randint(0, 10, (32,))
+        with torch.no_grad():
+            target = teacher(x)
+        loss = criterion(net(x), y) + (net(x) - target).pow(2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+main()
+"""
+
+
+def test_a_loss_with_weights_of_its_own_left_out_of_the_optimizer_is_named(tmp_path: Path) -> None:
+    """No train(): the models are what the loop holds (net, criterion, teacher), by their names."""
+    r = run_trainprof(tmp_path, str(write_script(tmp_path, "margin.py", MARGIN_LOSS)))
+    (f,) = [f for f in r.report["findings"] if f["id"] == "unoptimized-params"]
+    assert f["title"].startswith("1 parameter gets gradients that no optimizer uses: criterion"), f
+    assert "of net, criterion and teacher" in f["evidence"][0], f["evidence"]
+    assert f["evidence"][0].endswith(": criterion.centres"), f["evidence"]
+    assert "optimizer.add_param_group({'params': criterion.parameters()})" in f["fix"][0], f["fix"]

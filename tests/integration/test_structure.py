@@ -10,6 +10,7 @@ from conftest import run_trainprof, write_script
 from trainprof.store.session import Session
 
 SCRIPT = """
+import copy
 import torch
 from torch import nn
 model = nn.Sequential(
@@ -17,13 +18,15 @@ model = nn.Sequential(
     nn.Conv2d(96, 96, 3, padding=1, bias=False), nn.BatchNorm2d(96), nn.ReLU(),
     nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(96, 100),
 )
-model.train()
-opt = torch.optim.SGD(model.parameters(), lr=0.01, foreach=False)
-for _ in range(20):
-    loss = model(torch.randn(8, 3, 16, 16)).square().mean()
-    opt.zero_grad(set_to_none=False)
-    loss.backward()
-    opt.step()
+ema = copy.deepcopy(model)  # another module the script holds, none of it in the optimizer
+def fit(probe_head, net):  # no train(): the model is the module holding the optimizer's weights
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, foreach=False)
+    for _ in range(20):
+        loss = net(torch.randn(8, 3, 16, 16)).square().mean()
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        opt.step()
+fit(nn.Linear(100, 2), model)
 """
 
 

@@ -234,7 +234,8 @@ def unoptimized(count: float) -> Session:
     optimizer."""
     log = process(100)
     facts = {"count": int(count), "elements": 2560 * int(count), "params": 6, "total": 76_000}
-    facts.update(names=["head.weight", "head.bias"][: int(count)], optimizers=1)
+    names = ["model.head.weight", "model.head.bias"][: int(count)]
+    facts.update(names=names, modules=["model.head"], models=["model"], optimizers=1)
     log.add_line("X " + json.dumps({"t": 2_000_000, "unoptimized": facts}))
     return session(log)
 
@@ -463,7 +464,7 @@ CASES = [
         1,
         0,
         lambda: session(process(100)),
-        "never called train()",
+        "no model was found at the first optimizer step",
     ),
     Case(
         "sampler-set-epoch",

@@ -2,8 +2,9 @@
 that decide how well a GPU is used (Tensor-Core alignment, channels_last, a conv bias that batch
 norm cancels, a single-tensor optimizer, cudnn autotuning). Facts only; the rules judge them.
 
-The model is the module the job last called ``train()`` on at the top level (the probe already
-watches those calls); a job that never calls it gets no structure facts, and says so.
+The model is the module the job called ``train()`` on at the top level, else the one of the
+training loop's modules that holds most of the stepped optimizer's parameters (``models.py``);
+a job where neither is found gets no structure facts, and says so.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from types import FrameType
 from typing import Any
 
 from trainprof import probe
-from trainprof.probe import optimized, saves, structure, worker_info
+from trainprof.probe import models, optimized, saves, structure, worker_info
 from trainprof.probe.device import Timeline, cuda_timeline
 from trainprof.probe.flops import StepFlops
 from trainprof.store.schema import (
@@ -282,8 +282,9 @@ def _counts_as_step(s: _State, optimizer: Any, key: int, known: Any) -> bool:
     elif s.primary_opt_id is None:
         s.primary_opt_id = key
         _record_step_callers()
-        _record_precision(optimizer)
-        _record_unoptimized(optimizer)
+        found = _models_at_first_step()
+        _record_precision(optimizer, found)
+        _record_unoptimized(optimizer, found)
     elif key != s.primary_opt_id:
         # A GAN's two optimizers alternate: keep counting the first. One that steps twice while
         # the counted one does not has replaced it (a new optimizer per phase): follow it.
@@ -689,7 +690,19 @@ def _worker_loop(orig: Any) -> Any:
 # ---------------------------------------------------------------- precision (once per process)
 
 
-def _record_precision(optimizer: Any) -> None:
+def _models_at_first_step() -> list[tuple[str, Any]]:
+    """The job's models, named (``models.py``); none where they cannot be read."""
+    trained = _state.model_ref() if _state.model_ref is not None else None
+    try:
+        import torch
+
+        return models.found(torch, trained)
+    except Exception as exc:
+        probe.record_error("models", exc)
+        return [("model", trained)] if trained is not None else []
+
+
+def _record_precision(optimizer: Any, found: list[tuple[str, Any]]) -> None:
     """Where and in which dtype the model trains, and the TF32 settings: read once, at the
     first optimizer step, for the mixed-precision and pinned-memory rules."""
     try:
@@ -723,25 +736,24 @@ def _record_precision(optimizer: Any) -> None:
         if counted and "flops" not in probe.disabled_parts():
             _state.flops = StepFlops(torch)
         probe.record_info({"precision": info})
-        model = _state.model_ref() if _state.model_ref is not None else None
+        trained = _state.model_ref() if _state.model_ref is not None else None
+        model = models.main_model(found, trained, optimizer)
         probe.record_info({"structure": structure.facts(torch, model, optimizer)})
     except Exception as exc:
         probe.record_error("precision", exc)
 
 
-def _record_unoptimized(optimizer: Any) -> None:
-    """The model's parameters with a gradient that no optimizer made so far holds, once, at the
-    first optimizer step (``optimized.py``); nothing without a model seen in ``train()``."""
+def _record_unoptimized(optimizer: Any, found: list[tuple[str, Any]]) -> None:
+    """The job's models' parameters with a gradient that no optimizer made so far holds, once,
+    at the first optimizer step (``optimized.py``); nothing where no model was found."""
     s = _state
-    model = s.model_ref() if s.model_ref is not None else None
-    if model is None:
-        return
-    try:
-        made = [opt for ref in s.made_optimizers if (opt := ref()) is not None]
-        mine = made if any(opt is optimizer for opt in made) else [optimizer, *made]
-        probe.record_info({"unoptimized": optimized.facts(model, mine)})
-    except Exception as exc:
-        probe.record_error("unoptimized", exc)
+    if found:
+        try:
+            made = [opt for ref in s.made_optimizers if (opt := ref()) is not None]
+            mine = made if any(opt is optimizer for opt in made) else [optimizer, *made]
+            probe.record_info({"unoptimized": optimized.facts(found, mine)})
+        except Exception as exc:
+            probe.record_error("unoptimized", exc)
     s.made_optimizers = []
 
 

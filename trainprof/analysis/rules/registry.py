@@ -89,7 +89,10 @@ def _gpu_memory(m: Metrics) -> str | None:
 def _model(m: Metrics) -> str | None:
     if m.activity.unoptimized is not None:
         return None
-    return "the model was not seen at the first optimizer step (the job never called train() on it)"
+    return (
+        "no model was found at the first optimizer step (none had train() called on it or was "
+        "held by the frames that stepped the optimizer)"
+    )
 
 
 def _stderr(_m: Metrics) -> str | None:

@@ -43,40 +43,61 @@ def check(m: Metrics) -> Finding | None:
     if count <= 0 or elements <= 0:
         return None
     share = elements / total if total > 0 else None
-    of_weights = f"{share:.0%} of its weights" if share is not None else "weights not counted"
+    of_weights = f"{share:.0%} of the weights" if share is not None else "weights not counted"
     names = [str(n) for n in facts.get("names") or []]
     quoted = ", ".join(names) + (f" and {count - len(names)} more" if count > len(names) else "")
+    holders = [str(h) for h in facts.get("modules") or []]
+    models = [str(n) for n in facts.get("models") or []]
     optimizers = _int(facts.get("optimizers"))
     return Finding(
         id="unoptimized-params",
         severity="warning",
         title=(
-            f"{plural(count, 'parameter')} of the model {'gets' if count == 1 else 'get'} "
-            f"gradients that no optimizer uses ({of_weights})"
+            f"{plural(count, 'parameter')} {'gets' if count == 1 else 'get'} gradients that no "
+            f"optimizer uses: {_joined(holders) or 'in the model'} ({of_weights})"
         ),
         evidence=(
-            f"at the first optimizer step, {count} of the model's {params} parameters "
-            f"({_elements(elements)} of {_elements(total)} weights) had a gradient and were in "
-            f"no optimizer ({plural(optimizers, 'optimizer')} built): {quoted}",
+            f"at the first optimizer step, {count} of the {params} parameters of "
+            f"{_joined(models) or 'the model'} ({_elements(elements)} of {_elements(total)} "
+            f"weights) had a gradient and were in no optimizer "
+            f"({plural(optimizers, 'optimizer')} built): {quoted}",
             "they never change: if they should train, the model trains around them at their "
             "initial values; if they should stay fixed, backward still computes and keeps their "
             "gradients",
         ),
         fix=(
-            "if they should train: build the optimizer after the model is final (a layer "
-            "replaced or added after `optimizer = ...(model.parameters())` is not in it), or "
-            "add them with optimizer.add_param_group({'params': ...})",
-            f"if they should stay fixed: {_freeze(names)} so backward skips their weight "
+            f"if they should train: {_add(holders)}, or build the optimizer after the model is "
+            "final (a layer replaced or added after `optimizer = ...(model.parameters())` is not "
+            "in it)",
+            f"if they should stay fixed: {_freeze(holders)} so backward skips their weight "
             "gradients and keeps no memory for them",
         ),
     )
 
 
-def _freeze(names: list[str]) -> str:
-    """``requires_grad_(False)`` on them: on their top-level module where they share one."""
-    tops = {n.split(".", 1)[0] for n in names if "." in n}
-    if len(tops) == 1 and all("." in n for n in names):
-        return f"model.{tops.pop()}.requires_grad_(False) (where all of it stays fixed)"
+def _joined(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``; empty for none."""
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + f" and {names[-1]}"
+
+
+def _add(holders: list[str]) -> str:
+    """The optimizer given the modules that hold them, where few enough to name."""
+    if len(holders) == 1:
+        params = f"{holders[0]}.parameters()"
+    elif len(holders) == 2:
+        params = f"[*{holders[0]}.parameters(), *{holders[1]}.parameters()]"
+    else:
+        params = "..."
+    return f"optimizer.add_param_group({{'params': {params}}})"
+
+
+def _freeze(holders: list[str]) -> str:
+    """``requires_grad_(False)`` on the modules that hold them (each a model's direct child,
+    or the model itself where they are its own), where few enough to name."""
+    if 1 <= len(holders) <= 2:
+        return " and ".join(f"{h}.requires_grad_(False)" for h in holders) + (
+            " (where all of it stays fixed)"
+        )
     return "p.requires_grad_(False) on each of them"
 
 

@@ -39,8 +39,7 @@ def main() -> None:
     x = torch.randn(8192, 64)
     y = (x[:, :10].argmax(1) + torch.randint(0, 2, (8192,))) % 10
     loader = DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True)
-    for epoch in range(3):
-        model.train()
+    for epoch in range(3):  # no model.train(): a module is built in training mode
         for xb, yb in loader:
             optimizer.zero_grad()
             loss = nn.functional.cross_entropy(model(xb), yb)
