@@ -134,7 +134,7 @@ def test_a_distributed_sampler_never_given_set_epoch_is_named(tmp_path: Path) ->
     assert r.report is not None, r.stderr[-3000:]
     first = r.report["findings"][0]
     assert first["id"] == "sampler-set-epoch", describe(r.report)
-    assert "(3 passes over the loader, all at epoch 0)" in first["title"], first["title"]
+    assert "(3 passes over the data, all at epoch 0)" in first["title"], first["title"]
     assert first["where"] and "dist_same_shuffle.py:" in first["where"], first["where"]
 
 

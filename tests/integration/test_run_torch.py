@@ -554,3 +554,34 @@ def test_an_unsplit_random_stream_is_not_called_duplicated(tmp_path: Path) -> No
     assert m.workers_asked_info is False and m.streams_data
     firsts = dict(m.workers_first_batches)
     assert sorted(firsts) == [0, 1] and firsts[0] != firsts[1], m.workers_first_batches
+
+
+NEW_LOADER_EACH_EPOCH = """
+import sys
+import torch
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+data = TensorDataset(torch.randn(512, 8))
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(3):  # a sampler and a loader built anew each epoch (no process group needed)
+    sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True)
+    if sys.argv[1] == "set":
+        sampler.set_epoch(epoch)
+    for (x,) in DataLoader(data, batch_size=16, sampler=sampler):
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+"""
+
+
+def test_a_sampler_built_anew_each_epoch_at_epoch_0_is_named(tmp_path: Path) -> None:
+    """Three loaders over one dataset, each sampler at epoch 0: the same order three times.
+    The same loop calling set_epoch(epoch) on each new sampler is left alone."""
+    script = str(write_script(tmp_path, "new_loaders.py", NEW_LOADER_EACH_EPOCH))
+    r = run_trainprof(tmp_path, script, "unset")
+    (f,) = [f for f in r.report["findings"] if f["id"] == "sampler-set-epoch"]
+    assert "(3 passes over the data, all at epoch 0)" in f["title"], f["title"]
+    fixed = run_trainprof(tmp_path, script, "set")
+    assert fixed.returncode == 0, fixed.stderr[-2000:]
+    assert "sampler-set-epoch" not in fixed.finding_ids, fixed.finding_ids

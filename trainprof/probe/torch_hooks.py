@@ -74,6 +74,9 @@ class _State:
         self.early_steps = 0
         self.backward_seen = False
         self.loader_keys: dict[int, int] = {}
+        # id(dataset) -> the key of the first loader over it: its shuffling passes, whichever
+        # loader made them (a new DataLoader, or a new sampler, each epoch)
+        self.shuffled_datasets: dict[int, int] = {}
         self.training: bool | None = None
         self.train_depth = 0
         self.fetch_count = 0
@@ -500,11 +503,15 @@ def _wrap_loader(dl: Any) -> None:
 def _record_sampler_epoch(loader: Any, key: int) -> None:
     """A shuffling sampler that seeds its order with an epoch (``DistributedSampler``): its
     epoch as each pass over the loader starts. Unchanged from pass to pass, ``set_epoch`` was
-    never called and every epoch is shuffled the same way. Once a pass: not on the hot path."""
+    never called and every epoch is shuffled the same way. The passes over one dataset count
+    as one loader's, the first one's: a loop that builds its DataLoader and sampler anew each
+    epoch, each at epoch 0, reads the same order each time too. Once a pass: not on the hot
+    path."""
     sampler = getattr(loader, "sampler", None)
     epoch = getattr(sampler, "epoch", None)
     if type(epoch) is int and getattr(sampler, "shuffle", False) is True:
-        probe.record_info({"sampler_epoch": [key, epoch]})
+        first = _state.shuffled_datasets.setdefault(id(getattr(loader, "dataset", None)), key)
+        probe.record_info({"sampler_epoch": [first, epoch]})
 
 
 def _record_epoch(it: Any, started: float, first_wait: float) -> None:

@@ -49,12 +49,13 @@ def check(m: Metrics) -> Finding | None:
             severity="warning",
             title=(
                 f"{name} shuffles every epoch the same way: set_epoch() is never called "
-                f"({len(epochs)} passes over the loader, all at epoch {epochs[0]})"
+                f"({len(epochs)} passes over the data, all at epoch {epochs[0]})"
             ),
             evidence=(
-                f"{len(epochs)} passes over the DataLoader started with its {name}(shuffle=True) "
-                f"at epoch {epochs[0]} each time: it seeds its order with seed + epoch, so every "
-                "pass read the samples in the same order (on every rank)",
+                f"{len(epochs)} passes over the dataset started with a {name}(shuffle=True) at "
+                f"epoch {epochs[0]} each time (one DataLoader, or one built anew each epoch): it "
+                "seeds its order with seed + epoch, so every pass read the samples in the same "
+                "order (on every rank)",
             ),
             fix=(
                 "call sampler.set_epoch(epoch) at the start of each epoch, before iterating the "
