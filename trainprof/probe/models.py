@@ -16,6 +16,7 @@ globals, and one pass over each found module's submodules; no tensor is read.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import types
@@ -49,7 +50,7 @@ def found(torch: Any, trained: Any) -> list[tuple[str, Any]]:
         filename = os.path.abspath(frame.f_code.co_filename)
         if not filename.startswith((torch_dir, _PROBE)):
             frames += 1
-            for name, value in list(frame.f_locals.items()):
+            for name, value in _locals(frame):
                 if isinstance(value, module_type):
                     add(name, value)
                 elif not isinstance(value, _SKIPPED):
@@ -66,6 +67,23 @@ def found(torch: Any, trained: Any) -> list[tuple[str, Any]]:
         return tops
     label = next((name for name, mod in named if mod is trained), "model")
     return [(label, trained), *((n, m) for n, m in tops if m is not trained)]
+
+
+def _locals(frame: types.FrameType) -> list[tuple[str, Any]]:
+    """A frame's local variables, leaving the frame as it was. Before Python 3.13, reading
+    ``f_locals`` of a function's frame copies its locals into a dict that the frame keeps
+    until it ends: the first step's batch, its loader's iterator, stayed alive for the whole
+    of ``main()``. The zoo's low-open-files job held its first batch's shared-memory
+    descriptors that way, and crashed where it hangs without the probe. So that copy is
+    emptied again (Python fills it afresh whenever it is read; a module's or a class body's
+    namespace is no copy and is left alone)."""
+    namespace = frame.f_locals
+    items = list(namespace.items())
+    optimized = frame.f_code.co_flags & inspect.CO_OPTIMIZED
+    if sys.version_info < (3, 13) and optimized and isinstance(namespace, dict):
+        if namespace is not frame.f_globals:
+            namespace.clear()
+    return items
 
 
 def _top_level(named: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
