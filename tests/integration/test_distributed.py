@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -226,13 +227,16 @@ def test_a_rank_that_fails_is_named_with_its_error_and_the_others_are_consequenc
     assert f["severity"] == "error"
     assert f["where"] and "dist_rank_fails.py:" in f["where"] and "(__getitem__)" in f["where"]
     evidence = "\n".join(f["evidence"])
-    if "torchrun's Root Cause: rank 1 (local_rank 1" in evidence:
+    if re.search(
+        r"torchrun's Root Cause: rank 1 \(local_rank 1[^\n]*\) exited with code 1", evidence
+    ):
         assert f["title"].startswith("Rank 1 exited with code 1: ValueError: corrupt record")
     else:
-        # A loaded CI run: rank 0 lost its peer and exited while rank 1 was still exiting,
-        # and torchrun SIGTERMed rank 1 (unit-tested in test_torchrun_failures.py)
+        # A loaded CI run: rank 0 lost its peer and exited while rank 1 was still exiting, and
+        # torchrun SIGTERMed rank 1; or gloo aborted rank 1 as it exited after its error
+        # (SIGABRT, 1 in 8 plain torchrun runs). Both unit-tested in test_torchrun_failures.py.
         assert f["title"].startswith("Rank 1 failed: ValueError: corrupt record"), f["title"]
-        assert "rank 1 had raised its error and was still exiting" in evidence
+        assert "rank 1 had raised its error and" in evidence, evidence
     # rank 0 waited in the all-reduce: gloo's error there, or torchrun's SIGTERM first
     assert "rank 0: " in evidence and "(a consequence: rank 1 was gone)" in evidence
     assert schema_errors(r.report) == []

@@ -184,6 +184,20 @@ def test_a_rank_that_raised_and_was_then_sigtermed_failed_by_its_error() -> None
     assert "torchrun observed rank 0 first, but its error is a consequence" in text
 
 
+def test_a_rank_that_raised_and_then_aborted_while_exiting_failed_by_its_error() -> None:
+    """A clean-clone CI run (and 1 of 8 plain torchrun runs of dist_rank_fails): rank 1 raised,
+    then gloo aborted it as Python shut down with its process group alive."""
+    text = RANK1_RAISES.replace("exitcode  : 1 (pid: 23398)", "exitcode  : -6 (pid: 23398)")
+    assert (1, -6, True) in [(f.rank, f.exitcode, f.root) for f in parse_failures(text)]
+    f, rank = found(text, RANK1_CORRUPT)
+    assert rank == 1
+    assert f.title == "Rank 1 failed: ValueError: corrupt record 7989: checksum mismatch"
+    evidence = "\n".join(f.evidence)
+    assert "rank 1 had raised its error and died of SIGABRT (exit code -6) while exiting" in (
+        evidence
+    )
+
+
 def test_a_rank_killed_by_sigkill_points_at_memory() -> None:
     f, rank = found(OOM_KILLED, {})
     assert rank == 5 and f.title == "Rank 5 was killed by SIGKILL (exit code -9)"

@@ -248,16 +248,22 @@ def rank_failed(
     )
     own = errors.get(rank)
     how = entry.how if entry else "failed"
-    # torchrun SIGTERMs every rank still running once it sees one fail; a rank that raised its
-    # own error can still be exiting then (a CI run saw it: the rank that raised, "killed by
-    # SIGTERM"). Its error ended it, not the signal.
-    raised_then_sigtermed = (
-        own is not None and not own.secondary and entry is not None and entry.exitcode == -15
+    # A rank that raised its own error and then died of a signal while exiting: torchrun
+    # SIGTERMs every rank still running once it sees one fail (a CI run saw it: the rank that
+    # raised, "killed by SIGTERM"), or the exit aborts in native code (gloo's threads with the
+    # process group alive: SIGABRT in 1 of 8 plain torchrun runs of dist_rank_fails here). Its
+    # error ended it, not the signal.
+    raised_then_signalled = (
+        own is not None
+        and not own.secondary
+        and entry is not None
+        and entry.exitcode is not None
+        and entry.exitcode < 0
     )
     # A rank killed by a signal after its exit handlers ran died in the interpreter's shutdown:
     # its training had ended (a CI run here: gloo aborting at exit, "terminate called ...").
     at_shutdown = own is None and _signalled(entry) and rank in ended
-    title = f"Rank {rank} {'failed' if raised_then_sigtermed else how}"
+    title = f"Rank {rank} {'failed' if raised_then_signalled else how}"
     if own is not None:
         title += f": {own.text}"
     elif at_shutdown:
@@ -276,10 +282,16 @@ def rank_failed(
         )
         root = "torchrun's Root Cause" if entry.root else "torchrun's failure report"
         evidence.append(f"{root}: rank {rank} ({at}) {how}")
-        if raised_then_sigtermed:
+        if raised_then_signalled and entry.exitcode == -15:
             evidence.append(
                 f"rank {rank} had raised its error and was still exiting when torchrun, having "
                 "seen another rank fail, sent SIGTERM to the ranks left"
+            )
+        elif raised_then_signalled:
+            evidence.append(
+                f"rank {rank} had raised its error and {how.replace('was killed by', 'died of')} "
+                "while exiting: native code (a backend's threads, with the process group still "
+                "alive) aborted as Python shut down after the error"
             )
     roots = [f.rank for f in failures if f.root]
     if roots and rank not in roots:
