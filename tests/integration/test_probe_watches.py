@@ -139,3 +139,36 @@ def test_a_steady_step_of_a_cuda_like_job_makes_seven_probe_calls(tmp_path: Path
         "_on_optimizer_step": 1,
         "EventWriter.add_step": 1,
     }
+
+
+FIRST_BATCH_JOB = """
+import json, sys, weakref
+import torch
+
+def main():
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    first = None
+    for step in range(4):
+        x = torch.randn(4, 8)
+        if step == 0:
+            first = weakref.ref(x)
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+    with open(sys.argv[1], "w") as f:
+        json.dump({"first_batch_alive": first() is not None}, f)
+
+main()
+"""
+
+
+def test_reading_the_models_at_the_first_step_keeps_nothing_of_the_loop_alive(
+    tmp_path: Path,
+) -> None:
+    """The probe reads the training loop's locals at the first optimizer step to find its
+    models; before Python 3.13 that left a copy of them in the frame (the first batch was kept
+    until main() returned: a job short of file descriptors crashed on it)."""
+    r, seen = run_reporting_job(tmp_path, "first_batch.py", FIRST_BATCH_JOB)
+    assert r.report is not None and r.report["summary"]["steps"] == 4
+    assert seen == {"first_batch_alive": False}
