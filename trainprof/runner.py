@@ -94,6 +94,7 @@ def run(opts: RunOptions) -> int:
         "cwd": os.getcwd(),
         "run_dir": str(run_dir),
         "usable_cpus": usable_cpus(),
+        "cpu_count": os.cpu_count(),
         "interval_s": opts.interval_s,
         "max_steps": opts.steps,
         "timeout_s": opts.timeout_s,

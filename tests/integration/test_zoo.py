@@ -20,7 +20,7 @@ BROKEN = sorted(n for n, c in ZOO.items() if c.kind in ("crash", "hang"))
 
 _cache: dict[str, Result] = {}
 # about processes, or the model's parameters, not a line of the loop
-NO_LINE = {"worker-startup", "memory-growth", "unoptimized-params"}
+NO_LINE = {"worker-startup", "memory-growth", "unoptimized-params", "cpu-starved"}
 
 
 @pytest.fixture(scope="module")
@@ -292,3 +292,15 @@ def test_fake_batching_is_placed_without_stacks(tmp_path: Path) -> None:
         if "= next(loader_iter)" in text
     )
     assert first["where"] == f"{script_path('fake_batching')}:{line} (main)", first["where"]
+
+
+def test_torch_threads_sized_to_the_cpus_leave_the_loop_alone(zoo_tmp: Path) -> None:
+    """oversubscribed's control: its intra-op threads set to the CPUs it may use. (Its case,
+    4x as many, is named first by test_slow_zoo_case_is_named_first.)"""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    r = run_trainprof(
+        zoo_tmp, str(script_path("oversubscribed")), env={**os.environ, "ZOO_THREADS": str(cpus)}
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "cpu-starved" not in r.finding_ids, _describe(r)
+    assert "cpu-starved" not in {s["id"] for s in r.report["skipped"]}  # judged, and quiet

@@ -148,6 +148,17 @@ def memory_growth(mb_per_s: float) -> Session:
     return session(process(600, step_s=0.1), sample_rows=rows)
 
 
+def cpu_starved(runq: float) -> Session:
+    """The main thread waits for a CPU ``runq`` of the time; the job uses its 4 CPUs."""
+    rows = [
+        {"t": 100.0 + i, "cpu": 100.0, "procs": [{"pid": 1000, "cpu": 400.0, "rq_wait": runq * i}]}
+        for i in range(13)
+    ]
+    log = process(100)
+    log.add_line("X " + json.dumps({"t": 1, "precision": {"intra_op_threads": 8}}))
+    return session(log, sample_rows=rows, cpu_count=4)
+
+
 def swap_pressure(mb_per_s: float) -> Session:
     rows = [
         {
@@ -375,6 +386,7 @@ CASES = [
     Case(
         "memory-growth", memory_growth, 1.2, 0.8, lambda: session(process(100)), "no host samples"
     ),
+    Case("cpu-starved", cpu_starved, 0.12, 0.08, lambda: session(process(100)), "no host samples"),
     Case(
         "swap-pressure", swap_pressure, 1.2, 0.8, lambda: session(process(100)), "no host samples"
     ),

@@ -21,6 +21,7 @@ from typing import Any
 from trainprof.analysis import attribution, frameworks, ledger
 from trainprof.analysis import mfu as mfu_mod
 from trainprof.analysis.attach_view import AttachView
+from trainprof.analysis.cpu_starvation import CpuStarvation, cpu_starvation
 from trainprof.analysis.device import Bottleneck, DeviceView, bottleneck, device_view
 from trainprof.analysis.ledger import DATA, Ledger
 from trainprof.analysis.memory import Growth, growth
@@ -187,6 +188,9 @@ class Metrics:
     cpu_percent_mean: float | None = None
     # the busy DataLoader workers' CPU use over the steady window (None: none was sampled)
     worker_load: WorkerLoad | None = None
+    # the main thread's wait for a CPU over the steady window, and who took the CPUs (None:
+    # not read: no schedstat, or no steady window)
+    cpu_starvation: CpuStarvation | None = None
     peak_rss_bytes: int | None = None
     gpu_util_mean: float | None = None  # over the job's GPUs (store/gpus.py)
     gpu_unavailable: str | None = None
@@ -317,6 +321,13 @@ def compute(session: Session) -> Metrics:
         cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
         worker_load=worker_load(
             session.samples, busy_workers(session.workers, session.samples), window
+        ),
+        cpu_starvation=cpu_starvation(
+            session.samples,
+            primary.pid if primary else None,
+            window,
+            meta.get("usable_cpus"),
+            meta.get("cpu_count"),
         ),
         peak_rss_bytes=_peak(session.samples.tree_rss),
         gpu_util_mean=gpu_util,

@@ -82,7 +82,7 @@ def _load(
             continue
         seen += 1
         cpus.extend(own)
-        wait = _runq_share([(series.t[i], series.rq_wait[i]) for i in inside])
+        wait = runq_share([(series.t[i], series.rq_wait[i]) for i in inside])
         if wait is not None:
             waits.append(wait)
     if not seen:
@@ -94,7 +94,7 @@ def _load(
     )
 
 
-def _runq_share(readings: list[tuple[float, float]]) -> float | None:
+def runq_share(readings: list[tuple[float, float]]) -> float | None:
     """Runnable-wait seconds over elapsed seconds between the first and last (time, cumulative
     wait) readings."""
     points = [(t, w) for t, w in readings if not math.isnan(w)]

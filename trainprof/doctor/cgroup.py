@@ -163,3 +163,51 @@ def gather_cgroup(root: Path = Path("/")) -> CgroupLimits:
     proc_cgroup = _read(root / "proc/self/cgroup") or ""
     mountinfo = _read(root / "proc/self/mountinfo") or ""
     return read_cgroup_limits(proc_cgroup, mountinfo, root)
+
+
+@dataclass(frozen=True)
+class Throttling:
+    """A cgroup's CPU bandwidth counters (``cpu.stat``), cumulative since it was made."""
+
+    periods: int  # enforcement periods (100 ms each by default) in which the group ran
+    throttled: int  # of those, the periods in which it used up its quota and was stopped
+    throttled_s: float  # the time its threads spent stopped
+
+
+def quota_stat_file(limits: CgroupLimits) -> Path | None:
+    """The ``cpu.stat`` beside the tightest CPU quota: where its throttling is counted (None
+    without a quota: nothing throttles)."""
+    if limits.cpu_quota is None or limits.cpu_source is None:
+        return None
+    return Path(limits.cpu_source).parent / "cpu.stat"
+
+
+def read_throttling(path: Path) -> Throttling | None:
+    """cgroup v1 (``throttled_time``, ns) or v2 (``throttled_usec``) counters; None when
+    unreadable."""
+    text = _read(path)
+    if not text:
+        return None
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        n = _int(value.strip())
+        if n is not None:
+            values[key] = n
+    periods, throttled = values.get("nr_periods"), values.get("nr_throttled")
+    if periods is None or throttled is None:
+        return None
+    if "throttled_usec" in values:
+        seconds = values["throttled_usec"] / 1e6
+    elif "throttled_time" in values:
+        seconds = values["throttled_time"] / 1e9
+    else:
+        return None
+    return Throttling(periods, throttled, seconds)
+
+
+def limits_of(pid: int, root: Path = Path("/")) -> CgroupLimits:
+    """The cgroup limits of another process (its membership, resolved through our mounts)."""
+    proc_cgroup = _read(root / f"proc/{pid}/cgroup") or ""
+    mountinfo = _read(root / "proc/self/mountinfo") or ""
+    return read_cgroup_limits(proc_cgroup, mountinfo, root)

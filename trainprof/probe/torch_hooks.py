@@ -725,6 +725,8 @@ def _record_precision(optimizer: Any, found: list[tuple[str, Any]]) -> None:
             "torch": str(torch.__version__),
             # the CUDA version torch was built for, None for a CPU-only build (no CUDA call)
             "cuda_build": torch.version.cuda,
+            # torch's intra-op threads (one per core it sees: a container's host cores)
+            "intra_op_threads": torch.get_num_threads(),
         }
         if param.device.type != "cuda":
             # a GPU hidden on purpose (CUDA_VISIBLE_DEVICES="") is no GPU left unused

@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 
+from trainprof.doctor.cgroup import limits_of, quota_stat_file, read_throttling
 from trainprof.store.schema import ENV_DISABLE
 
 SHM_PATH = "/dev/shm"
@@ -31,6 +32,11 @@ class HostSampler:
         self.uss = "uss" not in os.environ.get(ENV_DISABLE, "").split(",")
         self._forked: dict[int, bool] = {}
         psutil.cpu_percent(None)  # prime the system-wide counter
+        # A CPU quota on the job's cgroup (a container's --cpus, a Kubernetes limit): its
+        # throttling counters, read each tick (one small file)
+        limits = limits_of(root_pid)
+        self._quota = limits.cpu_quota
+        self._quota_stat = quota_stat_file(limits)
 
     def sample(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -41,6 +47,20 @@ class HostSampler:
             "mem": _memory(),
             "swap": self._swap(now),
             "shm": shm_usage(),
+            "quota": self._throttling(),
+        }
+
+    def _throttling(self) -> dict[str, Any] | None:
+        if self._quota_stat is None:
+            return None
+        th = read_throttling(self._quota_stat)
+        if th is None:
+            return None
+        return {
+            "cpus": self._quota,
+            "periods": th.periods,
+            "throttled": th.throttled,
+            "throttled_s": round(th.throttled_s, 4),
         }
 
     def _tree(self) -> list[psutil.Process]:

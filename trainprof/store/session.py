@@ -53,12 +53,19 @@ class Samples:
     swap_out_bps: array[float] = field(default_factory=lambda: array("d"))
     shm_used: array[float] = field(default_factory=lambda: array("d"))
     mem_available: array[float] = field(default_factory=lambda: array("d"))
+    machine_cpu: array[float] = field(default_factory=lambda: array("d"))  # % of all its CPUs
+    # The job's cgroup CPU quota's counters (cumulative; NaN without a quota): its periods,
+    # those it was throttled in, and the seconds it was throttled
+    quota_periods: array[float] = field(default_factory=lambda: array("d"))
+    quota_throttled: array[float] = field(default_factory=lambda: array("d"))
+    quota_throttled_s: array[float] = field(default_factory=lambda: array("d"))
     # Mean over the job's GPUs (store/gpus.py narrows it from every GPU once the processes are
     # read), NaN if none.
     gpu_util: array[float] = field(default_factory=lambda: array("d"))
     shm_total: int | None = None
     mem_total: int | None = None
     swap_total: int | None = None
+    cpu_quota: float | None = None  # CPUs the job's cgroup quota allows (None: no quota)
     gpu_unavailable: str | None = None
     gpu_count: int = 0
     procs: dict[int, ProcSeries] = field(default_factory=dict)
@@ -98,6 +105,14 @@ class Samples:
         mem = _dict(row.get("mem"))
         self.mem_total = _total(mem, self.mem_total)
         self.mem_available.append(_num(mem.get("available")))
+        self.machine_cpu.append(_num(row.get("cpu")))
+        quota = _dict(row.get("quota"))
+        allowed = _num(quota.get("cpus"))
+        if not math.isnan(allowed):
+            self.cpu_quota = allowed
+        self.quota_periods.append(_num(quota.get("periods")))
+        self.quota_throttled.append(_num(quota.get("throttled")))
+        self.quota_throttled_s.append(_num(quota.get("throttled_s")))
         gpu = row.get("gpu")
         if isinstance(gpu, list):
             devices = [g for g in gpu if isinstance(g, dict)]

@@ -95,6 +95,15 @@ def _model(m: Metrics) -> str | None:
     )
 
 
+def _schedstat(m: Metrics) -> str | None:
+    if m.cpu_starvation is not None:
+        return None
+    return (
+        "the main thread's wait for a CPU was not read (no /proc schedstat, or a steady state "
+        "shorter than two host samples)"
+    )
+
+
 def _stderr(_m: Metrics) -> str | None:
     return None  # the job's output is always kept
 
@@ -113,6 +122,7 @@ SIGNALS: dict[str, Callable[[Metrics], str | None]] = {
     "gpu_memory": _gpu_memory,
     "stderr": _stderr,
     "model": _model,
+    "schedstat": _schedstat,
 }
 
 

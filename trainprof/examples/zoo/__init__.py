@@ -68,6 +68,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "oversubscribed",
+        "cpu-starved",
+        "slow",
+        "a CPU training job whose torch threads are sized for 4x the CPUs it may use (a "
+        "container shows the host's cores): the loop's thread waits for a CPU",
+        60.0,
+    ),
+    ZooCase(
         "waiting_worker",
         "input-bound",
         "slow",

@@ -1,0 +1,94 @@
+"""cpu-starved on synthetic sessions: the main thread's run-queue wait, and what took the CPUs
+(a cgroup quota, the job's own threads, other processes), each with its own fix; quiet where
+nothing measured says why, and on a GPU job whose GPU is busy anyway."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from synth import process, session
+
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.pipeline import analyze
+from trainprof.store.session import Session
+
+
+def _job(
+    runq: float,
+    job_cpu: float,
+    machine_cpu: float,
+    quota: dict[str, Any] | None = None,
+    workers: int = 0,
+    threads: int | None = None,
+    **meta: Any,
+) -> Session:
+    """13 host samples a second apart over process(100)'s steady window (102.5 .. 111.9 s)."""
+    rows = []
+    for i in range(13):
+        procs = [{"pid": 1000, "cpu": job_cpu * 100, "rq_wait": runq * i}]
+        row: dict[str, Any] = {"t": 100.0 + i, "cpu": machine_cpu, "procs": procs}
+        if quota is not None:
+            row["quota"] = {
+                "cpus": quota["cpus"],
+                "periods": 10 * i,
+                "throttled": round(10 * i * quota["throttled"]),
+                "throttled_s": 0.5 * i,
+            }
+        rows.append(row)
+    log = process(100)
+    if threads is not None:
+        log.add_line("X " + json.dumps({"t": 1, "precision": {"intra_op_threads": threads}}))
+    return session(log, sample_rows=rows, **{"cpu_count": 64, "usable_cpus": 4, **meta})
+
+
+def _finding(sess: Session) -> Finding | None:
+    return next((f for f in analyze(sess)[1].findings if f.id == "cpu-starved"), None)
+
+
+def test_a_quota_that_throttles_is_named_with_its_size_and_the_threads_to_fit_it() -> None:
+    f = _finding(_job(0.4, 3.9, 20.0, quota={"cpus": 4.0, "throttled": 0.6}, threads=64))
+    assert f is not None
+    assert f.title == "CPU-starved: the training loop waits for a CPU 40% of the time"
+    text = "\n".join(f.evidence)
+    assert "waited for a CPU 40% of the steady time" in text
+    assert "the cgroup's CPU quota (4 CPUs) stopped the job in 60% of its 100 ms periods" in text
+    assert "with torch's 64 intra-op threads" in text
+    assert f.fix[0].startswith("size the job to the quota, not to the host's 64 cores:")
+    assert "torch.set_num_threads(4)" in f.fix[0]
+    assert f.impact is None  # the wait is measured, the gain of a fix is not
+
+
+def test_a_quota_throttling_a_job_whose_threads_fit_it_asks_for_more_quota() -> None:
+    f = _finding(_job(0.5, 1.0, 20.0, quota={"cpus": 1.0, "throttled": 0.4}, threads=1))
+    assert f is not None
+    assert f.fix[0].startswith("raise the quota"), f.fix
+
+
+def test_the_jobs_own_threads_beyond_its_cpus_are_named() -> None:
+    f = _finding(_job(0.2, 3.8, 95.0, cpu_count=4, threads=16))
+    assert f is not None
+    assert (
+        "used 3.8 of the 4 CPUs it may use: torch's 16 intra-op threads compete" in (f.evidence[1])
+    )
+    assert f.fix[0].startswith("size torch's threads to the 4 CPUs: torch.set_num_threads(4)")
+
+
+def test_other_processes_on_a_full_machine_are_named() -> None:
+    f = _finding(_job(0.3, 1.0, 95.0, cpu_count=4))
+    assert f is not None
+    assert "the machine's 4 CPUs were 95% busy, 2.8 CPUs of it other processes'" in f.evidence[1]
+    assert "taskset" in f.fix[0]
+
+
+def test_quiet_below_the_threshold_and_where_nothing_says_why() -> None:
+    assert _finding(_job(0.05, 3.9, 99.0, quota={"cpus": 4.0, "throttled": 0.6})) is None
+    # waiting, but the job uses 1 of its 4 CPUs and the machine is half idle: no cause to name
+    assert _finding(_job(0.3, 1.0, 50.0, cpu_count=4)) is None
+
+
+def test_a_quota_that_does_not_throttle_is_not_blamed() -> None:
+    f = _finding(_job(0.3, 3.9, 20.0, quota={"cpus": 8.0, "throttled": 0.0}, threads=8))
+    assert f is not None and "quota" not in "\n".join(f.evidence)
+    # as many threads as CPUs, busy: waiting for something this rule cannot name
+    assert _finding(_job(0.3, 3.9, 20.0, threads=4)) is None

@@ -1,0 +1,162 @@
+"""CPU-starved: the training loop's thread is ready to run but waits for a CPU.
+
+Three things take the CPUs from it, each with its own fix. A cgroup CPU quota (``docker
+--cpus``, a Kubernetes CPU limit) that the job overruns: torch, OpenMP and most
+``num_workers = os.cpu_count()`` code count the host's cores, not the quota, so a container
+allowed 4 CPUs on a 64-core host starts 64 intra-op threads, and the quota stops every thread
+of the job for the rest of each 100 ms period once they have spent it. The job's own threads
+beyond the CPUs it may use (intra-op threads plus busy DataLoader workers). Or other processes
+that keep the machine's CPUs busy. The kernel counts the time each thread waited, runnable, for
+a CPU (schedstat); the host sampler reads it for the main thread, with the quota's counters.
+
+The wait is measured; what a fix gains is not, and the finding claims no share of the step:
+the job's other threads work while the loop's thread waits. Measured on 2 CPUs: 8 intra-op
+threads under a 1-CPU quota, the loop's thread waited 31 % and 1 thread ran 30 % faster; 2
+threads under it, it waited 50 % and 1 thread ran 10 % faster.
+
+Anti-pattern::
+
+    # in a container limited to 4 CPUs, on a 64-core host
+    loader = DataLoader(dataset, num_workers=os.cpu_count())   # 64 workers
+    # torch.get_num_threads() is 64 as well
+
+Best practice::
+
+    torch.set_num_threads(3)                                   # the quota, not the host
+    loader = DataLoader(dataset, num_workers=3)
+"""
+
+from __future__ import annotations
+
+import math
+
+from trainprof.analysis.cpu_starvation import CpuStarvation
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free
+from trainprof.analysis.rules.registry import Threshold, rule
+
+RUNQ = Threshold(
+    "runq", 0.10, "share", "the main thread waited, runnable, for a CPU this share of the time"
+)
+THROTTLED = Threshold(
+    "throttled", 0.10, "share", "the cgroup quota stopped the job in this share of its periods"
+)
+BUSY = 0.75  # a job using this share of the CPUs it may use keeps them busy itself
+MACHINE_FULL = 0.9  # a machine this busy has no CPU to spare
+OTHERS_MIN = 0.5  # CPUs other processes must use to count as the competition
+
+
+@rule(
+    id="cpu-starved",
+    title="CPU-starved",
+    family="host",
+    needs=("steps", "samples", "schedstat"),
+    thresholds=(RUNQ, THROTTLED, GPU_BUSY),
+)
+def check(m: Metrics) -> Finding | None:
+    s = m.cpu_starvation
+    if s is None or s.runq < RUNQ.value or host_time_is_free(m):
+        return None
+    threads = _intra_op_threads(m)
+    workers = m.worker_load.workers if m.worker_load is not None else 0
+    if s.throttled is not None and s.throttled >= THROTTLED.value and s.quota is not None:
+        cause, fix = _quota(s, threads, workers)
+    elif _own_threads(s, threads, workers):
+        cause, fix = _own(s, threads, workers)
+    elif _others(s):
+        cause, fix = _other_processes(s)
+    else:
+        return None  # waiting, but nothing measured says for what: no advice to give
+    return Finding(
+        id="cpu-starved",
+        severity="warning",
+        title=f"CPU-starved: the training loop waits for a CPU {s.runq:.0%} of the time",
+        evidence=(
+            f"the training loop's thread was ready to run but waited for a CPU {s.runq:.0%} of "
+            "the steady time (the kernel's run-queue delay of the main thread)",
+            cause,
+            "what a fix gains is not measured: the job's other threads work while this one waits",
+        ),
+        fix=tuple(fix),
+    )
+
+
+def _intra_op_threads(m: Metrics) -> int | None:
+    n = (m.activity.precision or {}).get("intra_op_threads")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def _quota(s: CpuStarvation, threads: int | None, workers: int) -> tuple[str, list[str]]:
+    quota = s.quota or 1.0
+    cause = (
+        f"the cgroup's CPU quota ({quota:g} CPU{'' if quota == 1 else 's'}) stopped the job in "
+        f"{s.throttled:.0%} of its 100 ms periods"
+    )
+    if s.throttled_s is not None:
+        cause += f" ({s.throttled_s:.1f} s of throttling in the steady window)"
+    if s.job_cpus is not None:
+        cause += f"; its processes used {s.job_cpus:.1f} CPUs on average"
+    fits = max(1, math.floor(quota) - workers)
+    if threads is None or threads <= fits:
+        # its threads fit the quota already: the job needs more CPU than it is given
+        return cause, [
+            "raise the quota (docker --cpus, the Kubernetes CPU limit): the job's threads fit "
+            "it and still need more",
+            "or do less CPU work a step (move it to the GPU, or into DataLoader workers on CPUs "
+            "outside the quota)",
+        ]
+    host = f"the host's {s.machine_total} cores" if s.machine_total else "the host's cores"
+    cause += f", with torch's {threads} intra-op threads" + (
+        f" and {workers} busy DataLoader workers" if workers else ""
+    )
+    return cause, [
+        f"size the job to the quota, not to {host}: torch.set_num_threads({fits}) (or "
+        f"OMP_NUM_THREADS={fits}); torch starts an intra-op thread per core it sees"
+        + (f", and the {workers} busy workers need their share" if workers else ""),
+        "or raise the quota: docker --cpus, the Kubernetes CPU limit",
+    ]
+
+
+def _own_threads(s: CpuStarvation, threads: int | None, workers: int) -> bool:
+    """More busy threads than CPUs, and the job keeps its CPUs busy itself."""
+    if not s.usable or s.job_cpus is None or s.job_cpus < BUSY * s.usable:
+        return False
+    return threads is not None and threads + workers > s.usable
+
+
+def _own(s: CpuStarvation, threads: int | None, workers: int) -> tuple[str, list[str]]:
+    parts = [f"torch's {threads} intra-op threads"]
+    if workers:
+        parts.append(f"{workers} busy DataLoader workers")
+    cause = (
+        f"the job's processes used {s.job_cpus:.1f} of the {s.usable} CPUs it may use: "
+        f"{' and '.join(parts)} compete for them"
+    )
+    n = max(1, (s.usable or 1) - workers)
+    fix = (
+        f"size torch's threads to the {s.usable} CPUs"
+        + (f", less one for each of the {workers} busy workers" if workers else "")
+        + f": torch.set_num_threads({n}) (or OMP_NUM_THREADS={n}); torch starts an intra-op "
+        "thread per core it sees"
+    )
+    return cause, [fix]
+
+
+def _others(s: CpuStarvation) -> bool:
+    if s.machine_cpus is None or s.job_cpus is None or not s.machine_total:
+        return False
+    busy = s.machine_cpus >= MACHINE_FULL * s.machine_total
+    return busy and s.machine_cpus - s.job_cpus >= OTHERS_MIN
+
+
+def _other_processes(s: CpuStarvation) -> tuple[str, list[str]]:
+    machine, job = s.machine_cpus or 0.0, s.job_cpus or 0.0
+    cause = (
+        f"the machine's {s.machine_total} CPUs were {machine / (s.machine_total or 1):.0%} busy, "
+        f"{machine - job:.1f} CPUs of it other processes'"
+    )
+    return cause, [
+        "run it where its CPUs are its own: stop or move the other work (another job, a "
+        "data-preparation script), or pin each job to CPUs of its own (taskset -c, cpusets)"
+    ]
