@@ -9,7 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainprof.doctor.base import GiB
-from trainprof.doctor.cgroup import gather_cgroup, read_cgroup_limits
+from trainprof.doctor.cgroup import (
+    Throttling,
+    gather_cgroup,
+    quota_stat_file,
+    read_cgroup_limits,
+    read_throttling,
+)
 from trainprof.doctor.cpu import (
     CpuInputs,
     ThreadInputs,
@@ -54,6 +60,23 @@ def test_cgroup_v1_with_mount_root_and_unlimited_memory(tmp_path: Path) -> None:
     write(tmp_path, "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "9223372036854771712")
     lim = read_cgroup_limits(proc, mountinfo, tmp_path)
     assert (lim.version, lim.cpu_quota, lim.memory_limit) == (1, 2.0, None)
+
+
+def test_the_quotas_throttling_counters_are_read_beside_it_v1_and_v2(tmp_path: Path) -> None:
+    """cpu.stat beside the tightest quota: v2 counts throttled µs, v1 ns; none without one."""
+    write(tmp_path, "sys/fs/cgroup/kubepods/cpu.max", "150000 100000\n")
+    write(tmp_path, "sys/fs/cgroup/kubepods/pod1/cpu.max", "max 100000\n")
+    stat = "usage_usec 9\nnr_periods 40\nnr_throttled 10\nthrottled_usec 250000\n"
+    write(tmp_path, "sys/fs/cgroup/kubepods/cpu.stat", stat)
+    path = quota_stat_file(read_cgroup_limits("0::/kubepods/pod1\n", V2_MOUNT, tmp_path))
+    assert path == tmp_path / "sys/fs/cgroup/kubepods/cpu.stat"
+    assert read_throttling(path) == Throttling(40, 10, 0.25)
+    v1 = tmp_path / "v1.stat"
+    v1.write_text("nr_periods 161\nnr_throttled 65\nthrottled_time 5943127668\n")
+    assert read_throttling(v1) == Throttling(161, 65, 5.943127668)
+    assert read_throttling(tmp_path / "missing") is None
+    write(tmp_path, "sys/fs/cgroup/free/cpu.max", "max 100000\n")
+    assert quota_stat_file(read_cgroup_limits("0::/free\n", V2_MOUNT, tmp_path)) is None
 
 
 def test_cgroup_v1_no_quota_is_minus_one(tmp_path: Path) -> None:

@@ -40,15 +40,18 @@ class HostSampler:
 
     def sample(self) -> dict[str, Any]:
         now = time.monotonic()
-        return {
+        row = {
             "t": round(now, 3),
             "procs": self._sample_tree(),
             "cpu": psutil.cpu_percent(None),
             "mem": _memory(),
             "swap": self._swap(now),
             "shm": shm_usage(),
-            "quota": self._throttling(),
         }
+        quota = self._throttling()
+        if quota is not None:  # most jobs have none: no key a tick
+            row["quota"] = quota
+        return row
 
     def _throttling(self) -> dict[str, Any] | None:
         if self._quota_stat is None:
