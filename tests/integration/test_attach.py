@@ -5,6 +5,7 @@ agrees with what `trainprof run` measures; the target is not slowed down."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import socket
@@ -37,11 +38,15 @@ class Target:
 
 
 @contextmanager
-def started(args: list[str], ready: str, cwd: Path, timeout: float = 90) -> Iterator[Target]:
-    """The job in the background; yields once it printed a line containing ``ready``."""
+def started(
+    args: list[str], ready: str, cwd: Path, timeout: float = 90, env: dict[str, str] | None = None
+) -> Iterator[Target]:
+    """The job in the background (``env`` added to ours); yields once it printed a line
+    containing ``ready``."""
     proc = subprocess.Popen(
         args,
         cwd=cwd,
+        env={**os.environ, **env} if env else None,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -269,6 +274,18 @@ def test_a_healthy_job_gets_no_warning_through_its_worker(tmp: Path) -> None:
     assert r.info["pid"] == job.proc.pid and r.info["workers"] >= 1
     assert r.problems == [], r.report["findings"]
     assert r.info["shares"]["forward"] + r.info["shares"]["backward"] > 0.5
+
+
+def test_from_outside_torch_threads_beyond_the_cpus_starve_the_loop(tmp: Path) -> None:
+    """The zoo's oversubscribed job (4x as many intra-op threads as CPUs), attached: the main
+    thread's run-queue wait and the job's CPU use say it, without the probe's thread count."""
+    job = zoo_job("oversubscribed")
+    with started(job, "step 0", tmp, env={"ZOO_STEPS": "100000"}) as t:
+        r = attach(t.proc.pid, tmp)
+    first = r.problems[0]
+    assert first["id"] == "cpu-starved", r.report["findings"]
+    assert "CPUs it may use: its threads compete for them" in first["evidence"][1]
+    assert first["fix"][0].startswith("size torch's threads to the"), first["fix"]
 
 
 @pytest.mark.parametrize("rate", [2, 50])

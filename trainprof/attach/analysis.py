@@ -25,6 +25,7 @@ from typing import Any
 
 from trainprof.analysis import attribution, frameworks, ledger
 from trainprof.analysis.attach_view import AttachView, RankAttach, RateEstimate
+from trainprof.analysis.cpu_starvation import cpu_starvation
 from trainprof.analysis.ledger import BUCKETS, Ledger
 from trainprof.analysis.memory import growth
 from trainprof.analysis.metrics import Activity, Metrics
@@ -558,6 +559,13 @@ def compute(session: Session) -> Metrics:
         cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
         worker_load=worker_load(
             session.samples, (w["pid"] for w in workers if isinstance(w, dict)), window
+        ),
+        cpu_starvation=cpu_starvation(
+            session.samples,
+            att.get("pid"),
+            window,
+            meta.get("usable_cpus"),
+            meta.get("cpu_count"),
         ),
         peak_rss_bytes=int(max(tree_rss)) if tree_rss else None,
         gpu_util_mean=_window_mean(session, session.samples.gpu_util, window),

@@ -18,6 +18,7 @@ from trainprof.analysis.rules import (
     blocking_stall,
     checkpoint_stall,
     cpu_stall,
+    cpu_starved,
     eval_stall,
     input_bound,
     memory_growth,
@@ -281,3 +282,4 @@ def checkpoint_stall_attach(m: Metrics) -> Finding | None:
 variant("eval-stall")(eval_stall.check)
 # memory-growth judges the host samples of each process over the window: attach has them.
 variant("memory-growth", ("samples",))(memory_growth.check)
+variant("cpu-starved", ("samples", "schedstat"))(cpu_starved.check)

@@ -104,6 +104,7 @@ def attach(opts: AttachOptions) -> int:
         "cwd": main.cwd or os.getcwd(),
         "run_dir": str(run_dir),
         "usable_cpus": usable_cpu_count(),
+        "cpu_count": os.cpu_count(),
         "interval_s": SAMPLE_INTERVAL_S,
         "wall_start": time.time(),
         "pid": main.pid,

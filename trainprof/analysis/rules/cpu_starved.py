@@ -98,7 +98,7 @@ def _quota(s: CpuStarvation, threads: int | None, workers: int) -> tuple[str, li
     if s.job_cpus is not None:
         cause += f"; its processes used {s.job_cpus:.1f} CPUs on average"
     fits = max(1, math.floor(quota) - workers)
-    if threads is None or threads <= fits:
+    if threads is not None and threads <= fits:
         # its threads fit the quota already: the job needs more CPU than it is given
         return cause, [
             "raise the quota (docker --cpus, the Kubernetes CPU limit): the job's threads fit "
@@ -107,9 +107,10 @@ def _quota(s: CpuStarvation, threads: int | None, workers: int) -> tuple[str, li
             "outside the quota)",
         ]
     host = f"the host's {s.machine_total} cores" if s.machine_total else "the host's cores"
-    cause += f", with torch's {threads} intra-op threads" + (
-        f" and {workers} busy DataLoader workers" if workers else ""
-    )
+    if threads is not None:  # (attach reads no thread count: the fix is said all the same)
+        cause += f", with torch's {threads} intra-op threads" + (
+            f" and {workers} busy DataLoader workers" if workers else ""
+        )
     return cause, [
         f"size the job to the quota, not to {host}: torch.set_num_threads({fits}) (or "
         f"OMP_NUM_THREADS={fits}); torch starts an intra-op thread per core it sees"
@@ -119,14 +120,15 @@ def _quota(s: CpuStarvation, threads: int | None, workers: int) -> tuple[str, li
 
 
 def _own_threads(s: CpuStarvation, threads: int | None, workers: int) -> bool:
-    """More busy threads than CPUs, and the job keeps its CPUs busy itself."""
+    """The job keeps its CPUs busy itself, with more busy threads than CPUs where the thread
+    count is known (attach, without the probe, goes by the CPU use alone)."""
     if not s.usable or s.job_cpus is None or s.job_cpus < BUSY * s.usable:
         return False
-    return threads is not None and threads + workers > s.usable
+    return threads is None or threads + workers > s.usable
 
 
 def _own(s: CpuStarvation, threads: int | None, workers: int) -> tuple[str, list[str]]:
-    parts = [f"torch's {threads} intra-op threads"]
+    parts = [f"torch's {threads} intra-op threads" if threads else "its threads"]
     if workers:
         parts.append(f"{workers} busy DataLoader workers")
     cause = (
