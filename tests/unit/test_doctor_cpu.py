@@ -68,7 +68,8 @@ def test_the_quotas_throttling_counters_are_read_beside_it_v1_and_v2(tmp_path: P
     write(tmp_path, "sys/fs/cgroup/kubepods/pod1/cpu.max", "max 100000\n")
     stat = "usage_usec 9\nnr_periods 40\nnr_throttled 10\nthrottled_usec 250000\n"
     write(tmp_path, "sys/fs/cgroup/kubepods/cpu.stat", stat)
-    path = quota_stat_file(read_cgroup_limits("0::/kubepods/pod1\n", V2_MOUNT, tmp_path))
+    lim = read_cgroup_limits("0::/kubepods/pod1\n", V2_MOUNT, tmp_path)
+    path = quota_stat_file(lim.cpu_quota, lim.cpu_source)
     assert path == tmp_path / "sys/fs/cgroup/kubepods/cpu.stat"
     assert read_throttling(path) == Throttling(40, 10, 0.25)
     v1 = tmp_path / "v1.stat"
@@ -76,7 +77,8 @@ def test_the_quotas_throttling_counters_are_read_beside_it_v1_and_v2(tmp_path: P
     assert read_throttling(v1) == Throttling(161, 65, 5.943127668)
     assert read_throttling(tmp_path / "missing") is None
     write(tmp_path, "sys/fs/cgroup/free/cpu.max", "max 100000\n")
-    assert quota_stat_file(read_cgroup_limits("0::/free\n", V2_MOUNT, tmp_path)) is None
+    free = read_cgroup_limits("0::/free\n", V2_MOUNT, tmp_path)
+    assert quota_stat_file(free.cpu_quota, free.cpu_source) is None
 
 
 def test_cgroup_v1_no_quota_is_minus_one(tmp_path: Path) -> None:
@@ -116,6 +118,16 @@ def test_quota_below_cpu_count_warns_with_worker_count() -> None:
     assert (r.status, r.finding.id) == ("warn", "cpu-quota")
     assert "2 of 64 CPUs" in r.finding.title
     assert any("num_workers=1" in f for f in r.finding.fix)
+
+
+def test_what_the_quota_has_throttled_so_far_is_evidence() -> None:
+    th = Throttling(periods=1200, throttled=420, throttled_s=31.5)
+    inp = CpuInputs(64, 64, 4.0, "cpu.max", throttling=th)
+    evidence = check_cpu(inp).finding.evidence
+    assert (
+        "the quota has throttled this cgroup in 35% of its 1200 periods since it was made "
+        "(31.5 s stopped)"
+    ) in evidence, evidence
 
 
 def test_fractional_quota_rounds_up_and_workers_over_usable_warn() -> None:

@@ -174,12 +174,13 @@ class Throttling:
     throttled_s: float  # the time its threads spent stopped
 
 
-def quota_stat_file(limits: CgroupLimits) -> Path | None:
-    """The ``cpu.stat`` beside the tightest CPU quota: where its throttling is counted (None
-    without a quota: nothing throttles)."""
-    if limits.cpu_quota is None or limits.cpu_source is None:
+def quota_stat_file(quota: float | None, source: str | None) -> Path | None:
+    """The ``cpu.stat`` beside the tightest CPU quota (``CgroupLimits.cpu_quota`` and its
+    ``cpu_source``): where its throttling is counted (None without a quota: nothing
+    throttles)."""
+    if quota is None or source is None:
         return None
-    return Path(limits.cpu_source).parent / "cpu.stat"
+    return Path(source).parent / "cpu.stat"
 
 
 def read_throttling(path: Path) -> Throttling | None:

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from trainprof.doctor.base import CheckResult, result
+from trainprof.doctor.cgroup import Throttling, quota_stat_file, read_throttling
 
 AREA = "cpu"
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -24,6 +25,7 @@ class CpuInputs:
     quota: float | None  # CPUs allowed by the cgroup quota, None = no quota
     quota_source: str | None
     workers: int | None = None  # --workers, when given
+    throttling: Throttling | None = None  # the quota's counters since its cgroup was made
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,13 @@ def check_cpu(inp: CpuInputs) -> CheckResult:
         f"usable CPUs {usable}: size num_workers to at most {suggested_workers(usable)} "
         "(one core stays with the training loop)",
     ]
+    th = inp.throttling
+    if inp.quota is not None and th is not None and th.periods > 0:
+        # what the quota has done to this container so far (a job's own: `trainprof run`)
+        evidence.append(
+            f"the quota has throttled this cgroup in {th.throttled / th.periods:.0%} of its "
+            f"{th.periods} periods since it was made ({th.throttled_s:.1f} s stopped)"
+        )
     problems: list[str] = []
     fixes: list[str] = []
     if inp.quota is not None and inp.cpu_count and inp.quota < inp.cpu_count:
@@ -140,4 +149,6 @@ def gather_cpu(
         affinity: int | None = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
         affinity = None
-    return CpuInputs(os.cpu_count(), affinity, quota, quota_source, workers)
+    stat = quota_stat_file(quota, quota_source)
+    throttling = read_throttling(stat) if stat is not None else None
+    return CpuInputs(os.cpu_count(), affinity, quota, quota_source, workers, throttling)

@@ -36,7 +36,7 @@ class HostSampler:
         # throttling counters, read each tick (one small file)
         limits = limits_of(root_pid)
         self._quota = limits.cpu_quota
-        self._quota_stat = quota_stat_file(limits)
+        self._quota_stat = quota_stat_file(limits.cpu_quota, limits.cpu_source)
 
     def sample(self) -> dict[str, Any]:
         now = time.monotonic()
