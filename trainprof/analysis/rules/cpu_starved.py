@@ -22,8 +22,9 @@ Anti-pattern::
 
 Best practice::
 
-    torch.set_num_threads(3)                                   # the quota, not the host
-    loader = DataLoader(dataset, num_workers=3)
+    cpus = 4                                                   # the quota, not os.cpu_count()
+    loader = DataLoader(dataset, num_workers=2)
+    torch.set_num_threads(cpus - 2)                            # busy workers take CPUs too
 """
 
 from __future__ import annotations
