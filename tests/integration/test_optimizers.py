@@ -134,4 +134,4 @@ def test_a_loss_with_weights_of_its_own_left_out_of_the_optimizer_is_named(tmp_p
     assert f["title"].startswith("1 parameter gets gradients that no optimizer uses: criterion"), f
     assert "of net, criterion and teacher" in f["evidence"][0], f["evidence"]
     assert f["evidence"][0].endswith(": criterion.centres"), f["evidence"]
-    assert "optimizer.add_param_group({'params': criterion.parameters()})" in f["fix"][0], f["fix"]
+    assert "opt.add_param_group({'params': criterion.parameters()})" in f["fix"][0], f["fix"]

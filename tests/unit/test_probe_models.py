@@ -3,8 +3,6 @@ the frames that step the optimizer hold, by the names they give them, top-level 
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
 
@@ -15,25 +13,28 @@ class Trainer:
     def __init__(self) -> None:
         self.model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
         self.criterion = nn.CrossEntropyLoss()
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
 
-    def step(self) -> list[tuple[str, Any]]:
+    def step(self) -> models.Found:
         head = self.model[1]  # a submodule held too: not a model of its own
         assert head is not None
-        return models.found(torch, None)
+        return models.found(torch, None, self.optimizer)
 
 
-def test_a_trainers_models_are_found_one_attribute_deep() -> None:
+def test_a_trainers_models_and_optimizer_are_found_one_attribute_deep() -> None:
     found = Trainer().step()
-    names = [name for name, _m in found]
+    names = [name for name, _m in found.models]
     assert names[:2] == ["self.model", "self.criterion"], names
     assert "head" not in names
+    assert found.optimizer_name == "self.optimizer"
 
 
 def test_the_module_train_was_called_on_comes_first_by_its_frame_name() -> None:
     net, other = nn.Linear(4, 4), nn.Linear(2, 2)
-    found = models.found(torch, net)
-    assert found[0] == ("net", net)
-    assert ("other", other) in found
+    found = models.found(torch, net, None)
+    assert found.models[0] == ("net", net)
+    assert ("other", other) in found.models
+    assert found.optimizer_name is None  # none asked for, none named
 
 
 def test_the_main_model_holds_most_of_the_stepped_optimizers_weights() -> None:

@@ -20,6 +20,7 @@ import inspect
 import os
 import sys
 import types
+from dataclasses import dataclass
 from typing import Any
 
 MAX_FRAMES = 6  # frames above the step outside torch: the loop, its helpers, main(), <module>
@@ -28,18 +29,27 @@ _SKIPPED = (types.ModuleType, types.FunctionType, types.MethodType, type)
 _PROBE = os.path.dirname(os.path.abspath(__file__))
 
 
-def found(torch: Any, trained: Any) -> list[tuple[str, Any]]:
-    """The top-level modules of the job, ``[(name, module)]``: the one it called ``train()``
-    on (``trained``, may be None) first, then those held by the frames above the caller outside
-    torch and the probe, innermost first. ``trained`` is named as a frame names it, else
-    ``model``."""
+@dataclass(frozen=True)
+class Found:
+    models: list[tuple[str, Any]]  # (the name the loop gives it, the module), top-level ones
+    optimizer_name: str | None  # the stepped optimizer's name in the loop (None: not held)
+
+
+def found(torch: Any, trained: Any, optimizer: Any) -> Found:
+    """The top-level modules of the job: the one it called ``train()`` on (``trained``, may be
+    None) first, then those held by the frames above the caller outside torch and the probe,
+    innermost first; and the name they give ``optimizer``. ``trained`` is named as a frame
+    names it, else ``model``."""
     module_type = torch.nn.Module
     torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
     named: list[tuple[str, Any]] = []
     seen: set[int] = set()
+    optimizer_names: list[str] = []
 
     def add(name: str, value: Any) -> None:
-        if isinstance(value, module_type) and id(value) not in seen:
+        if value is optimizer and optimizer is not None:
+            optimizer_names.append(name)
+        elif isinstance(value, module_type) and id(value) not in seen:
             seen.add(id(value))
             named.append((name, value))
 
@@ -51,9 +61,8 @@ def found(torch: Any, trained: Any) -> list[tuple[str, Any]]:
         if not filename.startswith((torch_dir, _PROBE)):
             frames += 1
             for name, value in _locals(frame):
-                if isinstance(value, module_type):
-                    add(name, value)
-                elif not isinstance(value, _SKIPPED):
+                add(name, value)
+                if not isinstance(value, (module_type, *_SKIPPED)):
                     attrs = getattr(value, "__dict__", None)
                     for attr, inner in list(attrs.items()) if isinstance(attrs, dict) else ():
                         add(f"{name}.{attr}", inner)
@@ -63,10 +72,12 @@ def found(torch: Any, trained: Any) -> list[tuple[str, Any]]:
                     add(name, value)
         frame = frame.f_back
     tops = _top_level(named)
+    optimizer_name = optimizer_names[0] if optimizer_names else None
     if trained is None:
-        return tops
-    label = next((name for name, mod in named if mod is trained), "model")
-    return [(label, trained), *((n, m) for n, m in tops if m is not trained)]
+        return Found(tops, optimizer_name)
+    label = next((n for n, mod in named if mod is trained), "model")
+    rest = [(n, m) for n, m in tops if m is not trained]
+    return Found([(label, trained), *rest], optimizer_name)
 
 
 def _locals(frame: types.FrameType) -> list[tuple[str, Any]]:

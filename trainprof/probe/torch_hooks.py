@@ -285,8 +285,8 @@ def _counts_as_step(s: _State, optimizer: Any, key: int, known: Any) -> bool:
     elif s.primary_opt_id is None:
         s.primary_opt_id = key
         _record_step_callers()
-        found = _models_at_first_step()
-        _record_precision(optimizer, found)
+        found = _models_at_first_step(optimizer)
+        _record_precision(optimizer, found.models)
         _record_unoptimized(optimizer, found)
     elif key != s.primary_opt_id:
         # A GAN's two optimizers alternate: keep counting the first. One that steps twice while
@@ -697,16 +697,17 @@ def _worker_loop(orig: Any) -> Any:
 # ---------------------------------------------------------------- precision (once per process)
 
 
-def _models_at_first_step() -> list[tuple[str, Any]]:
-    """The job's models, named (``models.py``); none where they cannot be read."""
+def _models_at_first_step(optimizer: Any) -> models.Found:
+    """The job's models and its name for ``optimizer`` (``models.py``); the ``train()`` module
+    alone where the frames cannot be read."""
     trained = _state.model_ref() if _state.model_ref is not None else None
     try:
         import torch
 
-        return models.found(torch, trained)
+        return models.found(torch, trained, optimizer)
     except Exception as exc:
         probe.record_error("models", exc)
-        return [("model", trained)] if trained is not None else []
+        return models.Found([("model", trained)] if trained is not None else [], None)
 
 
 def _record_precision(optimizer: Any, found: list[tuple[str, Any]]) -> None:
@@ -752,15 +753,16 @@ def _record_precision(optimizer: Any, found: list[tuple[str, Any]]) -> None:
         probe.record_error("precision", exc)
 
 
-def _record_unoptimized(optimizer: Any, found: list[tuple[str, Any]]) -> None:
+def _record_unoptimized(optimizer: Any, found: models.Found) -> None:
     """The job's models' parameters with a gradient that no optimizer made so far holds, once,
     at the first optimizer step (``optimized.py``); nothing where no model was found."""
     s = _state
-    if found:
+    if found.models:
         try:
             made = [opt for ref in s.made_optimizers if (opt := ref()) is not None]
             mine = made if any(opt is optimizer for opt in made) else [optimizer, *made]
-            probe.record_info({"unoptimized": optimized.facts(found, mine)})
+            facts = optimized.facts(found.models, mine)
+            probe.record_info({"unoptimized": {**facts, "optimizer_name": found.optimizer_name}})
         except Exception as exc:
             probe.record_error("unoptimized", exc)
     s.made_optimizers = []

@@ -66,7 +66,8 @@ def check(m: Metrics) -> Finding | None:
             "gradients",
         ),
         fix=(
-            f"if they should train: {_add(holders)}, or build the optimizer after the model is "
+            f"if they should train: {_add(holders, facts.get('optimizer_name'))}, or build the "
+            "optimizer after the model is "
             "final (a layer replaced or added after `optimizer = ...(model.parameters())` is not "
             "in it)",
             f"if they should stay fixed: {_freeze(holders)} so backward skips their weight "
@@ -80,15 +81,17 @@ def _joined(names: list[str]) -> str:
     return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + f" and {names[-1]}"
 
 
-def _add(holders: list[str]) -> str:
-    """The optimizer given the modules that hold them, where few enough to name."""
+def _add(holders: list[str], optimizer: object) -> str:
+    """The optimizer (by the loop's name for it) given the modules that hold them, where few
+    enough to name."""
     if len(holders) == 1:
         params = f"{holders[0]}.parameters()"
     elif len(holders) == 2:
         params = f"[*{holders[0]}.parameters(), *{holders[1]}.parameters()]"
     else:
         params = "..."
-    return f"optimizer.add_param_group({{'params': {params}}})"
+    name = optimizer if isinstance(optimizer, str) and optimizer else "optimizer"
+    return f"{name}.add_param_group({{'params': {params}}})"
 
 
 def _freeze(holders: list[str]) -> str:
