@@ -220,8 +220,7 @@ def _lives_on(pid: int) -> bool:
     which happens as the process exits, before it is a zombie: a job ending must not look like
     py-spy stopping by itself."""
     try:
-        proc = psutil.Process(pid)
-        return proc.status() != psutil.STATUS_ZOMBIE and bool(proc.exe())
+        return _alive(pid) and bool(psutil.Process(pid).exe())
     except psutil.Error:
         return False
 

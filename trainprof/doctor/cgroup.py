@@ -160,9 +160,7 @@ def read_cgroup_limits(proc_cgroup: str, mountinfo: str, root: Path = Path("/"))
 
 def gather_cgroup(root: Path = Path("/")) -> CgroupLimits:
     """Read this process's cgroup limits (none found off Linux or without cgroupfs)."""
-    proc_cgroup = _read(root / "proc/self/cgroup") or ""
-    mountinfo = _read(root / "proc/self/mountinfo") or ""
-    return read_cgroup_limits(proc_cgroup, mountinfo, root)
+    return limits_of("self", root)
 
 
 @dataclass(frozen=True)
@@ -207,8 +205,9 @@ def read_throttling(path: Path) -> Throttling | None:
     return Throttling(periods, throttled, seconds)
 
 
-def limits_of(pid: int, root: Path = Path("/")) -> CgroupLimits:
-    """The cgroup limits of another process (its membership, resolved through our mounts)."""
+def limits_of(pid: int | str, root: Path = Path("/")) -> CgroupLimits:
+    """The cgroup limits of a process (``"self"``, or another's: its membership, resolved
+    through our mounts)."""
     proc_cgroup = _read(root / f"proc/{pid}/cgroup") or ""
     mountinfo = _read(root / "proc/self/mountinfo") or ""
     return read_cgroup_limits(proc_cgroup, mountinfo, root)

@@ -67,9 +67,8 @@ def check(m: Metrics) -> Finding | None:
         ),
         fix=(
             f"if they should train: {_add(holders, facts.get('optimizer_name'))}, or build the "
-            "optimizer after the model is "
-            "final (a layer replaced or added after `optimizer = ...(model.parameters())` is not "
-            "in it)",
+            "optimizer after the model is final (a layer replaced or added after `optimizer = "
+            "...(model.parameters())` is not in it)",
             f"if they should stay fixed: {_freeze(holders)} so backward skips their weight "
             "gradients and keeps no memory for them",
         ),
