@@ -312,8 +312,13 @@ def _stacks_parse_cost(run_dir: Path) -> dict[str, Any]:
 
 
 def stack_files(run_dir: Path) -> list[Path]:
-    """py-spy's traces: ``stacks.json`` or the chunks ``stacks-N.json`` (not hang stacks)."""
-    return sorted(p for p in run_dir.glob("stacks*.json") if p.is_file())
+    """py-spy's traces: ``stacks.json`` or the chunks ``stacks-N.json``, gzipped once finished
+    (not hang stacks)."""
+    return sorted(p for p in run_dir.glob("stacks*.json*") if p.is_file() and _is_trace(p.name))
+
+
+def _is_trace(name: str) -> bool:
+    return name.startswith("stacks") and name.endswith((".json", ".json.gz"))
 
 
 def _maxrss() -> int:
@@ -402,9 +407,7 @@ def runner_rss(seconds: float, size: str, interval: float = 0.5) -> dict[str, An
     live = [s for s in series if s[3]]
     steady = [s for s in live if s[0] >= 5.0] or live
     event_bytes = sum(v for k, v in files.items() if k.startswith("events-"))
-    stacks_bytes = sum(
-        v for k, v in files.items() if k.startswith("stacks") and k.endswith(".json")
-    )
+    stacks_bytes = sum(v for k, v in files.items() if _is_trace(k))
     return {
         "seconds": seconds,
         "wall_s": wall,

@@ -531,7 +531,7 @@ def test_forked_workers_stacks_stay_out_of_the_jobs_stacks(tmp: Path) -> None:
     script.write_text(DEEP_MODEL_FORKED_WORKERS)
     with started([sys.executable, str(script)], "epoch 0", tmp) as job:
         r = attach(job.proc.pid, tmp)
-    spans = load_spans(r.run_dir / f"stacks-{job.proc.pid}.json", 0.0)
+    spans = load_spans(r.run_dir / f"stacks-{job.proc.pid}.json.gz", 0.0)
     total = sum(s.t1 - s.t0 for s in spans)
     rooted = sum(s.t1 - s.t0 for s in spans if [f[0] for f in s.frames].count("<module>") == 1)
     # (py-spy --nonblocking tears a few stacks itself: they lack the root, never add one)

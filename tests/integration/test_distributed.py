@@ -160,7 +160,7 @@ def test_a_straggler_that_is_not_rank_0_is_named_with_its_function_from_its_own_
     assert [x["stacks_sampled"] for x in r.report["ranks"]["per_rank"]] == [True, True]  # type: ignore[index]
     stacks = json.loads((r.run_dir / "run.json").read_text())["stacks"]
     assert [(x["rank"], x["chunks"][0]["file"]) for x in stacks["ranks"]] == [
-        (1, "stacks-rank1-0.json")
+        (1, "stacks-rank1-0.json.gz")
     ]
 
 

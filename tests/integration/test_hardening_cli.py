@@ -238,7 +238,7 @@ def test_every_file_trainprof_writes_is_private(full_run: dict[str, Any]) -> Non
     names = {p.name for p in run_dir.iterdir()}
     expected = {
         "run.json", "report.json", "samples.jsonl", "stdout.log", "stderr.log", "py-spy.log",
-        "stacks-0.json", "hang-stacks.txt",
+        "stacks-0.json.gz", "hang-stacks.txt",
     }  # fmt: skip
     assert expected <= names, names
     assert len([n for n in names if n.startswith("events-")]) >= 2  # main and a worker
@@ -275,7 +275,7 @@ def test_report_of_damaged_event_and_sample_files(full_run: dict[str, Any], tmp_
     for path in [
         *run_dir.glob("events-*.tp"),
         run_dir / "samples.jsonl",
-        run_dir / "stacks-0.json",
+        run_dir / "stacks-0.json.gz",
     ]:
         data = path.read_bytes()
         path.write_bytes(

@@ -369,6 +369,9 @@ def test_stack_sampling_hands_over_between_chunks(
     later = float(chunks[1]["started_at"])
     assert any(s.t0 < later for s in spans) and any(s.t0 > later for s in spans)
     assert r.report["findings"][0]["id"] == "cpu-stall"
+    # each finished chunk is kept gzipped, under the name run.json gives it
+    assert all(c["file"].endswith(".json.gz") for c in chunks), chunks
+    assert not list(r.run_dir.glob("stacks-*.json")) and not list(r.run_dir.glob("*.part"))
 
 
 def test_the_probe_records_where_the_model_trains(workers_run) -> None:  # type: ignore[no-untyped-def]

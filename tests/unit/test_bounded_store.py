@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 from trainprof.samplers.loop import LONG_RUN_AFTER_S, RowCompactor, sample_interval
 from trainprof.samplers.stacks import FAST_CHUNKS, KEEP_LAST_CHUNKS, StackRecorder
 from trainprof.store.session import Samples, StackSpan, _source_lines
+from trainprof.store.stacks import load_spans, pack
 
 
 def row(t: float, rss: int) -> dict[str, object]:
@@ -69,3 +71,45 @@ def test_default_interval_widens_after_ten_minutes_but_an_explicit_one_is_kept()
     assert sample_interval(LONG_RUN_AFTER_S + 1, 0.5, adaptive=True) == 2.0
     assert sample_interval(LONG_RUN_AFTER_S + 1, 0.5, adaptive=False) == 0.5
     assert sample_interval(LONG_RUN_AFTER_S + 1, 5.0, adaptive=True) == 5.0
+
+
+def _trace(samples: int) -> str:
+    """A main thread's stack samples as py-spy writes them (begin/end events, µs)."""
+    events = []
+    for k in range(samples):
+        for ph, ts in (("B", k * 20_000), ("E", k * 20_000 + 19_000)):
+            for name, line in (("<module>", 9), ("step", 30 + k % 3)):
+                args = {"filename": "/job/train.py", "line": line}
+                events.append({"args": args, "name": name, "ph": ph, "tid": 1, "ts": ts})
+    return json.dumps(events)
+
+
+def test_a_finished_chunk_is_gzipped_privately_and_reads_back_the_same(tmp_path: Path) -> None:
+    trace = tmp_path / "stacks-0.json"
+    trace.write_text(_trace(500))
+    before = load_spans(trace, 10.0)
+    packed = pack(trace)
+    assert packed == tmp_path / "stacks-0.json.gz" and not trace.exists()
+    assert stat.S_IMODE(packed.stat().st_mode) == 0o600
+    assert packed.stat().st_size * 10 < len(_trace(500))
+    assert load_spans(packed, 10.0) == before and len(before) == 500
+    # run.json written before the chunk was packed still names it by its old name
+    assert load_spans(trace, 10.0) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stacks-0.json.gz"]
+
+
+def test_a_cut_or_damaged_gzipped_chunk_gives_no_stacks_and_no_error(tmp_path: Path) -> None:
+    trace = tmp_path / "stacks-0.json"
+    trace.write_text(_trace(200))
+    packed = pack(trace)
+    assert packed is not None
+    data = packed.read_bytes()
+    packed.write_bytes(data[: len(data) // 2])
+    assert load_spans(packed, 0.0) == []
+    packed.write_bytes(data[:20] + b"\xff\x00garbage" * 50)
+    assert load_spans(packed, 0.0) == []
+
+
+def test_a_chunk_that_cannot_be_packed_is_kept_as_it_is(tmp_path: Path) -> None:
+    assert pack(tmp_path / "stacks-0.json") is None  # gone before it was packed
+    assert list(tmp_path.iterdir()) == []

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.samplers.pyspy import interrupt, py_spy_path, record_command, start_record
-from trainprof.store.rundir import write_private_text
-from trainprof.store.stacks import tid_key
+from trainprof.store.stacks import tid_key, write_packed
 
 LOG = "py-spy.log"
 
 
 def stacks_file(pid: int) -> str:
+    """A process's trace, before it is written gzipped (``write_packed`` adds ``.gz``)."""
     return f"stacks-{pid}.json"
 
 
@@ -124,9 +124,8 @@ def split(
             joined.setdefault(pid, []).extend(_shifted(evs, shift) if shift else evs)
     out: dict[int, tuple[str, int]] = {}
     for pid, evs in joined.items():
-        name = stacks_file(pid)
-        write_private_text(run_dir / name, json.dumps(evs, separators=(",", ":")))
-        out[pid] = (name, len(evs))
+        packed = write_packed(run_dir / stacks_file(pid), json.dumps(evs, separators=(",", ":")))
+        out[pid] = (packed.name, len(evs))
     return out
 
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from trainprof.samplers.pyspy import interrupt, py_spy_path, record_command, start_record
+from trainprof.store.stacks import GZ, pack
 
 DEFAULT_RATE_HZ = 50
 
@@ -25,14 +26,16 @@ CHUNK_S = int(os.environ.get("TRAINPROF_STACK_CHUNK_S", "300") or 300)
 FAST_CHUNKS = 2  # the first 10 minutes at the full rate, then LONG_RUN_RATE_HZ
 LONG_RUN_RATE_HZ = 10
 # Kept besides the first FAST_CHUNKS: the chunks in between are deleted as new ones start, so
-# a day-long job keeps ~60 MB of traces (not ~1.4 GB) and its report parses them in ~1 s. The
-# price: stacks of a stall in the middle of a long run are gone by its end (recent ones stay).
+# a day-long job keeps ~60 MB of traces (gzipped once finished: ~2 MB; not ~1.4 GB) and its
+# report parses them in ~1 s. The price: stacks of a stall in the middle of a long run are gone
+# by its end (recent ones stay).
 KEEP_LAST_CHUNKS = 3
 
 
 class StackRecorder:
-    """Runs py-spy in consecutive chunks (``stacks-N.json``), so neither py-spy's memory nor the
-    files grow without bound on a long job; later chunks sample at a lower rate."""
+    """Runs py-spy in consecutive chunks (``stacks-N.json``, gzipped once finished), so neither
+    py-spy's memory nor the files grow without bound on a long job; later chunks sample at a
+    lower rate."""
 
     def __init__(
         self, pid: int, run_dir: Path, rate_hz: int = DEFAULT_RATE_HZ, label: str | None = None
@@ -77,10 +80,20 @@ class StackRecorder:
         return True
 
     def poll(self) -> None:
-        """While the job runs: when a chunk has finished, start the next one."""
+        """While the job runs: when a chunk has finished, start the next one (first, so that
+        packing the finished one leaves no gap in the stacks)."""
         if self._proc is not None and self._proc.poll() is not None and self.error is None:
+            finished = self.chunks[-1] if self.chunks else None
             self.start()
+            if finished is not None:
+                self._pack(finished)
             self._forget_middle_chunks()
+
+    def _pack(self, chunk: dict[str, object]) -> None:
+        """Gzip a finished chunk; run.json names it by its new name from the next write on."""
+        packed = pack(self.run_dir / str(chunk["file"]))
+        if packed is not None:
+            chunk["file"] = packed.name
 
     def _forget_middle_chunks(self) -> None:
         """Delete the oldest chunk after the first FAST_CHUNKS once more than KEEP_LAST_CHUNKS
@@ -97,6 +110,9 @@ class StackRecorder:
             return
         interrupt(proc, timeout)
         self.chunks = [c for c in self.chunks if (self.run_dir / str(c["file"])).is_file()]
+        for chunk in self.chunks:
+            if not str(chunk["file"]).endswith(GZ):
+                self._pack(chunk)
         if not self.chunks:
             try:
                 self.error = self._log.read_text(errors="replace").strip().splitlines()[-1][:300]

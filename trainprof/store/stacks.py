@@ -3,15 +3,24 @@
 Each interval is a span during which the main thread's Python stack stayed the same:
 ``(t_start, t_end, frames)`` with frames outermost first, each ``(function, file, line)``.
 The main thread is the busiest thread that ran a ``<module>`` frame (the script itself).
+
+A finished trace is kept gzipped (``stacks-N.json.gz``): py-spy's trace repeats each frame's
+file and name in every event and shrinks about 30-fold, which keeps a day of them within the
+run directory's disk budget.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import json
 import math
+import os
+import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 Frame = tuple[str, str, int]
 
@@ -23,11 +32,55 @@ class StackSpan:
     frames: tuple[Frame, ...]
 
 
-def load_spans(path: Path, started_at: float) -> list[StackSpan]:
+GZ = ".gz"
+
+
+def pack(path: Path) -> Path | None:
+    """Gzip a finished trace beside it and delete the original: the packed file, or None where
+    it could not be written (the original is kept then)."""
+    packed = path.with_name(path.name + GZ)
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with open(path, "rb") as src:
+            _write_gz(packed, iter(lambda: src.read(1 << 20), b""))
+    except OSError:
+        return None
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return packed
+
+
+def write_packed(path: Path, text: str) -> Path:
+    """Write a trace gzipped, as ``path`` + ``.gz`` (OSError where it cannot be written)."""
+    packed = path.with_name(path.name + GZ)
+    _write_gz(packed, [text.encode("utf-8", errors="replace")])
+    return packed
+
+
+def _write_gz(packed: Path, blocks: Iterable[bytes]) -> None:
+    """Private (0600, as every run file), and under its name only once it is whole."""
+    partial = packed.with_name(packed.name + ".part")
+    try:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as raw:
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as out:
+                for block in blocks:
+                    out.write(block)
+        os.replace(partial, packed)
+    except OSError:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise
+
+
+def load_spans(path: Path, started_at: float) -> list[StackSpan]:
+    # A chunk listed before it was packed (the runner stopped between the two) is read packed.
+    if not path.exists() and path.with_name(path.name + GZ).exists():
+        path = path.with_name(path.name + GZ)
+    try:
+        with _open_trace(path) as f:
             events = json.load(f)
-    except (OSError, ValueError):  # a torn or damaged trace: no stacks, never a traceback
+    # a torn or damaged trace (a cut gzip stream is EOFError): no stacks, never a traceback
+    except (OSError, ValueError, EOFError, zlib.error):
         return []
     if isinstance(events, dict):
         events = events.get("traceEvents", [])
@@ -39,6 +92,12 @@ def load_spans(path: Path, started_at: float) -> list[StackSpan]:
             by_tid.setdefault(tid_key(ev.get("tid")), []).append(ev)
     main = _main_thread(by_tid)
     return _spans(by_tid.get(main, []), started_at) if main is not None else []
+
+
+def _open_trace(path: Path) -> IO[str]:
+    if path.name.endswith(GZ):
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
 
 
 def _valid(ev: dict[str, Any]) -> bool:
