@@ -294,6 +294,24 @@ def test_fake_batching_is_placed_without_stacks(tmp_path: Path) -> None:
     assert first["where"] == f"{script_path('fake_batching')}:{line} (main)", first["where"]
 
 
+def test_recompiles_say_what_changed_and_padding_to_one_length_is_left_alone(
+    zoo_tmp: Path,
+) -> None:
+    """recompiles: the probe's compile records, from a real torch.compile; its control pads
+    every batch to one length (one graph, compiled in warm-up)."""
+    _r, first = _first("recompiles", zoo_tmp)
+    text = _text(first)
+    assert "gave up" in first["title"] and "8 graphs" in first["title"], first
+    assert "its input tokens changed shape: its dimension 1 was" in text
+    assert "mark_dynamic(tokens, 1)" in text
+    control = run_trainprof(
+        zoo_tmp, str(script_path("recompiles")), env={**os.environ, "ZOO_PAD": "64"}
+    )
+    assert control.returncode == 0, control.stderr[-3000:]
+    assert control.problems == [], _describe(control)
+    assert control.report["summary"]["compile_s"] > 0  # it compiled, once, in warm-up
+
+
 def test_torch_threads_sized_to_the_cpus_leave_the_loop_alone(zoo_tmp: Path) -> None:
     """oversubscribed's control: its intra-op threads set to the CPUs it may use. (Its case,
     4x as many, is named first by test_slow_zoo_case_is_named_first.)"""

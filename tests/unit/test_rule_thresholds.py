@@ -240,6 +240,23 @@ def sampler_set_epoch(unchanged: float) -> Session:
     return session(log)
 
 
+def compiles_log(graphs: int, each_s: float, at_s: float = 5.0, gap_s: float = 1.0) -> ProcessLog:
+    """process(100) (steps 0.1 s apart from 2.1 s) with ``graphs`` compiles of ``each_s``, the
+    first ``at_s`` after the process's start, ``gap_s`` apart, as the probe records them."""
+    log = process(100)
+    for k in range(graphs):
+        t0 = int((at_s + k * gap_s) * 1e6)
+        rec = {"t0": t0, "t1": t0 + int(each_s * 1e6), "trigger": "DYNAMO", "id": f"0/{k + 1}"}
+        rec.update(file="/home/user/proj/train.py", line=40, function="main")
+        log.add_line("X " + json.dumps({"t": t0, "compile": rec}))
+    return log
+
+
+def recompiles(share: float) -> Session:
+    """Three graphs compiled after warm-up, together ``share`` of the ~9.4 s steady window."""
+    return session(compiles_log(3, share * 9.4 / 3))
+
+
 def unoptimized(count: float) -> Session:
     """The probe's record at the first step: ``count`` parameters (of 6) with a gradient in no
     optimizer."""
@@ -477,6 +494,14 @@ CASES = [
         0,
         lambda: session(process(100)),
         "no model was found at the first optimizer step",
+    ),
+    Case(
+        "recompiles",
+        recompiles,
+        0.06,
+        0.04,
+        lambda: session(process(100)),
+        "the job did not compile with torch.compile",
     ),
     Case(
         "sampler-set-epoch",

@@ -52,6 +52,9 @@ _COMPILE_FILES = (
     "torch/_inductor/async_compile.py", "torch/_inductor/select_algorithm.py",
     "torch/_functorch/aot_autograd.py", "torch/_functorch/partitioners.py",
 )  # fmt: skip
+# Functions of those files that run the compiled code at every call: AOTAutograd's forward
+# wraps every compiled graph (under Inductor too), so a compiled model's steps are not compiles.
+_COMPILED_CODE_RUNS = frozenset({"aot_module_simplified.<locals>.forward"})
 
 
 def short_name(qualname: str) -> str:
@@ -84,6 +87,8 @@ def is_compiling(frames: tuple[Frame, ...]) -> bool:
     all was said to have 39.5 ms of compile). Imports inside a real compile still count."""
     for name, path, _line in frames:  # outermost first
         if "importlib._bootstrap" in path:
+            return False
+        if name in _COMPILED_CODE_RUNS:
             return False
         if name != "<module>" and any(c in path for c in _COMPILE_FILES):
             return True

@@ -155,12 +155,17 @@ def build(
     step_profile: Mapping[str, float] | None,
     min_profile_s: float = 0.0,
     transfer_frac: float = 0.0,
+    compiles: Sequence[tuple[float, float]] = (),
 ) -> Ledger:
     n = len(cols.t)
     lo = cols.first
     window = sum(tail(cols.dur, lo)) / 1e6
+    saves, evals = list(saves), list(evals)
     save_at = _overlap_per_step(cols, saves)
     eval_at = _overlap_per_step(cols, evals)
+    # torch.compile's compiles as the probe timed them; one inside an evaluation or a save is
+    # that evaluation's or save's time (the first evaluation compiles its no-grad graph)
+    compile_at = _overlap_per_step(cols, _minus(compiles, saves + evals))
     wait_total = sum(tail(cols.wait, lo)) / 1e6
     sampler_total = sum(tail(cols.sampler, lo)) / 1e6
     # The few steps that hold an eval or a save: their data wait is only what the eval's own
@@ -175,6 +180,7 @@ def build(
     seconds = dict.fromkeys(BUCKETS, 0.0)
     seconds["save"] = sum(save_at.values())
     seconds["eval"] = sum(eval_at.values())
+    seconds["compile"] = sum(compile_at.values())
     seconds["sampler"] = sampler
     start = 0.0
     for i in sorted(set(epoch_first_steps)):
@@ -202,7 +208,8 @@ def build(
         if bucket is None or not lo <= i < n:
             continue
         own = cols.dur[i] / 1e6 - save_at.get(i, 0.0) - eval_at.get(i, 0.0) - cols.wait[i] / 1e6
-        seconds[bucket] += max(0.0, min(st.excess_s, own))
+        own -= compile_at.get(i, 0.0)  # counted above, as measured
+        seconds[bucket] += max(0.0, min(st.excess_s - compile_at.get(i, 0.0), own))
     rest = window - sum(seconds.values())
     split = "not split"
     sampled = sum(s for c, s in (step_profile or {}).items() if c in CATEGORY_BUCKET)
@@ -224,6 +231,24 @@ def build(
     # rest of the step is time nothing accounts for.
     seconds["step" if step_profile is None else "unattributed"] = max(0.0, rest)
     return Ledger(window, seconds, split)
+
+
+def _minus(
+    segments: Sequence[tuple[float, float]], holes: Sequence[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    """``segments`` with the time inside any of ``holes`` taken out."""
+    out = []
+    for a, b in segments:
+        pieces = [(a, b)]
+        for h0, h1 in holes:
+            pieces = [
+                p
+                for x0, x1 in pieces
+                for p in ((x0, min(x1, h0)), (max(x0, h1), x1))
+                if p[1] > p[0]
+            ]
+        out.extend(pieces)
+    return out
 
 
 def _overlap_per_step(cols: StepCols, segments: Iterable[tuple[float, float]]) -> dict[int, float]:

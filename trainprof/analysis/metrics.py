@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainprof.analysis import attribution, frameworks, ledger
+from trainprof.analysis import attribution, compiles, frameworks, ledger
 from trainprof.analysis import mfu as mfu_mod
 from trainprof.analysis.attach_view import AttachView
+from trainprof.analysis.compiles import CompileLog
 from trainprof.analysis.cpu_starvation import CpuStarvation, cpu_starvation
 from trainprof.analysis.device import Bottleneck, DeviceView, bottleneck, device_view
 from trainprof.analysis.ledger import DATA, Ledger
@@ -144,6 +145,7 @@ class Activity:
     step_lines: frozenset[Frame] = frozenset()
     loader_caller: Frame | None = None  # the line asking the DataLoader, as the probe read it
     compile_s: float | None = None  # main-thread time compiling before the steady window
+    compiles: CompileLog | None = None  # torch.compile's compiles as the probe timed them
     main_cpu_in_stalls: float | None = None  # main process CPU % in samples inside stalls
     # With several optimizers: {"counted": label, "steps": {label: n}} (labels "Adam#0").
     optimizers: dict[str, Any] | None = None
@@ -399,6 +401,7 @@ def _ledger(
         ),
         saves=[(g.t0, g.t1) for g, _b, _p in a.saves],
         evals=[(g.t0, g.t1) for g in a.evals],
+        compiles=a.compiles.segments if a.compiles else (),
         stalls=[ledger.StallSpan(st.index, st.excess_s, st.cause) for st in a.stalls],
         epoch_first_steps=_epoch_first_steps(log)
         if main and main.config.get("num_workers")
@@ -478,13 +481,17 @@ def _activity(
     evals = eval_segments(primary) if primary else []
     saves = save_segments(primary) if primary else []
     stalls = find_stalls(primary, cols, warm, evals, saves) if primary and cols else []
+    compile_log = compiles.read(primary) if primary else None
     if primary is not None and stalls:
         train_key = training_loader_key(primary)
         others = sorted(primary.t0 + t / 1e6 for k, t, _w in primary.epochs if k != train_key)
         stalls, stall_evals = refine(stalls, spans, session.source, others, cuda)
         evals = sorted(evals + stall_evals, key=lambda g: g.t0)
+        if compile_log is not None:
+            stalls = compiles.label_stalls(stalls, compile_log)
     prof = attribution.profile(spans, session.source, *window, cuda) if spans and window else None
     busy = [(st.t0, st.t1) for st in stalls] + [(g.t0, g.t1) for g in evals + saves]
+    busy += compile_log.segments if compile_log else []
     loop_spans = _outside(spans, busy) if spans and window else []
     loop_prof = (
         attribution.profile(loop_spans, session.source, *window, cuda) if spans and window else None
@@ -533,7 +540,8 @@ def _activity(
         loop_funcs=loop_funcs,
         step_lines=attribution.step_lines(loop_spans, session.source, loop_funcs),
         loader_caller=attribution.loader_caller_frame(infos),
-        compile_s=_compile_s(spans, window),
+        compile_s=_warmup_compile_s(compile_log, spans, window),
+        compiles=compile_log,
         optimizers=next((i["optimizers"] for i in reversed(infos) if "optimizers" in i), None),
         structure=next(
             (i["structure"] for i in infos if isinstance(i.get("structure"), dict)), None
@@ -559,8 +567,14 @@ def _activity(
     )
 
 
-def _compile_s(spans: tuple[StackSpan, ...], window: tuple[float, float] | None) -> float | None:
-    """Main-thread seconds in torch.compile's compiler before the steady window (warm-up)."""
+def _warmup_compile_s(
+    log: CompileLog | None, spans: tuple[StackSpan, ...], window: tuple[float, float] | None
+) -> float | None:
+    """Seconds torch.compile compiled before the steady window (warm-up): as the probe timed
+    them, else as the main thread's stacks show them (a torch without compile callbacks)."""
+    if log is not None and log.compiles:
+        end = window[0] if window else max(c.t1 for c in log.compiles)
+        return log.seconds_before(end) or None
     if not spans:
         return None
     end = window[0] if window else spans[-1].t1

@@ -129,9 +129,7 @@ def _at_exit() -> None:
             # Registered first, so it runs last of the exit handlers: a process that dies after
             # this record died in the interpreter's shutdown, after its program had ended.
             record_info({"at_exit": True})
-            hooks = sys.modules.get("trainprof.probe.torch_hooks")
-            if hooks is not None:
-                hooks.flush_counters()
+            w.run_ticks()  # the counters that moved, the compiles Dynamo finished
             w.close()
         except Exception:
             pass

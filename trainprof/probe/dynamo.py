@@ -13,13 +13,20 @@ from __future__ import annotations
 from types import ModuleType
 
 from trainprof import probe
+from trainprof.probe import compiles
 from trainprof.probe.import_hook import call_after_import
 
 PACKAGE = "trainprof.probe"
 
 
 def install() -> None:
-    call_after_import("torch._dynamo", _skip_probe)
+    call_after_import("torch._dynamo", _on_dynamo_imported)
+
+
+def _on_dynamo_imported(dynamo: ModuleType) -> None:
+    _skip_probe(dynamo)
+    if "compile" not in probe.disabled_parts():
+        compiles.install(dynamo)  # each compile's time, and why Dynamo compiled again
 
 
 def _skip_probe(_dynamo: ModuleType) -> None:

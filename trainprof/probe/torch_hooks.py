@@ -117,7 +117,7 @@ def install(torch: Any) -> None:
     _state.max_steps = probe.max_steps() if "steps" not in off else None
     _state.steps_min_s = probe.steps_min_s()
     w.add(f"{TORCH} {w.us(_clock())}\n")
-    w.on_tick = flush_counters
+    w.on_tick.append(flush_counters)
     import torch.optim.optimizer as optim_mod
     import torch.utils.data._utils.fetch as fetch_mod
     import torch.utils.data._utils.worker as worker_mod

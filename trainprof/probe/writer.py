@@ -65,7 +65,7 @@ class EventWriter:
         self._due = float("inf")  # flush where a record is queued from then on (timer late)
         self._pending = b""  # formatted records whose file could not be opened yet
         self.stopped: tuple[float, str] | None = None  # (monotonic time, why) recording stopped
-        self.on_tick: Callable[[], None] | None = None  # runs before each timed flush
+        self.on_tick: list[Callable[[], None]] = []  # run before each timed flush and at exit
 
     def us(self, t: float) -> int:
         """Microseconds since this process's t0, the unit of every record."""
@@ -236,12 +236,16 @@ class EventWriter:
         me = threading.current_thread()
         while self._thread is me and not self._closed:
             time.sleep(FLUSH_EVERY_S)
+            self.run_ticks()
+            self.flush()
+
+    def run_ticks(self) -> None:
+        """What records counters or reads state at flush points (never raises)."""
+        for tick in list(self.on_tick):
             try:
-                if self.on_tick is not None:
-                    self.on_tick()
+                tick()
             except Exception:
                 pass
-            self.flush()
 
 
 def _argv() -> list[str]:

@@ -104,6 +104,12 @@ def _schedstat(m: Metrics) -> str | None:
     )
 
 
+def _compiles(m: Metrics) -> str | None:
+    if m.activity.compiles is not None:
+        return None
+    return "the job did not compile with torch.compile (no compile was timed)"
+
+
 def _stderr(_m: Metrics) -> str | None:
     return None  # the job's output is always kept
 
@@ -123,6 +129,7 @@ SIGNALS: dict[str, Callable[[Metrics], str | None]] = {
     "stderr": _stderr,
     "model": _model,
     "schedstat": _schedstat,
+    "compiles": _compiles,
 }
 
 
@@ -270,6 +277,7 @@ PROBE_SIGNALS = {  # the most specific first: a rule is skipped with the first i
     "ranks": "per-rank step times need `trainprof run`",
     "loader": "the DataLoader's settings and per-batch counts need `trainprof run`",
     "stderr": "attach does not see the job's output",
+    "compiles": "torch.compile's compiles are timed by the probe: needs `trainprof run`",
     "steps": "per-step timing (step times, data wait per step) needs `trainprof run`",
 }
 

@@ -76,6 +76,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "recompiles",
+        "recompiles",
+        "slow",
+        "torch.compile(dynamic=False) on batches padded to their longest text: a new graph each "
+        "new length, until Dynamo gives up and the model runs uncompiled",
+        60.0,
+    ),
+    ZooCase(
         "waiting_worker",
         "input-bound",
         "slow",
