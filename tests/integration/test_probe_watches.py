@@ -172,3 +172,38 @@ def test_reading_the_models_at_the_first_step_keeps_nothing_of_the_loop_alive(
     r, seen = run_reporting_job(tmp_path, "first_batch.py", FIRST_BATCH_JOB)
     assert r.report is not None and r.report["summary"]["steps"] == 4
     assert seen == {"first_batch_alive": False}
+
+
+COMPILING_JOB = """
+import json, sys
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+compiled = torch.compile(model, backend="eager")
+for phase in range(2):
+    for step in range(3):
+        loss = compiled(torch.randn(4, 8)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    torch.compiler.reset()  # empties Dynamo's compile callbacks: the probe's come back
+with open(sys.argv[1], "w") as f:
+    json.dump([], f)
+"""
+
+
+def test_compiles_are_timed_under_the_line_that_called_the_model_and_after_a_reset(
+    tmp_path: Path,
+) -> None:
+    r, _ = run_reporting_job(tmp_path, "compiling.py", COMPILING_JOB)
+    primary = Session.load(r.run_dir).primary
+    assert primary is not None
+    compiles = [i["compile"] for i in primary.infos if "compile" in i]
+    traced = [c for c in compiles if c["trigger"] == "DYNAMO"]
+    assert len(traced) == 2, compiles  # one a phase: the reset dropped the first graph
+    for c in traced:
+        assert c["t1"] > c["t0"] and c["function"] == "<module>", c
+        assert c["file"].endswith("compiling.py") and c["line"] == 12, c

@@ -16,6 +16,7 @@ training thread. Cost: nothing per step; a few µs per compile.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -56,7 +57,29 @@ def install(dynamo: types.ModuleType) -> None:
     _state.torch_dir = os.path.dirname(os.path.abspath(getattr(torch, "__file__", "") or "."))
     callback_handler.register_start_callback(_started)
     callback_handler.register_end_callback(_ended)
+    reset = getattr(dynamo, "reset", None)
+    if callable(reset):
+        dynamo.reset = _registering_again(reset, callback_handler)  # type: ignore[attr-defined]
     w.on_tick.append(read_reasons)
+
+
+def _registering_again(reset: Any, handler: Any) -> Any:
+    """``torch._dynamo.reset()`` (what ``torch.compiler.reset()`` calls) empties Dynamo's
+    callback lists, ours with them: put ours back after it."""
+
+    @functools.wraps(reset)
+    def reset_then_register(*args: Any, **kwargs: Any) -> Any:
+        out = reset(*args, **kwargs)
+        try:
+            if _started not in handler.start_callbacks:
+                handler.register_start_callback(_started)
+            if _ended not in handler.end_callbacks:
+                handler.register_end_callback(_ended)
+        except Exception as exc:
+            probe.record_error("compile callbacks after reset", exc)
+        return out
+
+    return reset_then_register
 
 
 def _started(*_args: Any) -> None:
