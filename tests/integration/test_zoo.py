@@ -263,7 +263,11 @@ def test_workers_that_wait_on_a_store_are_told_to_overlap_the_waits(zoo_tmp: Pat
     assert first["id"] == "input-bound", _describe(r)
     evidence = " ".join(first["evidence"])
     assert "__getitem__ waits (storage, the network, a lock or a sleep)" in evidence, evidence
-    workers = int(first["fix"][0].split(",")[0].removeprefix("num_workers="))
+    # more workers first where up to 16 keep pace, else threads first (a CI run here measured
+    # a step short enough to need more than 16: the same advice, in the other order)
+    line = next(f for f in first["fix"] if f.startswith("num_workers="))
+    assert first["fix"].index(line) <= 1, first["fix"]
+    workers = int(line.split(",")[0].removeprefix("num_workers="))
     assert 8 <= workers <= 16, first["fix"]
     assert any("__getitems__(self, indices)" in f for f in first["fix"]), first["fix"]
     assert not any("make __getitem__ cheaper" in f for f in first["fix"]), first["fix"]
