@@ -110,3 +110,32 @@ def test_the_recompile_limit_is_read_in_each_torchs_words() -> None:
     assert gave_up("Dynamo recompile limit exceeded\n  Explanation: ...")
     assert gave_up("cache_size_limit reached")  # torch < 2.6
     assert not gave_up("Graph break: unsupported builtin")
+
+
+def _graph_breaks(sess: Session) -> Finding | None:
+    return next((f for f in analyze(sess)[1].findings if f.id == "graph-breaks"), None)
+
+
+def test_graph_breaks_name_the_models_lines_first_and_the_fix_for_each_reason() -> None:
+    log = compiles_log(1, 0.5, at_s=0.5)
+    sites = [
+        ("/venv/site-packages/lib/layers.py", 7, "attend"),
+        ("/home/user/proj/model.py", 31, "forward"),
+    ]
+    for file, line, function in sites:
+        rec = {"file": file, "line": line, "function": function}
+        log.add_line("X " + json.dumps({"t": 600_000, "graph_break": rec}))
+    for reason, detail in (
+        ("Unsupported Tensor.item() call with capture_scalar_outputs=False", ""),
+        ("Failed to trace builtin operator", "builtin operator `print` with argument types"),
+    ):
+        rec = {"reason": reason, **({"detail": detail} if detail else {})}
+        log.add_line("X " + json.dumps({"t": 600_001, "graph_break_reason": rec}))
+    f = _graph_breaks(session(log))
+    assert f is not None
+    assert f.title.startswith("torch.compile breaks the model's graph at 2 lines")
+    assert f.where == "/home/user/proj/model.py:31 (forward)"  # the job's own line first
+    assert "Failed to trace builtin operator (builtin operator `print`" in f.evidence[1]
+    assert f.impact is None and "not measured" in f.evidence[2]
+    assert "capture_scalar_outputs = True" in f.fix[0] and "training loop" in f.fix[1]
+    assert "fullgraph=True" in f.fix[-1]

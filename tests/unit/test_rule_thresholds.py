@@ -257,6 +257,15 @@ def recompiles(share: float) -> Session:
     return session(compiles_log(3, share * 9.4 / 3))
 
 
+def graph_breaks(lines: float) -> Session:
+    """A compiled model whose graph breaks at ``lines`` lines (the probe's records)."""
+    log = compiles_log(1, 0.5, at_s=0.5)
+    for k in range(int(lines)):
+        rec = {"file": "/home/user/proj/model.py", "line": 30 + k, "function": "forward"}
+        log.add_line("X " + json.dumps({"t": 600_000, "graph_break": rec}))
+    return session(log)
+
+
 def unoptimized(count: float) -> Session:
     """The probe's record at the first step: ``count`` parameters (of 6) with a gradient in no
     optimizer."""
@@ -500,6 +509,14 @@ CASES = [
         recompiles,
         0.06,
         0.04,
+        lambda: session(process(100)),
+        "the job did not compile with torch.compile",
+    ),
+    Case(
+        "graph-breaks",
+        graph_breaks,
+        1,
+        0,
         lambda: session(process(100)),
         "the job did not compile with torch.compile",
     ),

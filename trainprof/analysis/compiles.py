@@ -49,6 +49,9 @@ class Recompile:
 class CompileLog:
     compiles: tuple[Compile, ...]
     recompiles: tuple[Recompile, ...]
+    breaks: tuple[Frame, ...] = ()  # (function, file, line) of each graph break, once each
+    # Dynamo's reasons for its graph breaks: its first line, and its explanation in brackets
+    break_reasons: tuple[str, ...] = ()
 
     def within(self, t0: float, t1: float) -> tuple[Compile, ...]:
         """The compiles that started inside [t0, t1)."""
@@ -69,7 +72,7 @@ class CompileLog:
 def read(log: ProcessLog) -> CompileLog | None:
     """The process's compiles; None where the probe saw none (the job does not compile, or its
     torch has no compile callbacks)."""
-    compiles, recompiles = [], []
+    compiles, recompiles, breaks, reasons = [], [], [], []
     for info in log.infos:
         if isinstance(c := info.get("compile"), dict):
             compile_ = _compile(log.t0, c)
@@ -81,9 +84,21 @@ def read(log: ProcessLog) -> CompileLog | None:
                     str(r.get("id") or ""), str(r.get("reason") or ""), r.get("gave_up") is True
                 )
             )
-    if not compiles and not recompiles:
+        elif isinstance(b := info.get("graph_break"), dict):
+            file, line = b.get("file"), b.get("line")
+            if isinstance(file, str) and isinstance(line, int) and not isinstance(line, bool):
+                breaks.append((str(b.get("function") or "?"), file, line))
+        elif isinstance(g := info.get("graph_break_reason"), dict) and g.get("reason"):
+            detail = g.get("detail")
+            reasons.append(f"{g['reason']} ({detail})" if detail else str(g["reason"]))
+    if not (compiles or recompiles or breaks):
         return None
-    return CompileLog(tuple(sorted(compiles, key=lambda c: c.t0)), tuple(recompiles))
+    return CompileLog(
+        tuple(sorted(compiles, key=lambda c: c.t0)),
+        tuple(recompiles),
+        tuple(breaks),
+        tuple(reasons),
+    )
 
 
 def _compile(t0: float, c: dict[str, Any]) -> Compile | None:

@@ -4,13 +4,15 @@ A compiled model compiles again whenever a guard of its cached graphs fails: an 
 shape under ``dynamic=False``, a Python number that changes, a flag the code branches on. Each
 recompile holds the training loop for as long as the first compile took, and after
 ``torch._dynamo.config.recompile_limit`` (8) of them Dynamo gives up on the function and runs
-it uncompiled from then on, with one warning on stderr.
+it uncompiled from then on, with one warning on stderr. And code Dynamo cannot trace (a
+``.item()`` to branch on, a ``print``) breaks the graph: the model runs as several graphs with
+Python between them.
 
 Dynamo calls its compile callbacks once when a compile starts and once when it ends (never per
 step): each compile is recorded with its times, what started it (Dynamo tracing a frame, or the
 backward compiled at its first run) and the line of the job's code it ran under. What Dynamo
-says of each recompile (the guard that failed) and whether it gave up is in its compilation
-metrics, which lag the callbacks: they are read at the event writer's flush ticks, off the
+says of each recompile (the guard that failed), whether it gave up, and where the graph broke
+and why are in its compilation metrics and counters, which lag the callbacks: they are read at the event writer's flush ticks, off the
 training thread. Cost: nothing per step; a few µs per compile.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import time
 import types
@@ -27,6 +30,8 @@ from trainprof import probe
 
 MAX_RECORDS = 200  # compiles and recompile reasons a process (a job stuck recompiling is news once)
 REASON_CHARS = 300
+# Dynamo's name for the code after a graph break: torch_dynamo_resume_in_forward_at_9
+RESUME = re.compile(r"torch_dynamo_resume_in_(?P<function>.+)_at_\d+")
 _PROBE = os.path.dirname(os.path.abspath(__file__))
 _STDLIB = os.path.dirname(os.path.abspath(os.__file__))
 
@@ -38,6 +43,8 @@ class _State:
         self.recorded = 0
         self.seen: set[tuple[object, object]] = set()  # metrics records already read
         self.newest: object = None  # the newest record at the last read: nothing new, no read
+        self.breaks: set[tuple[str, int]] = set()  # graph breaks' lines already recorded
+        self.break_reasons: set[str] = set()
         self.torch_dir = ""
 
 
@@ -127,9 +134,10 @@ def _job_frame() -> tuple[str, int, str] | None:
 
 
 def read_reasons() -> None:
-    """Record what Dynamo says of the recompiles it finished since the last read: the guard
-    that failed, and whether it gave up at its recompile limit. At the writer's flush ticks
-    and at exit."""
+    """Record what Dynamo says of the compiles it finished since the last read: the guard that
+    failed at each recompile and whether it gave up at its recompile limit; each graph break's
+    line (Dynamo compiles the code after a break as a frame of its own, named for that line)
+    and the reasons it gave for its breaks. At the writer's flush ticks and at exit."""
     utils = sys.modules.get("torch._dynamo.utils")
     metrics = getattr(utils, "_compilation_metrics", None)
     if not metrics or _state.recorded >= MAX_RECORDS:
@@ -146,22 +154,58 @@ def read_reasons() -> None:
         if key in _state.seen:
             continue
         _state.seen.add(key)
+        _record_break(r)
         reason = getattr(r, "recompile_reason", None)
         failed = getattr(r, "fail_reason", None)
-        if not reason and not failed:
-            continue
-        _state.recorded += 1
-        probe.record_info(
-            {
-                "recompile": {
+        if reason or failed:
+            _record(
+                "recompile",
+                {
                     "id": str(key[0]),
                     "reason": str(reason or "")[:REASON_CHARS],
                     "gave_up": gave_up(str(failed or "")),
-                }
-            }
-        )
-        if _state.recorded >= MAX_RECORDS:
-            return
+                },
+            )
+    _record_break_reasons(getattr(utils, "counters", None))
+
+
+def _record(kind: str, fact: dict[str, object]) -> None:
+    if _state.recorded < MAX_RECORDS:
+        _state.recorded += 1
+        probe.record_info({kind: fact})
+
+
+def _record_break(r: Any) -> None:
+    """A compile of the code that resumes after a graph break: the break's line, once."""
+    name, file, line = (getattr(r, a, None) for a in ("co_name", "co_filename", "co_firstlineno"))
+    found = RESUME.fullmatch(name) if isinstance(name, str) else None
+    if found is None or not isinstance(file, str) or not isinstance(line, int):
+        return
+    if (file, line) not in _state.breaks:
+        _state.breaks.add((file, line))
+        _record("graph_break", {"file": file, "line": line, "function": found["function"]})
+
+
+def _record_break_reasons(counters: Any) -> None:
+    """Dynamo's reasons for its graph breaks (its ``graph_break`` counter: reason → times met
+    while tracing), each the first time it is seen."""
+    try:
+        reasons = dict(counters["graph_break"]) if counters is not None else {}
+    except Exception:
+        return
+    for text in reasons:
+        lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+        if not lines or lines[0][:REASON_CHARS] in _state.break_reasons:
+            continue
+        first = lines[0][:REASON_CHARS]
+        _state.break_reasons.add(first)
+        # Dynamo's first line names the kind ("Failed to trace builtin operator"), its
+        # "Explanation:" line what it met ("builtin operator `print`")
+        detail = next((ln for ln in lines[1:] if ln.startswith("Explanation:")), "")
+        fact: dict[str, object] = {"reason": first}
+        if detail:
+            fact["detail"] = detail.removeprefix("Explanation:").strip()[:REASON_CHARS]
+        _record("graph_break_reason", fact)
 
 
 def gave_up(fail_reason: str) -> bool:

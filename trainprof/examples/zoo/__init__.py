@@ -84,6 +84,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "graph_breaks",
+        "graph-breaks",
+        "slow",
+        "a compiled MLP that rescales its activations by a .item() it reads in forward: the "
+        "graph breaks there, every step runs two graphs with Python between them",
+        60.0,
+    ),
+    ZooCase(
         "waiting_worker",
         "input-bound",
         "slow",
