@@ -97,7 +97,7 @@ def test_the_trace_has_a_track_per_process_and_counters(events: list[dict[str, A
     }
     assert {
         "steps",
-        "phases, stalls, saves, evals",
+        "phases, stalls, saves, evals, compiles",
         "Python stack (py-spy, main thread)",
     } <= threads
     counters = {(e["pid"], e["name"]) for e in events if e["ph"] == "C"}

@@ -328,3 +328,20 @@ def test_merged_nodes_keep_processes_apart_when_their_pids_repeat() -> None:
         e["pid"] for e in data["traceEvents"] if e["ph"] == "X" and e["name"].startswith("step")
     }
     assert steps == {4242, trace.NODE_PID_STRIDE + 4242}
+
+
+def test_each_compile_the_probe_timed_is_a_span_with_its_line_and_reason() -> None:
+    from test_rule_thresholds import compiles_log
+
+    log = compiles_log(2, 0.3)
+    rec = {"id": "0/2", "reason": "0/1: tensor 'x' size mismatch at index 1", "gave_up": False}
+    log.add_line("X " + json.dumps({"t": 9_000_000, "recompile": rec}))
+    s = session(log)
+    data = trace.build(s, analyze(s)[0])
+    assert check_trace(data) == []
+    compiles = [e for e in data["traceEvents"] if e.get("cat") == "compile"]
+    assert [e["name"] for e in compiles] == ["torch.compile: graph 0/1", "torch.compile: graph 0/2"]
+    assert [e["dur"] for e in compiles] == [300_000, 300_000]
+    assert compiles[0]["args"]["under"] == "/home/user/proj/train.py:40 (main)"
+    assert compiles[1]["args"]["recompiled because"] == rec["reason"]
+    assert "recompiled because" not in compiles[0]["args"]

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.analysis import attribution
+from trainprof.analysis.compiles import CompileLog
 from trainprof.analysis.metrics import Metrics, training_loader_key
 from trainprof.analysis.stalls import Stall
 from trainprof.store.events import ProcessLog
@@ -60,7 +61,7 @@ MACHINE_PID = 2_147_483_000  # a pid no process has (Linux pids stay below 2**22
 TID_STEPS, TID_PHASES, TID_STACKS, TID_DEVICE = 1, 2, 3, 4
 TRACK_NAMES = {
     TID_STEPS: "steps",
-    TID_PHASES: "phases, stalls, saves, evals",
+    TID_PHASES: "phases, stalls, saves, evals, compiles",
     TID_STACKS: "Python stack (py-spy, main thread)",
     TID_DEVICE: "GPU (device clock, timed steps)",
 }
@@ -452,6 +453,7 @@ def _phases(trace: Trace, session: Session, log: ProcessLog, m: Metrics) -> None
         spans.append(
             _Span("evaluation", seg.t0, seg.t1, "eval", {"seen as": how.get(seg.how, seg.how)})
         )
+    spans += _compile_spans(a.compiles)
     for st in a.stalls:
         spans.append(_stall_span(st, list(a.spans), a.loop_funcs, a.step_lines))
     hang, wall = session.meta.get("hang"), session.meta.get("wall_s")
@@ -470,6 +472,27 @@ def _phases(trace: Trace, session: Session, log: ProcessLog, m: Metrics) -> None
             log.t0 + t_iter / 1e6,
             {"loader": k, "first_batch_wait_ms": first_wait / 1e3},
         )
+
+
+def _compile_spans(log: CompileLog | None) -> list[_Span]:
+    """Each compile the probe timed, with the line it ran under and Dynamo's reason."""
+    if log is None:
+        return []
+    reasons = {r.compile_id: r.reason for r in log.recompiles}
+    out = []
+    for c in log.compiles:
+        what = "backward, at its first run" if c.trigger == "LAZY_BACKWARD" else "graph"
+        args: dict[str, Any] = {"compile id": c.compile_id, "trigger": c.trigger}
+        if c.where is not None:
+            args["under"] = attribution.where(c.where)
+        if c.trigger != "LAZY_BACKWARD" and c.compile_id in reasons:
+            args["recompiled because"] = reasons[c.compile_id]
+        out.append(
+            _Span(
+                f"torch.compile: {what} {c.compile_id or ''}".rstrip(), c.t0, c.t1, "compile", args
+            )
+        )
+    return out
 
 
 def _stall_span(
