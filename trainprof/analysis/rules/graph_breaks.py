@@ -6,7 +6,8 @@ graph, runs that line in Python, and compiles what follows as another graph. The
 runs as several graphs with Python, and often a host sync, between them: fewer fused kernels,
 more launches, a GPU that waits. Nothing fails and nothing is printed; a compiled model that
 is barely faster than eager is the usual symptom. The probe reads each break's line (Dynamo
-compiles the code after a break as a frame named for it) and Dynamo's reasons.
+compiles the code after a break as a frame named for it) and Dynamo's reasons; breaks inside
+torch or a library are left alone (torch.optim breaks its own graphs on purpose).
 
 Anti-pattern::
 
@@ -44,9 +45,11 @@ MAX_SITES = 4  # lines named in the evidence
 )
 def check(m: Metrics) -> Finding | None:
     log = m.activity.compiles
-    if log is None or not log.breaks:
+    # Breaks in torch's own code (torch.optim breaks its graphs on purpose) or a library's are
+    # not the job's to fix: only the job's own lines count.
+    sites = sorted(f for f in (log.breaks if log else ()) if is_user_file(f[1]))
+    if log is None or not sites:
         return None
-    sites = sorted(log.breaks, key=lambda f: (not is_user_file(f[1]), f[1], f[2]))
     named = ", ".join(str(where(f)) for f in sites[:MAX_SITES])
     more = f" and {len(sites) - MAX_SITES} more" if len(sites) > MAX_SITES else ""
     evidence = [f"the graph breaks at {named}{more}"]
