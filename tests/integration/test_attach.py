@@ -438,9 +438,11 @@ def test_py_spy_stopping_by_itself_is_started_again_and_ctrl_c_reports(tmp: Path
         assert t.proc.poll() is None  # the job goes on
     assert proc.returncode == 0, err[-2000:]
     assert "interrupted (Ctrl-C)" in flat(err) and "report again: trainprof report" in err
-    assert "py-spy stopped by itself on the live job and was started again (1 time)" in flat(err)
-    report = json.loads(json_path.read_text())
-    assert report["run"]["attach"]["py_spy_restarts"] == 1
+    # (py-spy may also stop by itself on this job, before or after it is stopped here: seen)
+    restarts = json.loads(json_path.read_text())["run"]["attach"]["py_spy_restarts"]
+    assert restarts >= 1
+    said = f"started again ({restarts} time{'s' if restarts > 1 else ''}): the stacks have gaps"
+    assert "py-spy stopped by itself on the live job and was" in flat(err) and said in flat(err)
     assert not list(run_dir.glob("py-spy-raw-*"))  # joined into one trace a process, then removed
     from trainprof.store.stacks import load_spans
 
