@@ -1,4 +1,4 @@
-"""Numbers for humans, said one way everywhere: byte sizes and counted nouns.
+"""Numbers for humans, said one way everywhere: byte sizes, durations and counted nouns.
 
 Sizes are binary (1 MiB = 2**20 bytes) and named so (KiB, MiB, GiB, TiB), the way `free -h`
 and `df -h` count; the run report, the live line and `trainprof doctor` all use ``fmt_bytes``.
@@ -19,6 +19,15 @@ def fmt_bytes(n: float | None, missing: str = "—") -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def fmt_duration(seconds: float) -> str:
+    """``850.0 ms``, ``1.72 s``, ``3.5 min``."""
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    if seconds < 120:
+        return f"{seconds:.2f} s"
+    return f"{seconds / 60:.1f} min"
 
 
 def plural_of(word: str) -> str:

@@ -23,7 +23,7 @@ from trainprof.analysis.rules.registry import SIGNALS
 from trainprof.analysis.stats import bins
 from trainprof.render.ranks import rank_table
 from trainprof.render.text import clean, literal, shell_join, shell_quote
-from trainprof.units import fmt_bytes, plural, plural_of
+from trainprof.units import fmt_bytes, fmt_duration, plural, plural_of
 
 SPARK = "▁▂▃▄▅▆▇█"
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -83,11 +83,7 @@ class SparkScale:
 def _dur(seconds: float | None) -> str:
     if seconds is None or math.isnan(seconds):
         return "—"
-    if seconds < 1:
-        return f"{seconds * 1e3:.1f} ms"
-    if seconds < 120:
-        return f"{seconds:.2f} s"
-    return f"{seconds / 60:.1f} min"
+    return fmt_duration(seconds)
 
 
 def outcome(meta: dict[str, Any]) -> tuple[str, str]:

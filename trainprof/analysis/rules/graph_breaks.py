@@ -45,10 +45,12 @@ MAX_SITES = 4  # lines named in the evidence
 )
 def check(m: Metrics) -> Finding | None:
     log = m.activity.compiles
+    if log is None:
+        return None
     # Breaks in torch's own code (torch.optim breaks its graphs on purpose) or a library's are
     # not the job's to fix: only the job's own lines count.
-    sites = sorted(f for f in (log.breaks if log else ()) if is_user_file(f[1]))
-    if log is None or not sites:
+    sites = sorted(f for f in log.breaks if is_user_file(f[1]))
+    if not sites:
         return None
     named = ", ".join(str(where(f)) for f in sites[:MAX_SITES])
     more = f" and {len(sites) - MAX_SITES} more" if len(sites) > MAX_SITES else ""

@@ -37,7 +37,7 @@ from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import ms
 from trainprof.analysis.rules.registry import Threshold, rule
-from trainprof.units import plural
+from trainprof.units import fmt_duration, plural
 
 MIN_COMPILES = Threshold("min_compiles", 2, "count", "graphs compiled after warm-up, at least")
 SHARE = Threshold("share", 0.05, "share", "their compile time, of the steady run")
@@ -65,16 +65,17 @@ def check(m: Metrics) -> Finding | None:
         return None
     total = traced(log.compiles)
     steady_s = sum(c.seconds for c in steady)
-    timed = f"each took {_typical(graphs or total)}, timed in the job by torch.compile's compile callbacks"
+    typical = _typical(graphs or total)
+    timed = f"each took {typical}, timed in the job by torch.compile's compile callbacks"
     if graphs:
         first = (
             f"{plural(len(graphs), 'graph')} compiled after warm-up ({len(total)} in all), "
-            f"{_secs(steady_s)} of the steady run ({share:.0%}); {timed}"
+            f"{fmt_duration(steady_s)} of the steady run ({share:.0%}); {timed}"
         )
     else:
         first = (
             f"{plural(len(total), 'graph')} compiled, all during warm-up "
-            f"({_secs(log.seconds_before(window[0]))}); {timed}"
+            f"({fmt_duration(log.seconds_before(window[0]))}); {timed}"
         )
     evidence = [first]
     reason = (gave_up.reason if gave_up else None) or _last_reason(log)
@@ -91,7 +92,7 @@ def check(m: Metrics) -> Finding | None:
         "it runs uncompiled"
         if gave_up is not None
         else f"torch.compile recompiles while training ({plural(len(graphs), 'graph')} after "
-        f"warm-up, {_secs(steady_s)})"
+        f"warm-up, {fmt_duration(steady_s)})"
     )
     fixes = _fixes(reason)
     if gave_up is not None:
@@ -170,7 +171,3 @@ def _call_site(compiles: list[Compile]) -> tuple[str, str, int] | None:
     """The job's line most of the compiles ran under (the call of the compiled model)."""
     sites = Counter(c.where for c in compiles if c.where is not None)
     return sites.most_common(1)[0][0] if sites else None
-
-
-def _secs(seconds: float) -> str:
-    return f"{seconds:.2f} s" if seconds >= 1 else ms(seconds)
