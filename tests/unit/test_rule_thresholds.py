@@ -266,6 +266,24 @@ def graph_breaks(lines: float) -> Session:
     return session(log)
 
 
+def anomaly(on: float) -> Session:
+    """Anomaly detection on at the first step (as the probe reads it), switched off after
+    ``on`` of the ~9.4 s steady window (2.5 s to 11.9 s after the process's start)."""
+    log = process(100)
+    for t_s, state in ((2.0, True), (2.5 + on * 9.4, False)):
+        rec = {"anomaly": state, "check_nan": True, "launch_blocking": None}
+        log.add_line("X " + json.dumps({"t": int(t_s * 1e6), "debug": rec}))
+    return session(log)
+
+
+def launch_blocking(value: float) -> Session:
+    """A CUDA job whose environment had CUDA_LAUNCH_BLOCKING=``value`` at the first step."""
+    log = cuda(process(100))
+    rec = {"anomaly": False, "check_nan": True, "launch_blocking": str(int(value))}
+    log.add_line("X " + json.dumps({"t": 2_000_000, "debug": rec}))
+    return session(log)
+
+
 def unoptimized(count: float) -> Session:
     """The probe's record at the first step: ``count`` parameters (of 6) with a gradient in no
     optimizer."""
@@ -511,6 +529,22 @@ CASES = [
         0.04,
         lambda: session(process(100)),
         "the job did not compile with torch.compile",
+    ),
+    Case(
+        "anomaly-detection",
+        anomaly,
+        0.55,
+        0.45,
+        lambda: session(process(100)),
+        "debug switches were not read",
+    ),
+    Case(
+        "launch-blocking",
+        launch_blocking,
+        1,
+        0,
+        lambda: session(cuda(process(100))),
+        "debug switches were not read",
     ),
     Case(
         "graph-breaks",

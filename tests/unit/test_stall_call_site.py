@@ -47,10 +47,14 @@ def test_a_stall_inside_the_steps_own_line_keeps_it() -> None:
 def test_the_probes_loader_caller_is_the_innermost_user_frame() -> None:
     """The probe's ``loader_callers`` (innermost first): tqdm's wrapper is skipped; a
     malformed record names nothing."""
-    from trainprof.analysis.attribution import loader_caller_frame
+    from trainprof.analysis.attribution import recorded_caller
 
     tqdm = ["tqdm.__iter__", "/venv/lib/python3.12/site-packages/tqdm/std.py", 1181]
     record = [tqdm, ["main", TRAIN, 73], ["<module>", TRAIN, 90]]
-    assert loader_caller_frame([{"x": 1}, {"loader_callers": record}]) == ("main", TRAIN, 73)
-    assert loader_caller_frame([{"loader_callers": [["main", TRAIN, "73"]]}]) is None
-    assert loader_caller_frame([]) is None
+    assert recorded_caller([{"x": 1}, {"loader_callers": record}], "loader_callers") == (
+        "main",
+        TRAIN,
+        73,
+    )
+    assert recorded_caller([{"loader_callers": [["main", TRAIN, "73"]]}], "loader_callers") is None
+    assert recorded_caller([], "loader_callers") is None

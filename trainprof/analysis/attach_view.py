@@ -15,6 +15,7 @@ SHARES = (
     ("forward", "forward"),
     ("backward", "backward"),
     ("optimizer", "optimizer step"),
+    ("anomaly", "autograd anomaly detection"),
     ("save", "checkpoint saves"),
     ("eval", "evaluation"),
     ("logging", "logging"),

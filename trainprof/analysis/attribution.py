@@ -1,12 +1,13 @@
 """Which code held the main thread: classify stack spans, and name the user's own line.
 
 Pure: spans and source lines come from the Session. ``compile`` (Dynamo/Inductor compiling,
-anywhere in the stack) first; then, innermost-first: ``save`` (torch.serialization, safetensors' save_file, Lightning's _atomic_save), ``data``
-(torch.utils.data), ``optimizer`` (torch.optim), ``backward`` (autograd), ``forward``
-(nn.Module calls), ``logging`` (logging, tqdm, tensor formatting, or a user line that
-prints/logs/writes), ``sync`` (on CUDA only: a user line that copies a device tensor to the
-host), ``idle`` (sleeping or blocked waiting: I/O, a lock, a socket), and ``other`` (the rest:
-host work in the user's loop).
+anywhere in the stack) first; then ``anomaly`` (autograd's anomaly detection keeping the stack
+of an op); then, innermost-first: ``save`` (torch.serialization, safetensors' save_file,
+Lightning's _atomic_save), ``data`` (torch.utils.data), ``optimizer`` (torch.optim),
+``backward`` (autograd), ``forward`` (nn.Module calls), ``logging`` (logging, tqdm, tensor
+formatting, or a user line that prints/logs/writes), ``sync`` (on CUDA only: a user line that
+copies a device tensor to the host), ``idle`` (sleeping or blocked waiting: I/O, a lock, a
+socket), and ``other`` (the rest: host work in the user's loop).
 """
 
 from __future__ import annotations
@@ -95,11 +96,25 @@ def is_compiling(frames: tuple[Frame, ...]) -> bool:
     return False
 
 
+def keeps_anomaly_stack(frames: tuple[Frame, ...]) -> bool:
+    """Autograd's anomaly detection keeping the Python stack of an op it records: its C++ calls
+    ``torch.fx.traceback.format_stack`` straight from the op, so no torch.fx frame is above it
+    (FX's own tracing calls it from torch/fx)."""
+    for i, (name, path, _line) in enumerate(frames):
+        if short_name(name) == "format_stack" and path.replace("\\", "/").endswith(
+            "torch/fx/traceback.py"
+        ):
+            return i == 0 or "torch/fx/" not in frames[i - 1][1].replace("\\", "/")
+    return False
+
+
 def category(
     frames: tuple[Frame, ...], source: dict[tuple[str, int], str], cuda: bool = False
 ) -> str:
     if is_compiling(frames):
         return "compile"
+    if keeps_anomaly_stack(frames):
+        return "anomaly"
     for name, path, _line in reversed(frames):
         p = path.replace("\\", "/")
         if "torch/serialization.py" in p or short_name(name) in _SAVE_FUNCS.get(
@@ -423,11 +438,12 @@ def loop_functions(
     return frozenset(out)
 
 
-def loader_caller_frame(infos: Iterable[dict[str, Any]]) -> Frame | None:
-    """The user's line that asked the DataLoader for a batch, as the probe read it once (its
-    ``loader_callers``, innermost first): the innermost frame in the user's own code."""
+def recorded_caller(infos: Iterable[dict[str, Any]], key: str) -> Frame | None:
+    """The user's line behind a stack the probe recorded once under ``key`` (innermost first):
+    ``loader_callers``, the line that asked the DataLoader for a batch; ``anomaly_callers``,
+    the line that turned anomaly detection on. The innermost frame in the user's own code."""
     for info in infos:
-        callers = info.get("loader_callers")
+        callers = info.get(key)
         if not isinstance(callers, list):
             continue
         for f in callers:

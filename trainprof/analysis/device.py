@@ -132,6 +132,7 @@ HOST_WORK_NAMES = {
     "loop": "loop code",
     "sync": "device→host syncs",
     "logging": "logging",
+    "anomaly": "autograd anomaly detection",
     "idle": "sleeping or waiting",
     "stall_compute": "CPU stalls",
     "stall_blocked": "blocked stalls",

@@ -18,7 +18,8 @@ optimizer step to its own):
 3. Stalls: a stalled step's time beyond a median step, by cause (``stall_compute``,
    ``stall_blocked``, ``compile``).
 4. The rest is the step itself, split by the main thread's stack samples outside stalls:
-   ``forward``, ``backward``, ``optimizer``, ``sync``, ``logging``, ``loop``, ``idle``; without
+   ``forward``, ``backward``, ``optimizer``, ``anomaly``, ``sync``, ``logging``, ``loop``,
+   ``idle``; without
    stack samples it stays one ``step`` bucket, said to be unsplit.
 """
 
@@ -32,7 +33,7 @@ from trainprof.analysis.stats import tail
 
 DATA = ("sampler", "worker_start", "fetch", "collate", "pin", "transfer", "data_wait")
 STALLS = ("save", "eval", "stall_compute", "stall_blocked", "compile")
-STEP = ("forward", "backward", "optimizer", "sync", "logging", "loop", "idle", "step")
+STEP = ("forward", "backward", "optimizer", "anomaly", "sync", "logging", "loop", "idle", "step")
 BUCKETS = DATA + STALLS + STEP + ("unattributed",)
 
 DESCRIPTION: dict[str, str] = {
@@ -51,6 +52,7 @@ DESCRIPTION: dict[str, str] = {
     "forward": "forward",
     "backward": "backward",
     "optimizer": "optimizer step",
+    "anomaly": "autograd anomaly detection (a stack kept per op)",
     "sync": "device→host syncs (.item(), .cpu())",
     "logging": "printing and logging",
     "loop": "other host work in the loop",
@@ -73,6 +75,7 @@ CATEGORY_BUCKET = {
     "forward": "forward",
     "backward": "backward",
     "optimizer": "optimizer",
+    "anomaly": "anomaly",
     "sync": "sync",
     "logging": "logging",
     "other": "loop",

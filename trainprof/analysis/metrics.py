@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainprof.analysis import attribution, compiles, frameworks, ledger
+from trainprof.analysis import attribution, compiles, debug_modes, frameworks, ledger
 from trainprof.analysis import mfu as mfu_mod
 from trainprof.analysis.attach_view import AttachView
 from trainprof.analysis.compiles import CompileLog
 from trainprof.analysis.cpu_starvation import CpuStarvation, cpu_starvation
+from trainprof.analysis.debug_modes import DebugModes
 from trainprof.analysis.device import Bottleneck, DeviceView, bottleneck, device_view
 from trainprof.analysis.ledger import DATA, Ledger
 from trainprof.analysis.memory import Growth, growth
@@ -146,6 +147,7 @@ class Activity:
     loader_caller: Frame | None = None  # the line asking the DataLoader, as the probe read it
     compile_s: float | None = None  # main-thread time compiling before the steady window
     compiles: CompileLog | None = None  # torch.compile's compiles as the probe timed them
+    debug: DebugModes | None = None  # torch's debug switches as the probe read them
     main_cpu_in_stalls: float | None = None  # main process CPU % in samples inside stalls
     # With several optimizers: {"counted": label, "steps": {label: n}} (labels "Adam#0").
     optimizers: dict[str, Any] | None = None
@@ -354,7 +356,16 @@ def compute(session: Session) -> Metrics:
     )
 
 
-HOST_WORK = ("loop", "sync", "logging", "idle", "stall_compute", "stall_blocked", "compile")
+HOST_WORK = (
+    "loop",
+    "sync",
+    "logging",
+    "anomaly",
+    "idle",
+    "stall_compute",
+    "stall_blocked",
+    "compile",
+)
 
 
 def _bottleneck(
@@ -539,9 +550,10 @@ def _activity(
         output_bytes=(out.get("stdout_bytes", 0) + out.get("stderr_bytes", 0)) if out else None,
         loop_funcs=loop_funcs,
         step_lines=attribution.step_lines(loop_spans, session.source, loop_funcs),
-        loader_caller=attribution.loader_caller_frame(infos),
+        loader_caller=attribution.recorded_caller(infos, "loader_callers"),
         compile_s=_warmup_compile_s(compile_log, spans, window),
         compiles=compile_log,
+        debug=debug_modes.read(primary) if primary else None,
         optimizers=next((i["optimizers"] for i in reversed(infos) if "optimizers" in i), None),
         structure=next(
             (i["structure"] for i in infos if isinstance(i.get("structure"), dict)), None

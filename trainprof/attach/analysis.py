@@ -328,6 +328,7 @@ def shares_of(led: Ledger) -> dict[str, float]:
         "forward": g("forward"),
         "backward": g("backward"),
         "optimizer": g("optimizer"),
+        "anomaly": g("anomaly"),
         "save": g("save"),
         "eval": g("eval"),
         "logging": g("logging"),

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+import types
 from typing import Any
 
 from trainprof.probe.writer import EventWriter
@@ -28,6 +29,9 @@ from trainprof.store.schema import (
 )
 
 _writer: EventWriter | None = None
+# Frames kept of a recorded stack, innermost first: the user's frames are the outermost, and a
+# framework's loop (Lightning, HF Trainer) nests deep below them.
+MAX_CALLERS = 256
 
 
 def writer() -> EventWriter | None:
@@ -94,9 +98,11 @@ def _mark_loaded(run_dir: str) -> None:
 
 def _on_torch_imported(torch_module: object) -> None:
     try:
-        from trainprof.probe import collectives, dynamo, torch_hooks
+        from trainprof.probe import collectives, debug_modes, dynamo, torch_hooks
 
         torch_hooks.install(torch_module)
+        if "debug" not in disabled_parts():
+            debug_modes.install(torch_module)  # anomaly detection: where it is turned on
         collectives.install(torch_module)  # time in torch.distributed collectives, per rank
         dynamo.install()  # a job that compiles: Dynamo leaves the probe's hooks alone
     except Exception as exc:  # fail open, but say so in the record for the report
@@ -108,6 +114,23 @@ def record_info(info: dict[str, object]) -> None:
     if w is not None:
         info = {"t": w.us(time.monotonic()), **info}
         w.add(f"{INFO} {json.dumps(info, default=str)}\n")
+
+
+def record_callers(key: str, depth: int, lines: bool) -> None:
+    """The stack from ``depth`` frames above this function, innermost first, as one info
+    record: each frame's name as py-spy gives it (``co_qualname`` on 3.11+, so the analysis
+    can match them), its file, and with ``lines`` its line."""
+    try:
+        frame: types.FrameType | None = sys._getframe(depth)
+        callers: list[list[Any]] = []
+        while frame is not None and len(callers) < MAX_CALLERS:
+            code = frame.f_code
+            entry: list[Any] = [getattr(code, "co_qualname", code.co_name), code.co_filename]
+            callers.append([*entry, frame.f_lineno] if lines else entry)
+            frame = frame.f_back
+        record_info({key: callers})
+    except Exception as exc:
+        record_error(key, exc)
 
 
 _errors_said: set[str] = set()

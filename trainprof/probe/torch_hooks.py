@@ -19,13 +19,11 @@ from __future__ import annotations
 import functools
 import json
 import os
-import sys
 import time
-from types import FrameType
 from typing import Any
 
 from trainprof import probe
-from trainprof.probe import models, optimized, saves, structure, worker_info
+from trainprof.probe import debug_modes, models, optimized, saves, structure, worker_info
 from trainprof.probe.device import Timeline, cuda_timeline
 from trainprof.probe.flops import StepFlops
 from trainprof.store.schema import (
@@ -40,9 +38,6 @@ from trainprof.store.schema import (
 )
 
 _clock = time.monotonic
-# Frames kept of the first step's stack, innermost first: the user's frames are the outermost,
-# and a framework's loop (Lightning, HF Trainer) nests deep below them.
-MAX_CALLERS = 256
 # How the job calls zero_grad() and autocast is read over its first optimizer steps; then those
 # wrappers take themselves out (a training loop calls both the same way every step, and each
 # wrapper is a Python call a step, dear on the cold caches of a fast GPU loop).
@@ -288,6 +283,7 @@ def _counts_as_step(s: _State, optimizer: Any, key: int, known: Any) -> bool:
         found = _models_at_first_step(optimizer)
         _record_precision(optimizer, found.models)
         _record_unoptimized(optimizer, found)
+        debug_modes.at_first_step()
     elif key != s.primary_opt_id:
         # A GAN's two optimizers alternate: keep counting the first. One that steps twice while
         # the counted one does not has replaced it (a new optimizer per phase): follow it.
@@ -299,28 +295,11 @@ def _counts_as_step(s: _State, optimizer: Any, key: int, known: Any) -> bool:
     return True
 
 
-def _record_callers(key: str, depth: int, lines: bool) -> None:
-    """The stack from ``depth`` frames above this function, innermost first, as one info
-    record: each frame's name as py-spy gives it (``co_qualname`` on 3.11+, so the analysis
-    can match them), its file, and with ``lines`` its line."""
-    try:
-        frame: FrameType | None = sys._getframe(depth)
-        callers: list[list[Any]] = []
-        while frame is not None and len(callers) < MAX_CALLERS:
-            code = frame.f_code
-            entry: list[Any] = [getattr(code, "co_qualname", code.co_name), code.co_filename]
-            callers.append([*entry, frame.f_lineno] if lines else entry)
-            frame = frame.f_back
-        probe.record_info({key: callers})
-    except Exception as exc:
-        probe.record_error(key, exc)
-
-
 def _record_step_callers() -> None:
     """The functions on the stack that steps the optimizer, read once, at the first step: the
     training loop and its train-step helpers as a fact. Stack samples alone can miss them (a
     loop whose steps take a few ms between long stalls gets a handful of backward samples)."""
-    _record_callers("step_callers", 3, lines=False)  # from the optimizer hook up
+    probe.record_callers("step_callers", 3, lines=False)  # from the optimizer hook up
 
 
 def _record_loader_callers() -> None:
@@ -329,7 +308,7 @@ def _record_loader_callers() -> None:
     user's ``next(it)`` or ``for batch in loader`` line as a fact. py-spy's --nonblocking
     samples of a loop that fetches 64 batches a step were torn or failed (a quarter of them
     on a 2-core machine), and none named that line once."""
-    _record_callers("loader_callers", 3, lines=True)  # above the __next__ wrapper
+    probe.record_callers("loader_callers", 3, lines=True)  # above the __next__ wrapper
 
 
 def _count_flops(s: _State) -> None:

@@ -533,7 +533,8 @@ polyline.line { fill: none; }
 .k-save { fill: var(--save); } .k-eval { fill: var(--eval); } .k-stall_compute { fill: var(--cpu); }
 .k-stall_blocked { fill: var(--blocked); } .k-compile { fill: var(--compile); }
 .k-forward { fill: var(--s0); } .k-backward { fill: var(--s0); opacity: .75; }
-.k-optimizer { fill: var(--s0); opacity: .55; } .k-sync { fill: var(--s4); }
+.k-optimizer { fill: var(--s0); opacity: .55; } .k-anomaly { fill: var(--s4); opacity: .5; }
+.k-sync { fill: var(--s4); }
 .k-logging { fill: var(--s4); opacity: .7; } .k-loop { fill: var(--s1); } .k-idle { fill: var(--s1); opacity: .6; }
 .k-step { fill: var(--s0); opacity: .6; } .k-unattributed { fill: var(--grid); }
 .f0 { fill: #8fb8ed; } .f1 { fill: #f0b27a; } .f2 { fill: #a3d9a5; } .f3 { fill: #d7a8e8; }

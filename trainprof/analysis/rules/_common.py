@@ -3,15 +3,23 @@ a finding is about."""
 
 from __future__ import annotations
 
+from trainprof.analysis import ledger
 from trainprof.analysis.attribution import CallSite, call_site, caller_of, where
 from trainprof.analysis.metrics import LoaderView, Metrics
 from trainprof.analysis.rules.registry import Threshold
 from trainprof.analysis.stalls import Segment, period
 
-STEP_BUCKETS = ("forward", "backward", "optimizer", "sync", "logging", "loop", "idle", "step")
+STEP_BUCKETS = ledger.STEP
 # Rules about the host's steady loop: on a GPU job they cost only the GPU's idle time.
 HOST_LOOP_RULES = frozenset(
-    {"input-bound", "sampler-overhead", "loop-overhead", "host-sync", "logging-overhead"}
+    {
+        "input-bound",
+        "sampler-overhead",
+        "loop-overhead",
+        "host-sync",
+        "logging-overhead",
+        "anomaly-detection",
+    }
 )
 GPU_BUSY = Threshold(
     "gpu_idle",

@@ -46,6 +46,8 @@ def check(m: Metrics) -> Finding | None:
     data, host = led.share(*DATA), led.share(*HOST_WORK)
     if data >= OTHER_MAX.value or host >= OTHER_MAX.value:
         return None  # input-bound, a stall or loop work explain the idle GPU better
+    if m.activity.debug is not None and m.activity.debug.launch_blocking_on:
+        return None  # launch-blocking explains it, and bigger batches would not be the fix
     evidence = [
         f"the GPU was {util:.0f}% utilized (NVML) while the loop neither waited for data "
         f"({data:.0%}) nor stalled or ran loop code ({host:.0%})",

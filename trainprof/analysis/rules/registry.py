@@ -110,6 +110,12 @@ def _compiles(m: Metrics) -> str | None:
     return "the job did not compile with torch.compile (no compile was timed)"
 
 
+def _debug(m: Metrics) -> str | None:
+    if m.activity.debug is not None:
+        return None
+    return "torch's debug switches were not read (the probe reads them at the first optimizer step)"
+
+
 def _stderr(_m: Metrics) -> str | None:
     return None  # the job's output is always kept
 
@@ -130,6 +136,7 @@ SIGNALS: dict[str, Callable[[Metrics], str | None]] = {
     "model": _model,
     "schedstat": _schedstat,
     "compiles": _compiles,
+    "debug": _debug,
 }
 
 
@@ -278,6 +285,7 @@ PROBE_SIGNALS = {  # the most specific first: a rule is skipped with the first i
     "loader": "the DataLoader's settings and per-batch counts need `trainprof run`",
     "stderr": "attach does not see the job's output",
     "compiles": "torch.compile's compiles are timed by the probe: needs `trainprof run`",
+    "debug": "torch's debug switches are read by the probe: needs `trainprof run`",
     "steps": "per-step timing (step times, data wait per step) needs `trainprof run`",
 }
 

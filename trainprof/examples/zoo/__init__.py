@@ -76,6 +76,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "anomaly_detection",
+        "anomaly-detection",
+        "slow",
+        "torch.autograd.set_detect_anomaly(True), left in from a NaN hunt: every forward op keeps "
+        "its Python stack, every gradient is checked for NaN",
+        60.0,
+    ),
+    ZooCase(
         "recompiles",
         "recompiles",
         "slow",

@@ -1,0 +1,52 @@
+"""The probe's reading of torch's debug switches, in this process with real torch: where anomaly
+detection was turned on, its state at the first step, and a change read at a writer tick."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trainprof import probe
+from trainprof.analysis import debug_modes as analysis
+from trainprof.probe import debug_modes
+from trainprof.probe.writer import EventWriter
+from trainprof.store.events import load_processes
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EventWriter]:
+    w = EventWriter(str(tmp_path))
+    monkeypatch.setattr(probe, "_writer", w)
+    monkeypatch.setattr(debug_modes, "_state", debug_modes._State())
+    monkeypatch.setattr(torch, "set_anomaly_enabled", torch.set_anomaly_enabled)  # restored
+    monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
+    yield w
+    torch.autograd.set_detect_anomaly(False)
+
+
+def test_turned_on_then_off_is_read_with_its_line(writer: EventWriter, tmp_path: Path) -> None:
+    debug_modes.install(torch)
+    torch.autograd.set_detect_anomaly(True)
+    line = _line_of("torch.autograd.set_detect_anomaly(True)")
+    debug_modes.at_first_step()
+    writer.run_ticks()  # unchanged: nothing recorded
+    torch.autograd.set_detect_anomaly(False)
+    writer.run_ticks()  # the change
+    writer.close()
+    (log,) = load_processes(str(tmp_path))
+    modes = analysis.read(log)
+    assert modes is not None
+    assert [r.anomaly for r in modes.readings] == [True, False]
+    assert modes.checks_nan() and modes.launch_blocking_on
+    assert modes.anomaly_at is not None
+    assert modes.anomaly_at[1] == os.path.abspath(__file__) and modes.anomaly_at[2] == line
+
+
+def _line_of(text: str) -> int:
+    with open(__file__, encoding="utf-8") as f:
+        return next(i for i, ln in enumerate(f, 1) if ln.strip() == text)
