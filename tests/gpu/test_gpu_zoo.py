@@ -125,3 +125,19 @@ def test_the_jobs_gpu_is_told_by_its_cuda_uuid(zoo_tmp: Path) -> None:
     assert gpus is not None and gpus["by"] == "uuid", f"{gpus}\n{digest(r)}"
     assert len(gpus["indices"]) == 1 and gpus["of"] >= 1, digest(r)
     assert r.report["summary"]["gpu_util_mean"] is not None, digest(r)
+
+
+def test_launch_blocking_is_named_on_the_healthy_control(zoo_tmp: Path) -> None:
+    """The healthy bf16 control run with CUDA_LAUNCH_BLOCKING=1 (300 steps): each launch waits
+    for its kernel, and launch-blocking comes first (not launch-bound's bigger batch)."""
+    r = run_trainprof(
+        zoo_tmp,
+        str(script_path("gpu_healthy")),
+        env={**gpu_env(), "CUDA_LAUNCH_BLOCKING": "1"},
+        timeout=ZOO["gpu_healthy"].timeout_s + 60,
+        run_args=("--interval", "0.2", "--steps", "300"),
+    )
+    keep("gpu_healthy_launch_blocking", r)
+    assert r.report is not None, digest(r)
+    assert r.problems and r.problems[0] == "launch-blocking", digest(r)
+    assert "launch-bound" not in r.problems, digest(r)
