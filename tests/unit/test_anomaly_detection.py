@@ -113,3 +113,25 @@ def test_launch_blocking_explains_an_idle_gpu_instead_of_launch_bound() -> None:
     f = analyze(sess)[1].findings[0]
     assert f.impact is None and "not measured" in f.evidence[-1]
     assert "sat idle" in f.evidence[1] and "its own clock" in f.evidence[1]
+
+
+def test_attach_names_it_from_the_stacks_alone() -> None:
+    """attach has no probe: stacks that keep an op's stack say anomaly detection is on, with
+    their share; a loop without them is left alone."""
+    backward = (("<module>", TRAIN, 50), ("backward", f"{TORCH}/autograd/__init__.py", 1))
+
+    def attached(keeping: bool) -> Session:
+        spans, t = [], 0.0
+        for _ in range(300):  # 3 s of 10 ms steps: 3 ms keeping stacks (or forward), 7 backward
+            spans.append(StackSpan(t, t + 0.003, KEEPING if keeping else FORWARD))
+            spans.append(StackSpan(t + 0.003, t + 0.01, backward))
+            t += 0.01
+        sess = session(attach={"pid": 1000, "rate_hz": 100})
+        sess.spans = spans
+        return sess
+
+    f = _finding(attached(True))
+    assert f is not None and f.where is None
+    assert f.impact is not None and abs(f.impact - 0.3) < 0.02
+    assert "only with anomaly detection on" in f.evidence[0]
+    assert _finding(attached(False)) is None

@@ -92,3 +92,35 @@ def test_a_quota_that_does_not_throttle_is_not_blamed() -> None:
     assert f is not None and "quota" not in "\n".join(f.evidence)
     # as many threads as CPUs, busy: waiting for something this rule cannot name
     assert _finding(_job(0.3, 3.9, 20.0, threads=4)) is None
+
+
+def test_slow_steps_of_the_loops_own_code_while_it_waits_for_a_cpu_are_no_cpu_stall() -> None:
+    """A 1-CPU quota pauses the job every 100 ms period: every few steps one runs long, in
+    the loop's own code. With the main thread's measured wait for a CPU covering those slow
+    steps they are not CPU work of the loop's own (cpu-stall), and cpu-starved names the
+    quota; the same slow steps with no wait measured stay a periodic CPU stall."""
+    from test_rule_thresholds import periodic
+
+    from trainprof.store.stacks import StackSpan
+
+    def job(waits: bool) -> Session:
+        log = periodic(300, 0.02, 30, 0.3)  # 9 steps 0.3 s too long, every 30 (3 s in all)
+        train = "/home/user/proj/train.py"
+        frames = (("<module>", train, 1), ("main", train, 11))
+        spans, end = [], log.t0
+        for t_us in log.steps["t"]:
+            spans.append(StackSpan(end, log.t0 + t_us / 1e6, frames))
+            end = log.t0 + t_us / 1e6
+        rows = []
+        for i in range(12):
+            procs = [{"pid": 1000, "cpu": 100.0, "rq_wait": (0.4 if waits else 0.0) * i}]
+            quota = {"cpus": 1.0, "periods": 10 * i, "throttled": 8 * i, "throttled_s": 0.4 * i}
+            rows.append({"t": 100.0 + i, "cpu": 50.0, "procs": procs, "quota": quota})
+        sess = session(log, sample_rows=rows, cpu_count=2, usable_cpus=1)
+        sess.source[(train, 11)] = "loss = model(x)"
+        sess.spans = spans
+        return sess
+
+    waiting = {f.id for f in analyze(job(True))[1].findings}
+    assert "cpu-stall" not in waiting and "cpu-starved" in waiting, waiting
+    assert "cpu-stall" in {f.id for f in analyze(job(False))[1].findings}

@@ -15,6 +15,7 @@ from trainprof.analysis.attach_view import AttachView
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules import (
+    anomaly_detection,
     blocking_stall,
     checkpoint_stall,
     cpu_stall,
@@ -276,6 +277,24 @@ def checkpoint_stall_attach(m: Metrics) -> Finding | None:
         ),
         where=attribution.where(frame),
     )
+
+
+@variant("anomaly-detection")
+def anomaly_detection_attach(m: Metrics) -> Finding | None:
+    """Only autograd's anomaly detection keeps a stack for each op: stacks that do say it is
+    on (where it was turned on, and whether it checks for NaN, are the probe's to read)."""
+    led = m.ledger
+    assert led is not None
+    kept = led.share("anomaly")
+    if kept < anomaly_detection.SEEN.value:
+        return None
+    evidence = [
+        f"the main thread kept the Python stack of an op {kept:.0%} of {_sampled(m)} "
+        f"({anomaly_detection.MEASURED}): autograd does that only with anomaly detection on",
+        "it likely also checks every gradient of the backward pass for NaN (the default), in "
+        "C++, not measured apart",
+    ]
+    return anomaly_detection.finding(kept, evidence, None)
 
 
 # eval-stall's own check reads only the ledger, the evaluations and the stacks: it applies as is.

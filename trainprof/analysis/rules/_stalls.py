@@ -22,6 +22,9 @@ SHARE = Threshold("share", 0.05, "share", "their time beyond a median step, of t
 # of the stall time and rarely otherwise (so a noisy machine's slow steps are not "stalls").
 OWN_SHARE = 0.5
 ELSEWHERE_MAX = 0.2
+# Stalls of the loop's own code are slow steps, not work of their own, when the main thread's
+# wait for a CPU over the steady window is at least this share of their time.
+WAIT_COVERS = 0.5
 
 
 @dataclass(frozen=True)
@@ -44,9 +47,22 @@ def judge(m: Metrics, cause: str, bucket: str) -> Stalls | None:
     p = period([s.index for s in stalls])
     p = p if p is not None and p >= 2 else None
     windows = [(s.t0, s.t1) for s in stalls]
-    if p is None and not _distinct_code(m, windows):
+    distinct = _distinct_code(m, windows)
+    if p is None and not distinct:
+        return None
+    if cause == "cpu" and not distinct and _waited_for_a_cpu(m, led.get(bucket)):
+        # The loop's own code, only slower, while its thread waited for a CPU: a quota's
+        # throttling pauses the job every period, and those pauses come as regular as any
+        # periodic task's (every 5 steps, once named CPU work "in the training loop itself").
+        # cpu-starved names that wait and its cause.
         return None
     return Stalls(stalls, led.get(bucket), share, p, site(m, windows))
+
+
+def _waited_for_a_cpu(m: Metrics, stalls_s: float) -> bool:
+    """The main thread waited, runnable, for a CPU at least half as long as the stalls took."""
+    s, w = m.cpu_starvation, m.activity.window
+    return s is not None and w is not None and s.runq * (w[1] - w[0]) >= WAIT_COVERS * stalls_s
 
 
 def _distinct_code(m: Metrics, stall_windows: list[tuple[float, float]]) -> bool:

@@ -37,6 +37,18 @@ from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules.registry import Threshold, rule
 
 ON = Threshold("on", 0.5, "share", "anomaly detection was on for at least this share of the run")
+SEEN = Threshold(
+    "seen",
+    0.02,
+    "share",
+    "attach (no probe): the main thread kept op stacks at least this share of the sampled time",
+)
+FIX = (
+    "take torch.autograd.set_detect_anomaly(True) (or the detect_anomaly() block) out of "
+    "training: turn it on only to find where a NaN comes from, for the steps that show it",
+    "to catch a NaN while training, check the loss every N steps "
+    "(if not torch.isfinite(loss): ...): one sync per N steps, not a check per op",
+)
 
 
 @rule(
@@ -45,7 +57,7 @@ ON = Threshold("on", 0.5, "share", "anomaly detection was on for at least this s
     family="host",
     needs=("steps", "debug"),
     claims=("anomaly",),
-    thresholds=(ON,),
+    thresholds=(ON, SEEN),
     settings={"lightning": "Trainer(detect_anomaly=False), the default"},
 )
 def check(m: Metrics) -> Finding | None:
@@ -63,8 +75,7 @@ def check(m: Metrics) -> Finding | None:
         f"torch.autograd's anomaly detection was on for {when}: autograd keeps the Python "
         "stack of every op of the forward pass"
         + (" and checks every gradient of the backward pass for NaN" if debug.checks_nan() else ""),
-        f"keeping those stacks took {kept:.0%} of the steady time (stack samples in "
-        "torch.fx.traceback.format_stack)"
+        f"keeping those stacks took {kept:.0%} of the steady time ({MEASURED})"
         if kept is not None
         else "what the stacks cost is not measured: "
         + (m.activity.stacks_error or "no stack samples"),
@@ -74,6 +85,14 @@ def check(m: Metrics) -> Finding | None:
             "the NaN checks run in C++ inside the backward pass and are not measured apart"
             + ("; on a GPU each check waits for the device" if m.on_cuda else "")
         )
+    return finding(kept, evidence, where(debug.anomaly_at))
+
+
+MEASURED = "stack samples in torch.fx.traceback.format_stack"
+
+
+def finding(kept: float | None, evidence: list[str], at: str | None) -> Finding:
+    """The finding, from the share of time spent keeping stacks (None: not measured)."""
     title = (
         f"Anomaly detection is on: keeping a stack for every op takes {kept:.0%} of the "
         "training time"
@@ -85,14 +104,8 @@ def check(m: Metrics) -> Finding | None:
         severity="warning",
         title=title,
         evidence=tuple(evidence),
-        fix=(
-            "take torch.autograd.set_detect_anomaly(True) (or the detect_anomaly() block) out "
-            "of training: turn it on only to find where a NaN comes from, for the steps that "
-            "show it",
-            "to catch a NaN while training, check the loss every N steps "
-            "(if not torch.isfinite(loss): ...): one sync per N steps, not a check per op",
-        ),
-        where=where(debug.anomaly_at),
+        fix=FIX,
+        where=at,
         # without stack samples the step was not split: its cost is not measured, not 0
         wants=() if kept is not None else (("anomaly", 0.0),),
     )
