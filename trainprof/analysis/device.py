@@ -136,6 +136,7 @@ HOST_WORK_NAMES = {
     "idle": "sleeping or waiting",
     "stall_compute": "CPU stalls",
     "stall_blocked": "blocked stalls",
+    "stall_wait": "waits for a CPU",
     "compile": "torch.compile",
 }
 

@@ -16,7 +16,7 @@ optimizer step to its own):
    thread's loader samples spent rebuilding their tensors) and ``data_wait`` (waiting on
    workers, or the loader's own Python machinery).
 3. Stalls: a stalled step's time beyond a median step, by cause (``stall_compute``,
-   ``stall_blocked``, ``compile``).
+   ``stall_blocked``, ``stall_wait``, ``compile``).
 4. The rest is the step itself, split by the main thread's stack samples outside stalls:
    ``forward``, ``backward``, ``optimizer``, ``anomaly``, ``sync``, ``logging``, ``loop``,
    ``idle``; without
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from trainprof.analysis.stats import tail
 
 DATA = ("sampler", "worker_start", "fetch", "collate", "pin", "transfer", "data_wait")
-STALLS = ("save", "eval", "stall_compute", "stall_blocked", "compile")
+STALLS = ("save", "eval", "stall_compute", "stall_blocked", "stall_wait", "compile")
 STEP = ("forward", "backward", "optimizer", "anomaly", "sync", "logging", "loop", "idle", "step")
 BUCKETS = DATA + STALLS + STEP + ("unattributed",)
 
@@ -48,6 +48,7 @@ DESCRIPTION: dict[str, str] = {
     "eval": "evaluation between steps",
     "stall_compute": "stalls: CPU work in the loop",
     "stall_blocked": "stalls: blocked waiting (I/O, sleep, lock, network)",
+    "stall_wait": "stalls: waiting for a CPU (a CPU quota, other threads or processes)",
     "compile": "torch.compile compiling",
     "forward": "forward",
     "backward": "backward",
@@ -86,6 +87,7 @@ CATEGORY_BUCKET = {
 STALL_BUCKET = {
     "cpu": "stall_compute",
     "blocked": "stall_blocked",
+    "wait": "stall_wait",
     "compile": "compile",
     "sync": "sync",
 }

@@ -36,6 +36,7 @@ from trainprof.analysis.stalls import (
     find_stalls,
     refine,
     save_segments,
+    waits_for_a_cpu,
 )
 from trainprof.analysis.stats import bins, finite, int_percentiles, mean, scaled, tail
 from trainprof.analysis.usercode import is_user_path
@@ -298,6 +299,16 @@ def compute(session: Session) -> Metrics:
     window = (warm_end, t0 + cols["t"][-1] / 1e6) if steady and warm_end else None
     loaders = _loaders(session, primary)
     activity = _activity(session, primary, warm, window, cols)
+    starvation = cpu_starvation(
+        session.samples,
+        primary.pid if primary else None,
+        window,
+        meta.get("usable_cpus"),
+        meta.get("cpu_count"),
+    )
+    if starvation is not None and activity.stalls:
+        waits = waits_for_a_cpu(list(activity.stalls), activity.spans, window, starvation.runq)
+        activity = dataclasses.replace(activity, stalls=tuple(waits))
     if steady is not None and activity.evals and primary is not None:
         steady = _without_eval_samples(steady, cols, warm, activity.evals, primary.t0)
     rate = session.stack_rate_hz
@@ -326,13 +337,7 @@ def compute(session: Session) -> Metrics:
         worker_load=worker_load(
             session.samples, busy_workers(session.workers, session.samples), window
         ),
-        cpu_starvation=cpu_starvation(
-            session.samples,
-            primary.pid if primary else None,
-            window,
-            meta.get("usable_cpus"),
-            meta.get("cpu_count"),
-        ),
+        cpu_starvation=starvation,
         peak_rss_bytes=_peak(session.samples.tree_rss),
         gpu_util_mean=gpu_util,
         gpu_unavailable=session.samples.gpu_unavailable,
@@ -364,6 +369,7 @@ HOST_WORK = (
     "idle",
     "stall_compute",
     "stall_blocked",
+    "stall_wait",
     "compile",
 )
 

@@ -7,7 +7,9 @@ with no optimizer step in between), waiting for data for most of it (data), else
 main process, which the stack samples of the stall refine (``refine``): torch.compile compiling
 (compile), forward passes with no backward, or another DataLoader's epoch (eval, with no mode
 switch: validation under ``no_grad`` alone), the thread blocked waiting (blocked: I/O, sleep, a
-lock, a socket), else CPU work (cpu). Stalls found among the warm-up steps are ignored.
+lock, a socket), else CPU work (cpu). CPU stalls in the loop's own code while its thread waited
+for a CPU are that wait (``waits_for_a_cpu``: wait). Stalls among the warm-up steps are
+ignored.
 """
 
 from __future__ import annotations
@@ -17,13 +19,20 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from trainprof.analysis.attribution import window_profile
+from trainprof.analysis.attribution import dominant_user_frame, function_share, window_profile
 from trainprof.analysis.stats import int_percentiles
 from trainprof.store.events import ProcessLog
 from trainprof.store.stacks import StackSpan
 
 STALL_FACTOR = 3.0
 STALL_MIN_EXCESS_S = 0.02
+# Stalls of code of their own: one user function holds the main thread for most of the stall
+# time and rarely otherwise.
+OWN_SHARE = 0.5
+ELSEWHERE_MAX = 0.2
+# CPU stalls in the loop's own code are the thread's wait for a CPU when that wait, over the
+# steady window, is at least this share of their time.
+WAIT_COVERS = 0.5
 
 
 @dataclass(frozen=True)
@@ -32,7 +41,7 @@ class Stall:
     t0: float  # monotonic
     t1: float
     excess_s: float  # time beyond a median step
-    cause: str  # "checkpoint" | "eval" | "data" | "compile" | "sync" | "blocked" | "cpu"
+    cause: str  # "checkpoint" | "eval" | "data" | "compile" | "sync" | "blocked" | "cpu" | "wait"
 
 
 @dataclass(frozen=True)
@@ -209,3 +218,46 @@ def frozen(spans: Sequence[StackSpan], a: float, b: float) -> bool:
             break
         longest = max(longest, min(s.t1, b) - max(s.t0, a))
     return longest >= 0.5 * (b - a)
+
+
+def distinct_code(
+    spans: Sequence[StackSpan], stalls: list[tuple[float, float]], window: tuple[float, float]
+) -> bool:
+    """One user function holds the main thread for most of the stalls' time and rarely
+    outside them: the stalls run code of their own (a search, an upload), not the loop's."""
+    frame = dominant_user_frame(spans, stalls)
+    if frame is None:
+        return False
+    func = (frame[0], frame[1])
+    inside = function_share(spans, stalls, func)
+    w0, w1 = window
+    gaps, last = [], w0
+    for a, b in sorted(stalls):
+        if a > last:
+            gaps.append((last, a))
+        last = max(last, b)
+    if w1 > last:
+        gaps.append((last, w1))
+    return inside >= OWN_SHARE and function_share(spans, gaps, func) <= ELSEWHERE_MAX
+
+
+def waits_for_a_cpu(
+    stalls: list[Stall],
+    spans: Sequence[StackSpan],
+    window: tuple[float, float] | None,
+    runq: float | None,
+) -> list[Stall]:
+    """CPU stalls in the loop's own code, only slower, while the main thread waited, runnable,
+    for a CPU (``runq``: its share of the steady window) at least ``WAIT_COVERS`` of their
+    time, are that wait ("wait"): a cgroup quota pauses the whole job every period once it is
+    spent, and those pauses come as regularly as a periodic task's (a CI run named them CPU
+    work "in the training loop itself", every 5 steps)."""
+    cpu = [st for st in stalls if st.cause == "cpu"]
+    if not cpu or window is None or runq is None:
+        return stalls
+    excess = sum(st.excess_s for st in cpu)
+    if runq * (window[1] - window[0]) < WAIT_COVERS * excess:
+        return stalls
+    if distinct_code(spans, [(st.t0, st.t1) for st in cpu], window):
+        return stalls
+    return [replace(st, cause="wait") if st.cause == "cpu" else st for st in stalls]

@@ -40,7 +40,7 @@ MIB = 1024 * 1024
 STEP_POINTS = 1500  # step-time chart: beyond, per-bin means (and maxima) of steps
 WAIT_BINS = 120
 TIMELINE_DEPTH = 7  # stack frames drawn in the timeline, outermost first
-CAUSES = ("cpu", "blocked", "compile", "sync", "data", "eval", "checkpoint")
+CAUSES = ("cpu", "blocked", "wait", "compile", "sync", "data", "eval", "checkpoint")
 
 
 def check_view_path(path: Path, option: str) -> None:
@@ -527,11 +527,13 @@ polyline.line { fill: none; }
 .cause-compile { fill: var(--compile); stroke: var(--compile); } .cause-data { fill: var(--data); stroke: var(--data); }
 .cause-eval { fill: var(--eval); stroke: var(--eval); } .cause-checkpoint { fill: var(--save); stroke: var(--save); }
 .cause-sync { fill: var(--s4); stroke: var(--s4); }
+.cause-wait { fill: var(--blocked); stroke: var(--blocked); }
 .k-sampler, .k-worker_start, .k-fetch, .k-collate, .k-pin, .k-transfer, .k-data_wait { fill: var(--data); }
 .k-fetch { opacity: .85; } .k-collate { opacity: .7; } .k-pin { opacity: .55; } .k-transfer { opacity: .6; } .k-sampler { opacity: .45; }
 .k-worker_start { opacity: .35; }
 .k-save { fill: var(--save); } .k-eval { fill: var(--eval); } .k-stall_compute { fill: var(--cpu); }
 .k-stall_blocked { fill: var(--blocked); } .k-compile { fill: var(--compile); }
+.k-stall_wait { fill: var(--blocked); opacity: .6; }
 .k-forward { fill: var(--s0); } .k-backward { fill: var(--s0); opacity: .75; }
 .k-optimizer { fill: var(--s0); opacity: .55; } .k-anomaly { fill: var(--s4); opacity: .5; }
 .k-sync { fill: var(--s4); }

@@ -70,6 +70,7 @@ OVERFLOW_TID = 100  # + lane: spans that would cross another span of their track
 CAUSE = {
     "cpu": "CPU work",
     "blocked": "blocked waiting",
+    "wait": "waiting for a CPU",
     "compile": "torch.compile compiling",
     "sync": "waiting for the GPU (device→host sync)",
     "data": "waiting for data",

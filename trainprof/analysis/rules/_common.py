@@ -80,7 +80,7 @@ def loop_time(m: Metrics) -> float:
     led = m.ledger
     if led is None:
         return 0.0
-    return led.window_s - led.get("save", "eval", "stall_compute", "stall_blocked", "compile")
+    return led.window_s - led.get(*ledger.STALLS)
 
 
 def interval(m: Metrics, segments: list[Segment]) -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainprof.analysis.attribution import CallSite, dominant_user_frame, function_share
+from trainprof.analysis.attribution import CallSite
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import ms, site
 from trainprof.analysis.rules.registry import Threshold
-from trainprof.analysis.stalls import STALL_FACTOR, STALL_MIN_EXCESS_S, Stall, period
+from trainprof.analysis.stalls import STALL_FACTOR, STALL_MIN_EXCESS_S, Stall, distinct_code, period
 from trainprof.units import plural
 
 SLOW = Threshold(
@@ -18,13 +18,8 @@ SLOW = Threshold(
 EXCESS = Threshold("stall_excess", STALL_MIN_EXCESS_S, "s", "and at least this much longer")
 MIN_COUNT = Threshold("min_count", 3, "count", "stalled steps at least")
 SHARE = Threshold("share", 0.05, "share", "their time beyond a median step, of the steady run")
-# Without a period, stalls count only when one user function holds the main thread for most
-# of the stall time and rarely otherwise (so a noisy machine's slow steps are not "stalls").
-OWN_SHARE = 0.5
-ELSEWHERE_MAX = 0.2
-# Stalls of the loop's own code are slow steps, not work of their own, when the main thread's
-# wait for a CPU over the steady window is at least this share of their time.
-WAIT_COVERS = 0.5
+# Without a period, stalls count only when they run code of their own (``distinct_code``), so
+# a noisy machine's slow steps are not "stalls".
 
 
 @dataclass(frozen=True)
@@ -47,40 +42,10 @@ def judge(m: Metrics, cause: str, bucket: str) -> Stalls | None:
     p = period([s.index for s in stalls])
     p = p if p is not None and p >= 2 else None
     windows = [(s.t0, s.t1) for s in stalls]
-    distinct = _distinct_code(m, windows)
-    if p is None and not distinct:
-        return None
-    if cause == "cpu" and not distinct and _waited_for_a_cpu(m, led.get(bucket)):
-        # The loop's own code, only slower, while its thread waited for a CPU: a quota's
-        # throttling pauses the job every period, and those pauses come as regular as any
-        # periodic task's (every 5 steps, once named CPU work "in the training loop itself").
-        # cpu-starved names that wait and its cause.
+    w = m.activity.window
+    if p is None and (w is None or not distinct_code(m.activity.spans, windows, w)):
         return None
     return Stalls(stalls, led.get(bucket), share, p, site(m, windows))
-
-
-def _waited_for_a_cpu(m: Metrics, stalls_s: float) -> bool:
-    """The main thread waited, runnable, for a CPU at least half as long as the stalls took."""
-    s, w = m.cpu_starvation, m.activity.window
-    return s is not None and w is not None and s.runq * (w[1] - w[0]) >= WAIT_COVERS * stalls_s
-
-
-def _distinct_code(m: Metrics, stall_windows: list[tuple[float, float]]) -> bool:
-    frame = dominant_user_frame(m.activity.spans, stall_windows)
-    if frame is None or m.activity.window is None:
-        return False
-    func = (frame[0], frame[1])
-    inside = function_share(m.activity.spans, stall_windows, func)
-    w0, w1 = m.activity.window
-    gaps, last = [], w0
-    for a, b in sorted(stall_windows):
-        if a > last:
-            gaps.append((last, a))
-        last = max(last, b)
-    if w1 > last:
-        gaps.append((last, w1))
-    elsewhere = function_share(m.activity.spans, gaps, func)
-    return inside >= OWN_SHARE and elsewhere <= ELSEWHERE_MAX
 
 
 def evidence(m: Metrics, found: Stalls, doing: str) -> list[str]:

@@ -9,10 +9,12 @@ beyond the CPUs it may use (intra-op threads plus busy DataLoader workers). Or o
 that keep the machine's CPUs busy. The kernel counts the time each thread waited, runnable, for
 a CPU (schedstat); the host sampler reads it for the main thread, with the quota's counters.
 
-The wait is measured; what a fix gains is not, and the finding claims no share of the step:
-the job's other threads work while the loop's thread waits. Measured on 2 CPUs: 8 intra-op
-threads under a 1-CPU quota, the loop's thread waited 31 % and 1 thread ran 30 % faster; 2
-threads under it, it waited 50 % and 1 thread ran 10 % faster.
+The wait is measured; what a fix gains is not, and the finding claims no share of the step
+for it: the job's other threads work while the loop's thread waits. Measured on 2 CPUs: 8
+intra-op threads under a 1-CPU quota, the loop's thread waited 31 % and 1 thread ran 30 %
+faster; 2 threads under it, it waited 50 % and 1 thread ran 10 % faster. What it claims are
+the stalls of the loop's own code while it waited (``stall_wait``, stalls.waits_for_a_cpu): a
+quota's pauses of the whole job, steps that stood still.
 
 Anti-pattern::
 
@@ -34,8 +36,10 @@ import math
 from trainprof.analysis.cpu_starvation import CpuStarvation
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free
+from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, ms
 from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.analysis.stalls import Stall
+from trainprof.units import plural
 
 RUNQ = Threshold(
     "runq", 0.10, "share", "the main thread waited, runnable, for a CPU this share of the time"
@@ -53,6 +57,7 @@ OTHERS_MIN = 0.5  # CPUs other processes must use to count as the competition
     title="CPU-starved",
     family="host",
     needs=("steps", "samples", "schedstat"),
+    claims=("stall_wait",),
     thresholds=(RUNQ, THROTTLED, GPU_BUSY),
 )
 def check(m: Metrics) -> Finding | None:
@@ -69,6 +74,7 @@ def check(m: Metrics) -> Finding | None:
         cause, fix = _other_processes(s)
     else:
         return None  # waiting, but nothing measured says for what: no advice to give
+    waits = [st for st in m.activity.stalls if st.cause == "wait"]
     return Finding(
         id="cpu-starved",
         severity="warning",
@@ -77,9 +83,28 @@ def check(m: Metrics) -> Finding | None:
             f"the training loop's thread was ready to run but waited for a CPU {s.runq:.0%} of "
             "the steady time (the kernel's run-queue delay of the main thread)",
             cause,
-            "what a fix gains is not measured: the job's other threads work while this one waits",
+            *_stalled(m, waits),
         ),
         fix=tuple(fix),
+        # no step stood still: the wait is measured, what it costs the step is not (not 0)
+        wants=() if waits else (("stall_wait", 0.0),),
+    )
+
+
+def _stalled(m: Metrics, waits: list[Stall]) -> tuple[str, ...]:
+    """The steps that stood still while it waited, where there were (the claimed time)."""
+    led = m.ledger
+    if not waits or led is None or m.steady is None:
+        return (
+            "what a fix gains is not measured: the job's other threads work while this one waits",
+        )
+    each = sum(st.excess_s for st in waits) / len(waits)
+    return (
+        f"{plural(len(waits), 'step')} of the loop's own code stood still for {ms(each)} beyond a "
+        f"median step ({ms(m.steady.p50_s)}) while it waited: {led.share('stall_wait'):.0%} of "
+        "the steady time",
+        "what a fix gains beyond those steps is not measured: the job's other threads work while "
+        "this one waits",
     )
 
 

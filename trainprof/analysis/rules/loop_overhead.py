@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from trainprof.analysis.attribution import where
 from trainprof.analysis.findings import Finding
+from trainprof.analysis.ledger import STALLS
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, loop_time
 from trainprof.analysis.rules.registry import Threshold, rule
@@ -61,8 +62,7 @@ def check(m: Metrics) -> Finding | None:
     parts = ", ".join(
         f"{NAMES.get(b, b)} {s / loop:.0%}"
         for b, s in sorted(led.seconds.items(), key=lambda kv: -kv[1])
-        if s / loop >= 0.01
-        and b not in ("save", "eval", "stall_compute", "stall_blocked", "compile")
+        if s / loop >= 0.01 and b not in STALLS
     )
     return Finding(
         id="loop-overhead",
