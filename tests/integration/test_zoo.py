@@ -31,10 +31,12 @@ def zoo_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_case(name: str, tmp: Path) -> Result:
     if name not in _cache:
         case = ZOO[name]
+        # a hung case's state holds still: 4 s of silence tell it as well as the default 10
+        hang_after = ("--hang-after", "4") if case.kind == "hang" else ()
         _cache[name] = run_trainprof(
             tmp,
             str(script_path(name)),
-            run_args=("--timeout", str(case.timeout_s)),
+            run_args=("--timeout", str(case.timeout_s), *hang_after),
             timeout=case.timeout_s + 60,
         )
     return _cache[name]

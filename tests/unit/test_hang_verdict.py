@@ -87,3 +87,31 @@ Thread 100 (active): "MainThread"
     title, _where, text = verdict(dump, {"silent_s": 60.0, "steps_before": 0})
     assert "torch.compile was still compiling" in title
     assert any("--timeout" in line for line in text)
+
+
+def test_a_reported_silence_the_job_ended_by_itself_after_is_a_pause_not_a_hang() -> None:
+    """No step for 10 s after the last one, in a profiler's processing (py-spy: "active+gil"),
+    reported while the job ran; the job then exited 0 by itself: information, last, at the
+    user's line, with the main thread's own stack (not trainprof's flush thread)."""
+    from trainprof.analysis.pipeline import analyze
+
+    dump = f"""=== pid 1000 (python) ===
+Thread 1000 (active+gil): "MainThread"
+    profile._parse_kineto_results ({TORCH}/autograd/profiler.py:727)
+    profile.key_averages ({TORCH}/autograd/profiler.py:574)
+    main ({TRAIN}:51)
+Thread 1008 (idle): "trainprof-flush"
+    EventWriter._flush_loop (/venv/site-packages/trainprof/probe/writer.py:238)
+"""
+    hang = {"silent_s": 10.1, "steps_before": 100, "unit": "optimizer step"}
+    for stopped, code, severity in ((None, 0, "info"), ("hang", 124, "error")):
+        sess = session(process(100), hang=hang, stopped_by=stopped, exit_code=code)
+        sess.hang_dumps = parse(dump)
+        f = next(f for f in analyze(sess)[1].findings if f.id == "hang")
+        assert f.severity == severity
+        assert any("running in _parse_kineto_results(), called from" in e for e in f.evidence)
+        if severity == "info":
+            assert f.title == (
+                "A pause, not a hang: no progress for 10 s, then the job ended by itself (exit 0)"
+            )
+            assert f.where == f"{TRAIN}:51 (main)"

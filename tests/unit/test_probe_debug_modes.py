@@ -24,6 +24,8 @@ def writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EventWri
     monkeypatch.setattr(probe, "_writer", w)
     monkeypatch.setattr(debug_modes, "_state", debug_modes._State())
     monkeypatch.setattr(torch, "set_anomaly_enabled", torch.set_anomaly_enabled)  # restored
+    profiler = torch.autograd.profiler
+    monkeypatch.setattr(profiler, "_run_on_profiler_start", profiler._run_on_profiler_start)
     monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
     yield w
     torch.autograd.set_detect_anomaly(False)
@@ -50,3 +52,21 @@ def test_turned_on_then_off_is_read_with_its_line(writer: EventWriter, tmp_path:
 def _line_of(text: str) -> int:
     with open(__file__, encoding="utf-8") as f:
         return next(i for i, ln in enumerate(f, 1) if ln.strip() == text)
+
+
+def test_a_profiler_recording_is_read_at_the_ticks(writer: EventWriter, tmp_path: Path) -> None:
+    debug_modes.install(torch)
+    debug_modes.at_first_step()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        writer.run_ticks()
+    line = _line_of(
+        "with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):"
+    )
+    writer.run_ticks()
+    writer.close()
+    (log,) = load_processes(str(tmp_path))
+    modes = analysis.read(log)
+    assert modes is not None
+    assert [r.profiler for r in modes.readings] == [False, True, False]
+    assert not any(r.anomaly for r in modes.readings)
+    assert modes.profiler_at is not None and modes.profiler_at[2] == line

@@ -266,14 +266,19 @@ def graph_breaks(lines: float) -> Session:
     return session(log)
 
 
-def anomaly(on: float) -> Session:
-    """Anomaly detection on at the first step (as the probe reads it), switched off after
-    ``on`` of the ~9.4 s steady window (2.5 s to 11.9 s after the process's start)."""
+def switched(switch: str, on: float) -> Session:
+    """A debug switch (``anomaly``, ``profiler``) on at the first step, as the probe reads
+    it, and off after ``on`` of the ~9.4 s steady window (2.5 s to 11.9 s after the start)."""
     log = process(100)
     for t_s, state in ((2.0, True), (2.5 + on * 9.4, False)):
-        rec = {"anomaly": state, "check_nan": True, "launch_blocking": None}
+        rec = {"anomaly": False, "check_nan": True, "profiler": False, "launch_blocking": None}
+        rec[switch] = state
         log.add_line("X " + json.dumps({"t": int(t_s * 1e6), "debug": rec}))
     return session(log)
+
+
+def anomaly(on: float) -> Session:
+    return switched("anomaly", on)
 
 
 def launch_blocking(value: float) -> Session:
@@ -533,6 +538,14 @@ CASES = [
     Case(
         "anomaly-detection",
         anomaly,
+        0.55,
+        0.45,
+        lambda: session(process(100)),
+        "debug switches were not read",
+    ),
+    Case(
+        "profiler-left-on",
+        lambda on: switched("profiler", on),
         0.55,
         0.45,
         lambda: session(process(100)),

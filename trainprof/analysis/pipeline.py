@@ -27,9 +27,12 @@ def analyze(session: Session) -> tuple[Metrics, Verdict]:
     found, skipped = evaluate(m)
     crashes = crash_findings(session, m)
     # A crash or hang explains the run before any throughput rule: its findings come first,
-    # in the order the signature table chose (the most specific cause first).
+    # in the order the signature table chose (the most specific cause first); what it found
+    # to say only as information (a pause that was no hang) comes last.
     seen = {f.id for f in crashes}
-    rest = tuple(f for f in found if f.id not in seen)
+    said = tuple(f for f in crashes if f.severity == "info")
+    crashes = [f for f in crashes if f.severity != "info"]
+    rest = tuple(f for f in found if f.id not in seen) + said
     # A torchrun job: every rule judged on every rank too; findings say which ranks they hit.
     return m, with_rank_hits(session, m.activity.ranks, Verdict(tuple(crashes) + rest, skipped))
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from trainprof.store.stacks import Frame
 
 _PROC = re.compile(r"^=== pid (\d+) \((.*)\) ===$")
-_THREAD = re.compile(r'^Thread (?:0x)?[0-9a-fA-F]+ \((\w+)\)(?:: "(.*)")?')
+# py-spy's thread states: "idle", "active", and "active+gil" (running, holding the GIL)
+_THREAD = re.compile(r'^Thread (?:0x)?[0-9a-fA-F]+ \(([\w+]+)\)(?:: "(.*)")?')
 _FRAME = re.compile(r"^\s+(.+?) \((.+):(\d+)\)$")
 
 

@@ -168,6 +168,38 @@ def _loader_line(dump: ProcessDump | None) -> bool:
     return bool(t and any("torch/utils/data/" in f[1] for f in t.frames))
 
 
+def pause_finding(
+    hang: dict[str, Any], dumps: list[ProcessDump], roles: dict[int, str], metrics: Metrics
+) -> Finding:
+    """A silence the runner reported (not stopped) after which the job went on or ended by
+    itself: work after the last step (a final evaluation, a profiler's processing, an export)
+    or one long step, not a hang. Said, with where the main thread was, as information."""
+    silent = float(hang.get("silent_s") or 0)
+    went_on = metrics.total_steps > (hang.get("steps_before") or 0)
+    python = [d for d in dumps if d.main is not None]
+    main_dump = next(
+        (d for d in python if roles.get(d.pid) != "worker" and not _is_worker(d)), None
+    )
+    main = _blocked("main process", main_dump) if main_dump else None
+    evidence = hang_evidence(hang, metrics) + ([main.quote()] if main else [])
+    then = "made progress again" if went_on else "ended by itself (exit 0)"
+    evidence.append(f"then the job {then}: nothing was stuck")
+    if hang.get("stacks_file"):
+        evidence.append(f"the stacks of that moment: {hang['stacks_file']} in the run directory")
+    return Finding(
+        id="hang",
+        severity="info",
+        title=f"A pause, not a hang: no progress for {silent:.0f} s, then the job {then}",
+        evidence=tuple(evidence),
+        fix=(
+            "nothing to fix if that work is expected there; if it should take less, the main "
+            "thread's stack above says where the time went",
+            "a longer --hang-after keeps such a pause from being reported while the job runs",
+        ),
+        where=_where(main.user) if main else None,
+    )
+
+
 def hang_title(hang: dict[str, Any]) -> str:
     silent = float(hang.get("silent_s") or 0)
     if hang.get("steps_before"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trainprof.analysis.crash.context import crash_context
-from trainprof.analysis.crash.hang import hang_finding
+from trainprof.analysis.crash.hang import hang_finding, pause_finding
 from trainprof.analysis.crash.matcher import match_signatures
 from trainprof.analysis.crash.torchrun import RankError, rank_failed, without_consequences
 from trainprof.analysis.findings import Finding
@@ -29,6 +29,11 @@ def crash_findings(session: Session, metrics: Metrics) -> list[Finding]:
     if not hang:
         return found
     roles = {p.pid: p.role for p in session.processes}
+    if not session.meta.get("stopped_by") and (
+        session.meta.get("exit_code") == 0 or metrics.total_steps > (hang.get("steps_before") or 0)
+    ):
+        # reported, not stopped, and the job went on or ended by itself: a pause, not a hang
+        return found + [pause_finding(hang, session.hang_dumps, roles, metrics)]
     verdict = hang_finding(hang, session.hang_dumps, roles, metrics)
     causes = [f for f in found if f.severity == "error"]
     if causes:

@@ -84,6 +84,14 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "profiler_left_on",
+        "profiler-left-on",
+        "slow",
+        "a torch.profiler.profile() block with no schedule left around the training loop: "
+        "every op of every step recorded and kept in memory",
+        60.0,
+    ),
+    ZooCase(
         "recompiles",
         "recompiles",
         "slow",

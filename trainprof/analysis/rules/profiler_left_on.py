@@ -1,0 +1,76 @@
+"""Profiler left on: torch.profiler records the whole training run.
+
+``with torch.profiler.profile(...) as prof:`` around the training loop, with no ``schedule``,
+records every op of every step (and with ``record_shapes``, ``profile_memory`` or
+``with_stack``, more per op) and keeps the events in memory until the block ends, where it
+processes them all at once. Meant for a few steps, it slows each step of a long run and its
+memory grows the whole time.
+
+The probe reads torch's own flag for a recording profiler at the first optimizer step and
+watches it from then on, and notes the line that started it. What the recording costs runs in C++ and is not measured apart; the
+main process's memory growth is, where it grew.
+
+Anti-pattern::
+
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+        for step, (x, y) in enumerate(loader):      # every step of the run, recorded
+            train_step(x, y)
+
+Best practice::
+
+    schedule = torch.profiler.schedule(wait=5, warmup=2, active=5, repeat=1)
+    with torch.profiler.profile(schedule=schedule, on_trace_ready=handler) as prof:
+        for step, (x, y) in enumerate(loader):
+            train_step(x, y)
+            prof.step()                            # 5 steps recorded, then it stops
+"""
+
+from __future__ import annotations
+
+from trainprof.analysis.attribution import where
+from trainprof.analysis.findings import Finding
+from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules.registry import Threshold, rule
+
+ON = Threshold("on", 0.5, "share", "a profiler recorded for at least this share of the run")
+
+
+@rule(
+    id="profiler-left-on",
+    title="Profiler left on",
+    family="host",
+    needs=("steps", "debug"),
+    thresholds=(ON,),
+)
+def check(m: Metrics) -> Finding | None:
+    debug, window = m.activity.debug, m.activity.window
+    if debug is None or window is None:
+        return None
+    on = debug.profiler_share(*window)
+    if on < ON.value:
+        return None
+    when = "all of the steady run" if on > 0.99 else f"{on:.0%} of the steady run"
+    evidence = [
+        f"a torch profiler was recording for {when}: it records every op of every step and "
+        "keeps the events in memory until it stops",
+        "what the recording costs a step runs in C++ and is not measured apart",
+    ]
+    grew = next((g for g in m.activity.growths if g.role == "main" and g.sustained), None)
+    if grew is not None:
+        evidence.append(
+            f"the main process's memory grew {grew.bytes_per_s * 60 / 2**20:.0f} MiB/min while "
+            "it recorded"
+        )
+    return Finding(
+        id="profiler-left-on",
+        severity="warning",
+        title=f"A profiler records the training run ({when})",
+        evidence=tuple(evidence),
+        fix=(
+            "record a few steps, not the run: torch.profiler.profile(schedule=torch.profiler."
+            "schedule(wait=5, warmup=2, active=5, repeat=1), on_trace_ready=...) and "
+            "prof.step() after each step",
+            "or take the profile() block out of the training script once the trace is taken",
+        ),
+        where=where(debug.profiler_at),
+    )
