@@ -3,7 +3,8 @@
 and the verdict tells the stories apart: workers alive but blocked in user code (quoting the
 line), a worker that died or cannot send, or the main process itself blocked. Start-up work
 before the first optimizer step (torch.compile, CUDA context, cudnn autotuning, a cache fill)
-is progress, never a hang: only ``--timeout`` bounds it.
+is progress, never a hang: only ``--timeout`` bounds it. A silence the runner only reported,
+after which the job went on or exited 0, is said as a pause (information), not a hang.
 
 Anti-pattern::
 
