@@ -78,10 +78,19 @@ def ci(
         float,
         typer.Option(
             callback=positive_seconds,
-            help="Stop the job after this many seconds; a hang (no step for max(10 s, 20 "
-            "median steps)) stops it sooner. Either exits 3.",
+            help="Stop the job after this many seconds; a hang (no step for --hang-after) stops "
+            "it sooner. Either exits 3.",
         ),
     ] = 600.0,
+    hang_after: Annotated[
+        float | None,
+        typer.Option(
+            callback=positive_seconds,
+            help="Seconds without a step that count as a hang (default: max(10, 20 median "
+            "steps)): a job whose steps can pause longer (an evaluation between them) needs "
+            "more.",
+        ),
+    ] = None,
     fail_on: Annotated[
         str,
         typer.Option(help="The lowest finding severity that fails the build: error or warning."),
@@ -220,6 +229,7 @@ def ci(
             quiet=quiet,
             verbose=verbose,
             on_hang="kill",
+            hang_after_s=hang_after,
             on_report=keep,
         )
     )
