@@ -62,6 +62,11 @@ class DebugModes:
         return self.launch_blocking is not None and self.launch_blocking.strip() not in ("", "0")
 
 
+def how_long(share: float) -> str:
+    """A switch's share of the steady run, as the findings say it."""
+    return "all of the steady run" if share > 0.99 else f"{share:.0%} of the steady run"
+
+
 def read(log: ProcessLog) -> DebugModes | None:
     """The process's debug switches; None where the probe read none (no optimizer step, the
     part switched off, a run recorded before the probe read them)."""

@@ -32,6 +32,7 @@ Best practice::
 from __future__ import annotations
 
 from trainprof.analysis.attribution import where
+from trainprof.analysis.debug_modes import how_long
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules.registry import Threshold, rule
@@ -70,7 +71,7 @@ def check(m: Metrics) -> Finding | None:
     led = m.ledger
     split = led is not None and led.step_split == "stack samples"
     kept = led.share("anomaly") if led is not None and split else None
-    when = "all of the steady run" if on > 0.99 else f"{on:.0%} of the steady run"
+    when = how_long(on)
     evidence = [
         f"torch.autograd's anomaly detection was on for {when}: autograd keeps the Python "
         "stack of every op of the forward pass"

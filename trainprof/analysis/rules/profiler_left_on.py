@@ -28,6 +28,7 @@ Best practice::
 from __future__ import annotations
 
 from trainprof.analysis.attribution import where
+from trainprof.analysis.debug_modes import how_long
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules.registry import Threshold, rule
@@ -49,7 +50,7 @@ def check(m: Metrics) -> Finding | None:
     on = debug.profiler_share(*window)
     if on < ON.value:
         return None
-    when = "all of the steady run" if on > 0.99 else f"{on:.0%} of the steady run"
+    when = how_long(on)
     evidence = [
         f"a torch profiler was recording for {when}: it records every op of every step and "
         "keeps the events in memory until it stops",
