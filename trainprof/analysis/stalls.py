@@ -253,8 +253,8 @@ def waits_for_a_cpu(
     spent, and those pauses come as regularly as a periodic task's (a CI run named them CPU
     work "in the training loop itself", every 5 steps)."""
     cpu = [st for st in stalls if st.cause == "cpu"]
-    if not cpu or window is None or runq is None:
-        return stalls
+    if not cpu or window is None or runq is None or not spans:
+        return stalls  # without stacks nothing says whose code the stalls ran
     excess = sum(st.excess_s for st in cpu)
     if runq * (window[1] - window[0]) < WAIT_COVERS * excess:
         return stalls
