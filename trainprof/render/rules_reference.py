@@ -38,7 +38,7 @@ SIGNAL_MEANING: dict[str, str] = {
     "flops": "one step's FLOPs counted (CUDA, not under torch.compile) on a GPU with a known peak",
     "gpu_memory": "CUDA memory read at timed steps, and the card's total memory",
     "compiles": "torch.compile's compiles, timed by the probe from Dynamo's compile callbacks",
-    "debug": "torch's debug switches (anomaly detection, CUDA_LAUNCH_BLOCKING), read by the probe from the first optimizer step on",
+    "debug": "torch's debug switches (anomaly detection, a recording profiler, CUDA_LAUNCH_BLOCKING), read by the probe from the first optimizer step on",
     "schedstat": "the kernel's run-queue delay of the job's main thread (Linux schedstat)",
     "model": "the models (what the job called train() on, what its training loop holds) and its optimizers at the first step",
 }
