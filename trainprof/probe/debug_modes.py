@@ -66,7 +66,8 @@ def _noting_site(key: str, fn: Any, first_arg: bool = False) -> Any:
 
 
 def at_first_step() -> None:
-    """Read the switches once the job trains, and watch anomaly detection from then on."""
+    """Read the switches once the job trains, and watch anomaly detection and the profiler
+    from then on."""
     w = probe.writer()
     if w is None or _state.torch is None:
         return
