@@ -289,8 +289,9 @@ def anomaly_detection_attach(m: Metrics) -> Finding | None:
     if kept < anomaly_detection.SEEN.value:
         return None
     evidence = [
-        f"the main thread kept the Python stack of an op {kept:.0%} of {_sampled(m)} "
-        f"({anomaly_detection.MEASURED}): autograd does that only with anomaly detection on",
+        f"the main thread kept the Python stack of an op {kept:.0%} of the time "
+        f"({anomaly_detection.MEASURED}; {_sampled(m)}): autograd does that only with anomaly "
+        "detection on",
         "it likely also checks every gradient of the backward pass for NaN (the default), in "
         "C++, not measured apart",
     ]
