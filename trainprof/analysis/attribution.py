@@ -441,7 +441,8 @@ def loop_functions(
 def recorded_caller(infos: Iterable[dict[str, Any]], key: str) -> Frame | None:
     """The user's line behind a stack the probe recorded once under ``key`` (innermost first):
     ``loader_callers``, the line that asked the DataLoader for a batch; ``anomaly_callers``,
-    the line that turned anomaly detection on. The innermost frame in the user's own code."""
+    the line that turned anomaly detection on; ``profiler_callers``, the line that started a
+    profiler. The innermost frame in the user's own code."""
     for info in infos:
         callers = info.get(key)
         if not isinstance(callers, list):

@@ -24,7 +24,13 @@ from trainprof.analysis.attach_view import AttachView
 from trainprof.analysis.compiles import CompileLog
 from trainprof.analysis.cpu_starvation import CpuStarvation, cpu_starvation
 from trainprof.analysis.debug_modes import DebugModes
-from trainprof.analysis.device import Bottleneck, DeviceView, bottleneck, device_view
+from trainprof.analysis.device import (
+    HOST_WORK_NAMES,
+    Bottleneck,
+    DeviceView,
+    bottleneck,
+    device_view,
+)
 from trainprof.analysis.ledger import DATA, Ledger
 from trainprof.analysis.memory import Growth, growth
 from trainprof.analysis.mfu import Mfu
@@ -361,17 +367,7 @@ def compute(session: Session) -> Metrics:
     )
 
 
-HOST_WORK = (
-    "loop",
-    "sync",
-    "logging",
-    "anomaly",
-    "idle",
-    "stall_compute",
-    "stall_blocked",
-    "stall_wait",
-    "compile",
-)
+HOST_WORK = tuple(HOST_WORK_NAMES)  # the host-work buckets, as the verdict names them
 
 
 def _bottleneck(

@@ -59,9 +59,7 @@ def hang_finding(
     """The hang, told from the stacks; ``roles`` maps pids to main/worker/rank."""
     evidence = hang_evidence(hang, metrics)
     workers_cfg = metrics.loaders[0].config.get("num_workers") if metrics.loaders else None
-    python = [d for d in dumps if d.main is not None]
-    worker_dumps = [d for d in python if roles.get(d.pid) == "worker" or _is_worker(d)]
-    main_dump = next((d for d in python if d not in worker_dumps), None)
+    main_dump, worker_dumps = _split(dumps, roles)
     main = _blocked("main process", main_dump) if main_dump else None
     workers = [
         b for i, d in enumerate(worker_dumps) if (b := _blocked(f"worker {i}", d)) is not None
@@ -176,10 +174,7 @@ def pause_finding(
     or one long step, not a hang. Said, with where the main thread was, as information."""
     silent = float(hang.get("silent_s") or 0)
     went_on = metrics.total_steps > (hang.get("steps_before") or 0)
-    python = [d for d in dumps if d.main is not None]
-    main_dump = next(
-        (d for d in python if roles.get(d.pid) != "worker" and not _is_worker(d)), None
-    )
+    main_dump, _workers = _split(dumps, roles)
     main = _blocked("main process", main_dump) if main_dump else None
     evidence = hang_evidence(hang, metrics) + ([main.quote()] if main else [])
     then = "made progress again" if went_on else "ended by itself (exit 0)"
@@ -198,6 +193,15 @@ def pause_finding(
         ),
         where=_where(main.user) if main else None,
     )
+
+
+def _split(
+    dumps: list[ProcessDump], roles: dict[int, str]
+) -> tuple[ProcessDump | None, list[ProcessDump]]:
+    """The main process's dump and the DataLoader workers', of those py-spy could read."""
+    python = [d for d in dumps if d.main is not None]
+    workers = [d for d in python if roles.get(d.pid) == "worker" or _is_worker(d)]
+    return next((d for d in python if d not in workers), None), workers
 
 
 def hang_title(hang: dict[str, Any]) -> str:

@@ -18,8 +18,6 @@ SLOW = Threshold(
 EXCESS = Threshold("stall_excess", STALL_MIN_EXCESS_S, "s", "and at least this much longer")
 MIN_COUNT = Threshold("min_count", 3, "count", "stalled steps at least")
 SHARE = Threshold("share", 0.05, "share", "their time beyond a median step, of the steady run")
-# Without a period, stalls count only when they run code of their own (``distinct_code``), so
-# a noisy machine's slow steps are not "stalls".
 
 
 @dataclass(frozen=True)
@@ -42,6 +40,8 @@ def judge(m: Metrics, cause: str, bucket: str) -> Stalls | None:
     p = period([s.index for s in stalls])
     p = p if p is not None and p >= 2 else None
     windows = [(s.t0, s.t1) for s in stalls]
+    # Without a period, stalls count only when they run code of their own, so a noisy
+    # machine's slow steps are not "stalls".
     w = m.activity.window
     if p is None and (w is None or not distinct_code(m.activity.spans, windows, w)):
         return None

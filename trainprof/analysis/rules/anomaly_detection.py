@@ -4,8 +4,9 @@
 or Lightning's ``Trainer(detect_anomaly=True)``) is a debugging aid: autograd keeps the Python
 stack of every op of the forward pass, formatted as text, so that an error in the backward pass
 can name the forward line behind it, and checks every gradient the backward pass makes for NaN.
-A 7-layer MLP's step (batch 32, CPU) took 3.7× as long with it on here; on a GPU each NaN check waits for
-the device. Left on after the bug it was for, it slows every step, with one warning at start-up.
+A 7-layer MLP's step (batch 32, CPU) took 3.7× as long with it on here; on a GPU each NaN check
+waits for the device. Left on after the bug it was for, it slows every step, with one warning
+at start-up.
 
 The stack keeping is measured (stack samples in ``torch.fx.traceback.format_stack`` called from
 autograd's C++, its own ledger bucket); the NaN checks run in C++ inside the backward pass and
@@ -44,6 +45,7 @@ SEEN = Threshold(
     "share",
     "attach (no probe): the main thread kept op stacks at least this share of the sampled time",
 )
+MEASURED = "stack samples in torch.fx.traceback.format_stack"
 FIX = (
     "take torch.autograd.set_detect_anomaly(True) (or the detect_anomaly() block) out of "
     "training: turn it on only to find where a NaN comes from, for the steps that show it",
@@ -87,9 +89,6 @@ def check(m: Metrics) -> Finding | None:
             + ("; on a GPU each check waits for the device" if m.on_cuda else "")
         )
     return finding(kept, evidence, where(debug.anomaly_at))
-
-
-MEASURED = "stack samples in torch.fx.traceback.format_stack"
 
 
 def finding(kept: float | None, evidence: list[str], at: str | None) -> Finding:
