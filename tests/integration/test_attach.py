@@ -162,7 +162,7 @@ def test_the_attach_report_holds_the_contract(cpu_stall: Attached) -> None:
     assert check(cpu_stall.report, schema, schema) == []
     assert cpu_stall.report["summary"]["steps"] is None  # attach counts no steps
     skipped = {s["id"]: s["reason"] for s in cpu_stall.report["skipped"]}
-    assert "needs `trainprof run`" in skipped["loop-overhead"]
+    assert "needs `trainprof run`" in skipped["recompiles"]
     assert "`trainprof run`" in skipped["fake-batching"]
 
 
@@ -191,6 +191,28 @@ def test_input_bound_is_first_and_shows_the_data_share(tmp: Path) -> None:
     assert (
         first["where"] == f"{ZOO_DIR / 'input_bound.py'}:{getitem} (ImageFolderDataset.__getitem__)"
     )
+
+
+def test_per_step_logging_is_named_from_its_stacks(tmp: Path) -> None:
+    """The zoo's logging job (3 ms steps, faster than the samples): its printing is named at the
+    loop's line, and the gaps its fast loop leaves between backward samples are no stalls (a
+    tenth of them were once called CPU stalls, a quarter of the time)."""
+    with started(zoo_job("logging_overhead"), "[Epoch 0", tmp) as job:
+        r = attach(job.proc.pid, tmp)
+    first = r.problems[0]
+    assert first["id"] == "logging-overhead", r.report["findings"]
+    assert first["where"].startswith(f"{ZOO_DIR / 'logging_overhead.py'}:"), first["where"]
+    assert "attach does not see the job's output" in first["evidence"][1]
+    stalls = r.report["ledger"]["buckets"].get("stall_compute", {"share": 0.0})
+    assert stalls["share"] < 0.05, r.report["ledger"]
+
+
+def test_loop_overhead_is_named_from_its_stacks(tmp: Path) -> None:
+    with started(zoo_job("loop_overhead"), "epoch 0", tmp) as job:
+        r = attach(job.proc.pid, tmp)
+    first = r.problems[0]
+    assert first["id"] == "loop-overhead", r.report["findings"]
+    assert "TrainingMonitor" in first["where"], first["where"]
 
 
 def test_waiting_on_the_hand_over_from_workers_is_told_apart(tmp: Path) -> None:

@@ -74,6 +74,20 @@ def test_the_jobs_own_threads_beyond_its_cpus_are_named() -> None:
     assert f.fix[0].startswith("size torch's threads to the 4 CPUs: torch.set_num_threads(4)")
 
 
+def test_threads_bursting_onto_every_cpu_are_the_jobs_own_below_a_busy_mean() -> None:
+    """The zoo's oversubscribed job attached (no thread count): 8 threads on 2 CPUs take both
+    for each matmul and wait between, so the mean is 1.49 CPUs; nothing else runs, and the
+    loop's thread waits 36 % of the time. Only its own threads can be taking the CPUs."""
+    f = _finding(_job(0.36, 1.49, 79.5, cpu_count=2, usable_cpus=2))
+    assert f is not None
+    assert (
+        "used 1.5 of the 2 CPUs it may use on average, the rest of the machine 0.1: its threads "
+        "compete" in f.evidence[1]
+    )
+    # another process's use is another explanation: then nothing is claimed for the job's own
+    assert _finding(_job(0.36, 1.0, 79.5, cpu_count=2, usable_cpus=2)) is None
+
+
 def test_other_processes_on_a_full_machine_are_named() -> None:
     f = _finding(_job(0.3, 1.0, 95.0, cpu_count=4))
     assert f is not None

@@ -234,6 +234,9 @@ class Metrics:
 
     @property
     def on_cuda(self) -> bool:
+        if self.attach is not None:
+            # No probe: NVML listing a process of the job on a GPU says it runs CUDA work there.
+            return self.gpus is not None and self.gpus.by == "pid"
         return trains_on_cuda(self.activity.precision)
 
     @property

@@ -22,10 +22,12 @@ from trainprof.analysis.rules import (
     cpu_starved,
     eval_stall,
     input_bound,
+    logging_overhead,
+    loop_overhead,
     memory_growth,
     worker_startup,
 )
-from trainprof.analysis.rules._common import loader_caller, ms
+from trainprof.analysis.rules._common import host_time_is_free, loader_caller, ms
 from trainprof.analysis.rules._stalls import Stalls, judge
 from trainprof.analysis.rules.registry import ATTACH_VARIANTS, Check
 from trainprof.units import plural
@@ -56,7 +58,7 @@ def input_bound_attach(m: Metrics) -> Finding | None:
     a, led = _attach(m), m.ledger
     assert led is not None
     share = led.share(*input_bound.DATA, "sampler")
-    if share < input_bound.WAIT_FRAC.value:
+    if share < input_bound.WAIT_FRAC.value or host_time_is_free(m):
         return None
     parts = [
         (led.share("fetch"), "dataset __getitem__"),
@@ -298,6 +300,28 @@ def anomaly_detection_attach(m: Metrics) -> Finding | None:
     return anomaly_detection.finding(kept, evidence, None)
 
 
+@variant("logging-overhead")
+def logging_overhead_attach(m: Metrics) -> Finding | None:
+    """From the stacks alone: the share of the time the main thread printed, logged or
+    formatted tensors (how many lines it wrote is not seen: attach does not read the job's
+    output, so no lines-per-step floor applies)."""
+    led, prof = m.ledger, m.activity.loop_profile or m.activity.profile
+    assert led is not None
+    share = led.share("logging")
+    if prof is None or share < logging_overhead.SHARE.value or host_time_is_free(m):
+        return None
+    evidence = (
+        f"the main thread spent {share:.0%} of the time printing, logging or formatting "
+        f"tensors ({_sampled(m)})",
+        "how many lines a step writes is not counted: attach does not see the job's output",
+    )
+    return logging_overhead.finding(
+        f"Logging takes {share:.0%} of the training loop", evidence, prof
+    )
+
+
+# loop-overhead's own check reads the ledger, the loop's stacks and their rate: it applies as is.
+variant("loop-overhead")(loop_overhead.check)
 # eval-stall's own check reads only the ledger, the evaluations and the stacks: it applies as is.
 variant("eval-stall")(eval_stall.check)
 # memory-growth judges the host samples of each process over the window: attach has them.

@@ -17,7 +17,7 @@ Best practice::
 
 from __future__ import annotations
 
-from trainprof.analysis.attribution import where
+from trainprof.analysis.attribution import Profile, where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free
@@ -54,15 +54,22 @@ def check(m: Metrics) -> Finding | None:
     if share < SHARE.value or per_step < LINES_PER_STEP.value:
         return None
     out_bytes = (m.activity.output_bytes or 0) / m.total_steps
+    evidence = (
+        f"{per_step:.1f} lines ({out_bytes:.0f} bytes) of output per step, {lines} lines in all",
+        f"the main thread spent {share:.0%} of the steady run printing, logging or "
+        "formatting tensors",
+    )
+    return finding(f"Per-step logging takes {share:.0%} of the training loop", evidence, prof)
+
+
+def finding(title: str, evidence: tuple[str, ...], prof: Profile) -> Finding:
+    """The finding, at the line that logs the most, whether its output was counted (`run`) or
+    only its stacks were seen (`attach`)."""
     return Finding(
         id="logging-overhead",
         severity="warning",
-        title=f"Per-step logging takes {share:.0%} of the training loop",
-        evidence=(
-            f"{per_step:.1f} lines ({out_bytes:.0f} bytes) of output per step, {lines} lines in all",
-            f"the main thread spent {share:.0%} of the steady run printing, logging or "
-            "formatting tensors",
-        ),
+        title=title,
+        evidence=evidence,
         fix=(
             "log every N steps (if step % 100 == 0: ...), not every step",
             "format numbers, not tensors: accumulate loss on the device and call .item() "
