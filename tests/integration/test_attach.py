@@ -207,6 +207,14 @@ def test_per_step_logging_is_named_from_its_stacks(tmp: Path) -> None:
     assert stalls["share"] < 0.05, r.report["ledger"]
 
 
+def test_a_samplers_work_is_named_at_its_line_not_called_input_bound(tmp: Path) -> None:
+    with started(zoo_job("sampler_overhead"), "epoch 0", tmp) as job:
+        r = attach(job.proc.pid, tmp)
+    first = r.problems[0]
+    assert first["id"] == "sampler-overhead", r.report["findings"]
+    assert first["where"].startswith(f"{ZOO_DIR / 'sampler_overhead.py'}:"), first["where"]
+
+
 def test_loop_overhead_is_named_from_its_stacks(tmp: Path) -> None:
     with started(zoo_job("loop_overhead"), "epoch 0", tmp) as job:
         r = attach(job.proc.pid, tmp)

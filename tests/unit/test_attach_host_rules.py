@@ -1,6 +1,7 @@
-"""attach's host-loop rules from stacks alone: per-step logging and other loop code are named
-with their share of the sampled time; on a GPU job (NVML lists a process of the job on the
-GPU) host time the busy GPU hides costs nothing, as under `trainprof run`."""
+"""attach's host-loop rules from stacks alone: per-step logging, other loop code and the
+sampler are named with their share of the sampled time; on a GPU job (NVML lists a process of
+the job on the GPU) host time the busy GPU hides costs nothing, as under `trainprof run`. Its
+memory-growth tells a leak only over a long enough look."""
 
 from __future__ import annotations
 
@@ -28,6 +29,14 @@ LOADER = (
     ("<module>", TRAIN, 18),
     ("_SingleProcessDataLoaderIter._next_data", f"{TORCH}/utils/data/dataloader.py", 1),
     ("Images.__getitem__", TRAIN, 60),
+)
+
+
+SAMPLER = (
+    ("<module>", TRAIN, 18),
+    ("_BaseDataLoaderIter._next_index", f"{TORCH}/utils/data/dataloader.py", 1),
+    ("PKSampler.__iter__", TRAIN, 80),
+    ("modality_of", TRAIN, 90),
 )
 
 
@@ -91,3 +100,38 @@ def test_without_the_job_on_the_gpus_list_its_gpu_is_not_assumed() -> None:
     """NVML lists no process of the job (a container's PID namespace): a busy GPU may be
     another job's, so nothing is waived."""
     assert found(attached((PRINTING, 0.004), 97.0, listed=False), "logging-overhead") is not None
+
+
+def test_the_samplers_time_is_its_own_finding_not_input_bound() -> None:
+    """As under `run`: input-bound is the wait beyond the sampler, and a sampler that works in
+    the main process is sampler-overhead, named at its hot line (once called input-bound,
+    5 % of the time, with the sampler's 40 % in its title)."""
+    f = found(attached((SAMPLER, 0.004), None), "sampler-overhead")
+    assert f is not None and f.impact is not None and abs(f.impact - 0.4) < 0.03
+    assert f.where == f"{TRAIN}:90 (modality_of)"
+    assert found(attached((SAMPLER, 0.004), None), "input-bound") is None
+    assert found(attached((SAMPLER, 0.004), 97.0), "sampler-overhead") is None
+
+
+def memory(seconds: int, mib_per_s: float) -> Session:
+    """attach's host samples of the main process, a second apart, its RSS rising."""
+    rows = [
+        {"t": float(i), "procs": [{"pid": 1000, "rss": (300 + mib_per_s * i) * 2**20}]}
+        for i in range(seconds + 1)
+    ]
+    sess = session(attach={"pid": 1000, "rate_hz": 100}, sample_rows=rows)
+    sess.spans = [StackSpan(0.01 * i, 0.01 * (i + 1), FORWARD) for i in range(100 * seconds)]
+    return sess
+
+
+def test_a_short_rise_in_memory_is_information_not_a_leak() -> None:
+    """A job attached 4 s after it started rose 332 → 391 MiB in 3 s: a phase that allocates
+    looks the same over so short a look; it was told it would run out of memory in 20 min."""
+    short = found(memory(5, 20.0), "memory-growth")
+    assert short is not None and short.severity == "info"
+    assert "RSS 300 → 400 MiB over 5 s" in short.evidence[0]
+    assert not any("run out" in e for e in short.evidence)
+    assert "--duration 30" in short.fix[0]
+    long = found(memory(12, 20.0), "memory-growth")
+    assert long is not None and long.severity in ("warning", "error")
+    assert found(memory(12, 0.0), "memory-growth") is None

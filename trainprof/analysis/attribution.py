@@ -356,18 +356,6 @@ def dominant_user_frame(
     return counter.most_common(1)[0][0] if counter else None
 
 
-def function_share(
-    spans: Sequence[StackSpan], windows: list[tuple[float, float]], function: tuple[str, str]
-) -> float:
-    """Share of main-thread time in the windows whose stack passes through a user function."""
-    inside = total = 0.0
-    for s, seconds in overlaps(spans, windows):
-        total += seconds
-        if any((f[0], f[1]) == function for f in s.frames):
-            inside += seconds
-    return inside / total if total > 0 else 0.0
-
-
 def caller_of(
     spans: Sequence[StackSpan], window: tuple[float, float], path_part: str
 ) -> Frame | None:

@@ -19,10 +19,16 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from trainprof.analysis.attribution import dominant_user_frame, function_share, window_profile
+from trainprof.analysis.attribution import (
+    dominant_user_frame,
+    is_user_file,
+    overlaps,
+    user_frame,
+    window_profile,
+)
 from trainprof.analysis.stats import int_percentiles
 from trainprof.store.events import ProcessLog
-from trainprof.store.stacks import StackSpan
+from trainprof.store.stacks import Frame, StackSpan
 
 STALL_FACTOR = 3.0
 STALL_MIN_EXCESS_S = 0.02
@@ -220,16 +226,20 @@ def frozen(spans: Sequence[StackSpan], a: float, b: float) -> bool:
     return longest >= 0.5 * (b - a)
 
 
-def distinct_code(
+# The code a stall runs: a user function, or one line of it (the line None: the whole function).
+Code = tuple[str, str, int | None]
+
+
+def own_code(
     spans: Sequence[StackSpan], stalls: list[tuple[float, float]], window: tuple[float, float]
-) -> bool:
-    """One user function holds the main thread for most of the stalls' time and rarely
-    outside them: the stalls run code of their own (a search, an upload), not the loop's."""
-    frame = dominant_user_frame(spans, stalls)
-    if frame is None:
-        return False
-    func = (frame[0], frame[1])
-    inside = function_share(spans, stalls, func)
+) -> Code | None:
+    """The code the stalls run of their own, if any: of the user frames on the stack that holds
+    the main thread longest in them, the innermost function, else line, that holds most of
+    their time and rarely runs outside them (a search, an upload, a heavy line inline in the
+    loop), not the loop's own code, which runs in every step as well. A search's hot frame may
+    be a generator expression inside it (46 % of the stalls, the rest in the search's own
+    ``sum`` line): the search is the code."""
+    chain = _dominant_chain(spans, stalls)
     w0, w1 = window
     gaps, last = [], w0
     for a, b in sorted(stalls):
@@ -238,7 +248,45 @@ def distinct_code(
         last = max(last, b)
     if w1 > last:
         gaps.append((last, w1))
-    return inside >= OWN_SHARE and function_share(spans, gaps, func) <= ELSEWHERE_MAX
+    functions: list[Code] = list(dict.fromkeys((f[0], f[1], None) for f in chain))
+    for code in functions + list(chain):
+        inside = code_share(spans, stalls, code)
+        if inside >= OWN_SHARE and code_share(spans, gaps, code) <= ELSEWHERE_MAX:
+            return code
+    return None
+
+
+def _dominant_chain(
+    spans: Sequence[StackSpan], windows: list[tuple[float, float]]
+) -> tuple[Frame, ...]:
+    """The user frames, innermost first, of the stack whose innermost user frame held the main
+    thread longest in the windows (the longest-held such stack)."""
+    frame = dominant_user_frame(spans, windows)
+    if frame is None:
+        return ()
+    held: Counter[tuple[Frame, ...]] = Counter()
+    for s, seconds in overlaps(spans, windows):
+        if user_frame(s.frames) == frame:
+            held[tuple(f for f in reversed(s.frames) if is_user_file(f[1]))] += int(seconds * 1e6)
+    return held.most_common(1)[0][0]
+
+
+def distinct_code(
+    spans: Sequence[StackSpan], stalls: list[tuple[float, float]], window: tuple[float, float]
+) -> bool:
+    """The stalls run code of their own (``own_code``), not the loop's."""
+    return own_code(spans, stalls, window) is not None
+
+
+def code_share(spans: Sequence[StackSpan], windows: list[tuple[float, float]], code: Code) -> float:
+    """Share of main-thread time in the windows whose stack passes through ``code``."""
+    name, path, line = code
+    inside = total = 0.0
+    for s, seconds in overlaps(spans, windows):
+        total += seconds
+        if any(f[0] == name and f[1] == path and line in (None, f[2]) for f in s.frames):
+            inside += seconds
+    return inside / total if total > 0 else 0.0
 
 
 def waits_for_a_cpu(

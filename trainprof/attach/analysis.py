@@ -16,7 +16,6 @@ There are no probe steps, so everything comes from the main thread's stack sampl
 from __future__ import annotations
 
 import bisect
-import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -31,11 +30,14 @@ from trainprof.analysis.ledger import BUCKETS, Ledger
 from trainprof.analysis.memory import growth
 from trainprof.analysis.metrics import Activity, Metrics
 from trainprof.analysis.stalls import (
+    OWN_SHARE,
     STALL_FACTOR,
     STALL_MIN_EXCESS_S,
     Segment,
     Stall,
+    code_share,
     frozen,
+    own_code,
     period,
 )
 from trainprof.analysis.stats import finite, mean
@@ -57,9 +59,7 @@ MIN_OF_RUNS = 0.85  # an estimate below this share of the steps the stacks prove
 # sampling shows: a loop faster than the sampling is the likely reason (its samples fall at
 # random phases of its steps, and its proven stretches saturate near a quarter of the samples)
 NEAR_LIMIT = 0.25
-# A gap between backward/optimizer samples is a stall only if sampling alone would make one as
-# long fewer than this many times in the window (``chance_limit``).
-BY_CHANCE = 0.05
+MAX_STALL_CODES = 3  # CPU stalls of up to this many different codes of their own are told apart
 # attach reads saves and evaluations from stacks alone, so they fill the ledger's buckets too.
 _STALL_BUCKET = {**ledger.STALL_BUCKET, "eval": "eval", "checkpoint": "save"}
 _CATEGORY_BUCKET = {**ledger.CATEGORY_BUCKET, "save": "save"}
@@ -237,30 +237,12 @@ def _cause(
     return "cpu"
 
 
-def chance_limit(lengths: Sequence[float]) -> float:
-    """The gap length that sampling alone reaches fewer than ``BY_CHANCE`` times among these.
-
-    A loop faster than the sampling has its backward/optimizer samples at random phases of its
-    steps: the gaps between them are spread like waiting times, with an exponential tail (a
-    loop of 3 ms steps sampled every 5 ms, 20 % of it backward/optimizer, gave gaps of 3-210
-    ms, median 18 ms, and a tenth of them were called CPU stalls). Its scale comes from the
-    upper half of the gaps by rank (the median excess over the median, over ln 2), which
-    stalls, rarer than one gap in four, barely move; a slow loop's gaps are nearly equal, so
-    its limit stays near its median and the step-period limit decides."""
-    ordered = sorted(lengths)
-    med = statistics.median(ordered)
-    upper = [x - med for x in ordered[len(ordered) // 2 :]]
-    scale = statistics.median(upper) / math.log(2)
-    return med + scale * math.log(0.5 * len(ordered) / BY_CHANCE)
-
-
 def find_stalls(spans: Sequence[StackSpan], source: dict[tuple[str, int], str]) -> list[Stall]:
     gaps = _gaps(spans, source)
     if len(gaps) < 5:
         return []
-    lengths = [b - a for a, b in gaps]
-    typical = statistics.median(lengths)
-    limit = max(STALL_FACTOR * typical, typical + STALL_MIN_EXCESS_S, chance_limit(lengths))
+    typical = statistics.median(b - a for a, b in gaps)
+    limit = max(STALL_FACTOR * typical, typical + STALL_MIN_EXCESS_S)
     long_gaps = [(a, b) for a, b in gaps if b - a >= limit]
     step_chains = step_forward_chains(spans, source, long_gaps)
     out: list[Stall] = []
@@ -270,7 +252,31 @@ def find_stalls(spans: Sequence[StackSpan], source: dict[tuple[str, int], str]) 
         cause = _cause(prof, b - a, typical, frozen(spans, a, b), elsewhere)
         if cause is not None:
             out.append(Stall(len(out), a, b, (b - a) - typical, cause))
-    return out
+    return own_code_only(spans, out)
+
+
+def own_code_only(spans: Sequence[StackSpan], stalls: list[Stall]) -> list[Stall]:
+    """The CPU stalls that run code of their own (``stalls.own_code``: a search, a heavy line),
+    each held by that code for at least half its time; the others are no stalls. A loop faster
+    than the sampling has its backward samples at random phases of its steps, so gaps between
+    them of several steps' ordinary work come by chance (a logging loop of 3 ms steps sampled
+    at 197 Hz gave gaps of 3-210 ms: a tenth of them were called CPU stalls, a quarter of the
+    time); a stall's own code is what sets a real one apart."""
+    rest = [st for st in stalls if st.cause == "cpu"]
+    if not rest:
+        return stalls
+    window = (spans[0].t0, spans[-1].t1)
+    kept: list[Stall] = []
+    for _ in range(MAX_STALL_CODES):
+        code = own_code(spans, [(st.t0, st.t1) for st in rest], window)
+        if code is None:
+            break
+        mine = [st for st in rest if code_share(spans, [(st.t0, st.t1)], code) >= OWN_SHARE]
+        if not mine:
+            break
+        kept += mine
+        rest = [st for st in rest if st not in mine]
+    return [st for st in stalls if st.cause != "cpu" or st in kept]
 
 
 def number_steps(stalls: list[Stall], t0: float, period_s: float | None) -> list[Stall]:

@@ -9,6 +9,7 @@ import ast
 import functools
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 from trainprof.analysis import attribution
 from trainprof.analysis.attach_view import AttachView
@@ -25,14 +26,17 @@ from trainprof.analysis.rules import (
     logging_overhead,
     loop_overhead,
     memory_growth,
+    sampler_overhead,
     worker_startup,
 )
 from trainprof.analysis.rules._common import host_time_is_free, loader_caller, ms
 from trainprof.analysis.rules._stalls import Stalls, judge
 from trainprof.analysis.rules.registry import ATTACH_VARIANTS, Check
+from trainprof.attach.runner import DEFAULT_DURATION_S
 from trainprof.units import plural
 
 STACKS = ("stacks",)
+LONG_ENOUGH_S = 10.0  # host samples over at least this long tell a leak from a phase
 
 
 def variant(rule_id: str, needs: tuple[str, ...] = STACKS) -> Callable[[Check], Check]:
@@ -57,14 +61,14 @@ def _sampled(m: Metrics) -> str:
 def input_bound_attach(m: Metrics) -> Finding | None:
     a, led = _attach(m), m.ledger
     assert led is not None
-    share = led.share(*input_bound.DATA, "sampler")
+    # beyond the sampler, as under `run`: sampler-overhead judges the sampler's own time
+    share = led.share(*input_bound.DATA)
     if share < input_bound.WAIT_FRAC.value or host_time_is_free(m):
         return None
     parts = [
         (led.share("fetch"), "dataset __getitem__"),
         (led.share("collate"), "collate_fn"),
         (led.share("pin"), "pin_memory"),
-        (led.share("sampler"), "the sampler"),
         (led.share("transfer"), "receiving batches from workers"),
         (led.share("data_wait"), "waiting on workers or the loader's own code"),
     ]
@@ -80,7 +84,7 @@ def input_bound_attach(m: Metrics) -> Finding | None:
     # capacity, and the main thread receives while they make the next batches.
     busy = _workers_busy(a)
     saturated = busy is not None and busy * input_bound.SATURATED >= 1.0
-    receiving = led.get("transfer") >= 0.5 * led.get(*input_bound.DATA, "sampler")
+    receiving = led.get("transfer") >= 0.5 * led.get(*input_bound.DATA)
     waiting = m.worker_load if saturated and input_bound.workers_wait(m) else None
     if busy is not None and (receiving or saturated):  # the hand-over's or the workers'
         limit = ": they are the limit" if saturated else ""
@@ -320,10 +324,56 @@ def logging_overhead_attach(m: Metrics) -> Finding | None:
     )
 
 
+@variant("sampler-overhead")
+def sampler_overhead_attach(m: Metrics) -> Finding | None:
+    """From the stacks alone: the share of the time in the sampler's ``__iter__`` (per batch
+    needs the batches counted, which the probe does)."""
+    led = m.ledger
+    assert led is not None
+    share = led.share("sampler")
+    if share < sampler_overhead.SHARE.value or host_time_is_free(m):
+        return None
+    evidence = (
+        f"the main thread ran the sampler (DataLoader._next_index) {share:.0%} of the time "
+        f"({_sampled(m)})",
+        sampler_overhead.RUNS_IN_MAIN,
+    )
+    return sampler_overhead.finding(share, evidence, sampler_overhead.sampler_frame(m))
+
+
 # loop-overhead's own check reads the ledger, the loop's stacks and their rate: it applies as is.
 variant("loop-overhead")(loop_overhead.check)
 # eval-stall's own check reads only the ledger, the evaluations and the stacks: it applies as is.
 variant("eval-stall")(eval_stall.check)
-# memory-growth judges the host samples of each process over the window: attach has them.
-variant("memory-growth", ("samples",))(memory_growth.check)
+
+
+@variant("memory-growth", ("samples",))
+def memory_growth_attach(m: Metrics) -> Finding | None:
+    """memory-growth's own check on the host samples, over what attach sampled: unlike
+    `run`'s steady window, that may be a phase that allocates (a dataset built, a first epoch's
+    caches), so a rise over less than ``LONG_ENOUGH_S`` is said as information, not a leak (a
+    job attached 4 s after its start rose 332 → 391 MiB in 3 s and was told it would run out
+    of memory in 20 min)."""
+    growths = m.activity.growths
+    long_enough = tuple(g for g in growths if g.seconds >= LONG_ENOUGH_S)
+    found = memory_growth.check(replace(m, activity=replace(m.activity, growths=long_enough)))
+    if found is not None or len(long_enough) == len(growths):
+        return found
+    short = memory_growth.check(m)
+    if short is None:
+        return None
+    rose = [e for e in short.evidence if " process " in e]
+    return Finding(
+        id="memory-growth",
+        severity="info",
+        title="Host memory rose while sampled, over too short a time to call it a leak",
+        evidence=(
+            *rose,
+            f"a rise over less than {LONG_ENOUGH_S:.0f} s may be a phase that allocates (a dataset "
+            "or a cache built, a first epoch): attach cannot tell where the job is in its run",
+        ),
+        fix=(f"attach for longer (--duration {DEFAULT_DURATION_S:.0f} or more) to tell a leak",),
+    )
+
+
 variant("cpu-starved", ("samples", "schedstat"))(cpu_starved.check)

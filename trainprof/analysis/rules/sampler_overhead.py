@@ -26,6 +26,7 @@ from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, ms, primary_loader
 from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.store.stacks import Frame
 
 SHARE = Threshold("share", 0.10, "share", "share of steady time inside the main-process sampler")
 
@@ -51,19 +52,34 @@ def check(m: Metrics) -> Finding | None:
     cls = cfg.get("batch_sampler") if cfg.get("batch_size") is None else cfg.get("sampler")
     cls = cls or cfg.get("batch_sampler") or cfg.get("sampler")
     per_batch = led.get("sampler") / max(1.0, s.count * s.fetches_per_step)
-    frame = None
-    if m.activity.window is not None:
-        frame = dominant_user_frame(m.activity.spans, [m.activity.window], through="_next_index")
+    evidence = (
+        f"{ms(per_batch)} per batch inside {cls}.__iter__ (DataLoader._next_index), "
+        f"{share:.0%} of steady step time",
+        RUNS_IN_MAIN,
+    )
+    return finding(share, evidence, sampler_frame(m))
+
+
+RUNS_IN_MAIN = (
+    "the sampler runs in the main process even with num_workers > 0, so workers cannot hide "
+    "its cost"
+)
+
+
+def sampler_frame(m: Metrics) -> Frame | None:
+    """The user's line in the sampler that held the main thread longest (under _next_index)."""
+    if m.activity.window is None:
+        return None
+    return dominant_user_frame(m.activity.spans, [m.activity.window], through="_next_index")
+
+
+def finding(share: float, evidence: tuple[str, ...], frame: Frame | None) -> Finding:
+    """The finding, whether the batches were counted (`run`) or only stacks seen (`attach`)."""
     return Finding(
         id="sampler-overhead",
         severity="warning",
         title=f"The sampler takes {share:.0%} of step time in the main process",
-        evidence=(
-            f"{ms(per_batch)} per batch inside {cls}.__iter__ (DataLoader._next_index), "
-            f"{share:.0%} of steady step time",
-            "the sampler runs in the main process even with num_workers > 0, "
-            "so workers cannot hide its cost",
-        ),
+        evidence=evidence,
         fix=(
             "precompute per-sample metadata (lengths, modality, labels) once in the sampler's "
             "__init__ and cache it; index arrays instead of re-reading samples every batch",
