@@ -135,3 +135,13 @@ def test_a_short_rise_in_memory_is_information_not_a_leak() -> None:
     long = found(memory(12, 20.0), "memory-growth")
     assert long is not None and long.severity in ("warning", "error")
     assert found(memory(12, 0.0), "memory-growth") is None
+
+
+def test_a_quarter_second_of_stacks_is_too_little_to_judge() -> None:
+    """A job that exited 0.25 s into the attach was called input-bound from 50 samples."""
+    sess = attached((LOADER, 0.004), None)
+    sess.spans = [sp for sp in sess.spans if sp.t1 <= 0.25]
+    _m, verdict = analyze(sess)
+    assert not [f for f in verdict.findings if f.severity != "info"]
+    skipped = {s.id: s.reason for s in verdict.skipped}
+    assert skipped["input-bound"].startswith("too little was sampled to judge (2")

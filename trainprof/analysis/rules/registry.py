@@ -39,9 +39,16 @@ def _loader(m: Metrics) -> str | None:
 
 
 def _stacks(m: Metrics) -> str | None:
-    if m.activity.profile is not None:
-        return None
-    return f"no stack samples: {m.activity.stacks_error or 'py-spy did not run'}"
+    if m.activity.profile is None:
+        return f"no stack samples: {m.activity.stacks_error or 'py-spy did not run'}"
+    if m.attach is not None and m.attach.sampled_s < MIN_STEADY_S:
+        # as `run` judges no steady state shorter: a job that exited 0.25 s into an attach
+        # was called input-bound from its 50 stack samples
+        return (
+            f"too little was sampled to judge ({m.attach.sampled_s * 1e3:.0f} ms of stacks; "
+            f"rules need {MIN_STEADY_S:g} s)"
+        )
+    return None
 
 
 def _samples(m: Metrics) -> str | None:
