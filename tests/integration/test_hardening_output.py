@@ -94,8 +94,8 @@ print("done", flush=True)
 
 # trainprof itself, with an analysis that takes 1.2 s (a long run's), as a real process
 SLOW_ANALYSIS = (
-    "import sys, time, trainprof.runner as r; a = r.analyze; "
-    "r.analyze = lambda s: (time.sleep(1.2), a(s))[1]; "
+    "import sys, time, trainprof.analysis.pipeline as p; a = p.analyze; "
+    "p.analyze = lambda s: (time.sleep(1.2), a(s))[1]; "
     "from trainprof.cli import app; app(sys.argv[1:], prog_name='trainprof')"
 )
 

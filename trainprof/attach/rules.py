@@ -32,7 +32,7 @@ from trainprof.analysis.rules import (
 from trainprof.analysis.rules._common import host_time_is_free, loader_caller, ms
 from trainprof.analysis.rules._stalls import Stalls, judge
 from trainprof.analysis.rules.registry import ATTACH_VARIANTS, Check
-from trainprof.attach.runner import DEFAULT_DURATION_S
+from trainprof.attach import DEFAULT_DURATION_S
 from trainprof.units import plural
 
 STACKS = ("stacks",)

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 from trainprof import signals
-from trainprof.attach import access, record
+from trainprof.attach import DEFAULT_DURATION_S, DEFAULT_RATE_HZ, access, record
 from trainprof.attach.target import Targets, resolve
 from trainprof.doctor.cpu import usable_cpu_count
 from trainprof.errors import TrainprofError
@@ -32,11 +32,6 @@ from trainprof.store.redact import redact
 from trainprof.store.session import Session
 from trainprof.version import __version__
 
-DEFAULT_DURATION_S = 30.0
-# 2.5+ samples per step up to ~80 it/s. Not a round number: a loop paced by a clock at an exact
-# divisor of the sampling rate (50 it/s at 200 Hz) is seen at the same phases step after step,
-# and its short phases can vanish from the stacks for several steps in a row.
-DEFAULT_RATE_HZ = 197
 MAX_RATE_HZ = 1000
 SAMPLE_INTERVAL_S = 0.5
 EXIT_GRACE_S = 2.0  # py-spy stopped early: how long a target may take to finish exiting

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainprof.attach.runner import DEFAULT_DURATION_S, DEFAULT_RATE_HZ, AttachOptions
-from trainprof.attach.runner import attach as run_attach
+from trainprof.attach import DEFAULT_DURATION_S, DEFAULT_RATE_HZ
 from trainprof.commands.options import NoColor, Verbose
 
 
@@ -56,6 +55,9 @@ def attach(
     run` are listed as skipped (-v). Needs ptrace rights over the job
     (`trainprof doctor` checks them).
     """
+    from trainprof.attach.runner import AttachOptions
+    from trainprof.attach.runner import attach as run_attach
+
     code = run_attach(
         AttachOptions(
             pid=pid,

@@ -8,25 +8,26 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from trainprof.analysis.rules import all_rules
 from trainprof.commands.options import JobRunDir, NoColor, Quiet, Verbose, refuse_stray_option
 from trainprof.commands.run import positive_seconds
-from trainprof.compare.load import load_report
-from trainprof.compare.windows import Window, spread, step_windows
 from trainprof.errors import TrainprofError
 from trainprof.gate import github
 from trainprof.gate.gates import GateOptions, Verdict, evaluate, parse_size
 from trainprof.gate.junit import junit_xml
-from trainprof.gate.render import render_gates
 from trainprof.render.text import make_console, shell_join
 from trainprof.runner import RunOptions
 from trainprof.runner import run as run_job
 from trainprof.store import rundir
-from trainprof.store.session import Session
+
+# The reports' loaders and renderers load the analysis: imported where used, so that every
+# other command's start does not pay for them.
+if TYPE_CHECKING:
+    from trainprof.compare.windows import Window
+    from trainprof.store.session import Session
 
 MAX_REPEAT = 20
 STEPS_MIN_S = 2.0  # the least run after the first step: warm-up plus MIN_STEADY_S, with room
@@ -235,6 +236,9 @@ def ci(
     )
     if "data" not in captured:  # run() always reports; this guards the contract
         raise TrainprofError("the run ended without a report; nothing to judge", exit_code=3)
+    from trainprof.compare.windows import step_windows
+    from trainprof.gate.render import render_gates
+
     data: dict[str, Any] = captured["data"]
     session: Session = captured["session"]
     warmup = (data.get("summary") or {}).get("warmup_steps_excluded") or 0
@@ -260,6 +264,8 @@ def ci(
 def _spread_line(windows: list[Window]) -> str | None:
     """The windows' throughput, median and spread: samples/s, or it/s where no batch size was
     recorded (a loop without a DataLoader)."""
+    from trainprof.compare.windows import spread
+
     if len(windows) < 2:
         return None
     rates = spread([w.samples_per_s for w in windows])
@@ -284,6 +290,8 @@ def _gate_options(
     """Check every option before the job starts: a typo must not cost a training run."""
     if fail_on not in ("error", "warning"):
         raise TrainprofError(f"--fail-on must be `error` or `warning`, not {fail_on!r}")
+    from trainprof.analysis.rules import all_rules  # here: the other commands do not load it
+
     known = {r.id for r in all_rules()}
     unknown = [a for a in allow if a not in known]
     if unknown:
@@ -297,6 +305,8 @@ def _gate_options(
             raise TrainprofError(
                 f"--max-peak-rss {max_peak_rss!r} is not a size (8GB, 8GiB, 512M, 1.5G)"
             )
+    from trainprof.compare.load import load_report
+
     base = load_report(baseline, "--baseline")[0] if baseline is not None else None
     return GateOptions(
         fail_on=fail_on,

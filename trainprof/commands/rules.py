@@ -6,19 +6,22 @@ Exit 0; 2 on bad input (an unknown rule id, or both --markdown and --json) via T
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trainprof.analysis.rules import all_rules
-from trainprof.analysis.rules.registry import Rule
 from trainprof.commands.options import NoColor
 from trainprof.errors import TrainprofError
-from trainprof.render import rules_reference as ref
 from trainprof.render.text import make_console
+
+if TYPE_CHECKING:
+    from trainprof.analysis.rules.registry import Rule
 
 
 def _pick(rule_id: str | None) -> tuple[Rule, ...]:
+    from trainprof.analysis.rules import all_rules  # here: the other commands do not load it
+    from trainprof.render import rules_reference as ref
+
     rules = all_rules()
     if rule_id is None:
         return rules
@@ -59,6 +62,8 @@ def rules(
     print all rules, or the one."""
     if markdown and as_json:
         raise TrainprofError("--markdown and --json: pick one")
+    from trainprof.render import rules_reference as ref
+
     picked = _pick(rule_id)
     if markdown:
         typer.echo(ref.markdown_table(picked), nl=False)
