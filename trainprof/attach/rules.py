@@ -354,21 +354,16 @@ def memory_growth_attach(m: Metrics) -> Finding | None:
     caches), so a rise over less than ``LONG_ENOUGH_S`` is said as information, not a leak (a
     job attached 4 s after its start rose 332 → 391 MiB in 3 s and was told it would run out
     of memory in 20 min)."""
-    growths = m.activity.growths
-    long_enough = tuple(g for g in growths if g.seconds >= LONG_ENOUGH_S)
-    found = memory_growth.check(replace(m, activity=replace(m.activity, growths=long_enough)))
-    if found is not None or len(long_enough) == len(growths):
-        return found
-    short = memory_growth.check(m)
-    if short is None:
-        return None
-    rose = [e for e in short.evidence if " process " in e]
+    growing = memory_growth.steadily_growing(m.activity.growths)
+    long_enough = tuple(g for g in growing if g.seconds >= LONG_ENOUGH_S)
+    if long_enough or not growing:
+        return memory_growth.check(replace(m, activity=replace(m.activity, growths=long_enough)))
     return Finding(
         id="memory-growth",
         severity="info",
         title="Host memory rose while sampled, over too short a time to call it a leak",
         evidence=(
-            *rose,
+            *(memory_growth.growth_line(g) for g in growing[:6]),
             f"a rise over less than {LONG_ENOUGH_S:.0f} s may be a phase that allocates (a dataset "
             "or a cache built, a first epoch): attach cannot tell where the job is in its run",
         ),

@@ -22,7 +22,10 @@ Best practice::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from trainprof.analysis.findings import Finding
+from trainprof.analysis.memory import Growth
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules.registry import Threshold, rule
 
@@ -45,24 +48,11 @@ EXHAUST_ERROR_S = Threshold(
     thresholds=(MIN_BPS, SLOW_BPS, SLOW_MIN_S, MIN_TOTAL, MIN_R2, EXHAUST_ERROR_S),
 )
 def check(m: Metrics) -> Finding | None:
-    growing = []
-    for g in m.activity.growths:
-        total = g.end_bytes - g.start_bytes
-        fast = g.bytes_per_s >= MIN_BPS.value
-        slow = g.bytes_per_s >= SLOW_BPS.value and g.seconds >= SLOW_MIN_S.value
-        steady = g.r2 >= MIN_R2.value and g.sustained
-        if steady and total >= MIN_TOTAL.value and (fast or slow):
-            growing.append(g)
+    growing = steadily_growing(m.activity.growths)
     if not growing:
         return None
-    growing.sort(key=lambda g: -g.bytes_per_s)
     rate = sum(g.bytes_per_s for g in growing)
-    evidence = [
-        f"{g.role} process {g.pid}: {g.metric.upper()} {g.start_bytes / MB:.0f} → "
-        f"{g.end_bytes / MB:.0f} MiB over {g.seconds:.0f} s ({g.bytes_per_s * 60 / MB:.0f} MiB/min, "
-        f"steady: R²={g.r2:.2f})"
-        for g in growing[:6]
-    ]
+    evidence = [growth_line(g) for g in growing[:6]]
     avail = m.activity.mem_available_min
     exhaust_s = avail / rate if avail is not None and rate > 0 else None
     if avail is not None and rate > 0:
@@ -89,4 +79,25 @@ def check(m: Metrics) -> Finding | None:
         title=f"Host memory grows steadily ({rate * 60 / MB:.0f} MiB/min)",
         evidence=tuple(evidence),
         fix=tuple(fix),
+    )
+
+
+def steadily_growing(growths: Iterable[Growth]) -> list[Growth]:
+    """The processes whose memory grew steadily, enough and fast enough; the fastest first."""
+    growing = []
+    for g in growths:
+        total = g.end_bytes - g.start_bytes
+        fast = g.bytes_per_s >= MIN_BPS.value
+        slow = g.bytes_per_s >= SLOW_BPS.value and g.seconds >= SLOW_MIN_S.value
+        steady = g.r2 >= MIN_R2.value and g.sustained
+        if steady and total >= MIN_TOTAL.value and (fast or slow):
+            growing.append(g)
+    return sorted(growing, key=lambda g: -g.bytes_per_s)
+
+
+def growth_line(g: Growth) -> str:
+    return (
+        f"{g.role} process {g.pid}: {g.metric.upper()} {g.start_bytes / MB:.0f} → "
+        f"{g.end_bytes / MB:.0f} MiB over {g.seconds:.0f} s ({g.bytes_per_s * 60 / MB:.0f} MiB/min, "
+        f"steady: R²={g.r2:.2f})"
     )
