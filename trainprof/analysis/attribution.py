@@ -288,6 +288,21 @@ def _before_backward(frames: tuple[Frame, ...], sites: dict[tuple[str, str], int
     return False
 
 
+def by_position(
+    category_of: Callable[[tuple[Frame, ...]], str], sites: dict[tuple[str, str], int]
+) -> Callable[[tuple[Frame, ...]], str]:
+    """``category_of``, with the user's own tensor code that runs before the step's backward
+    call (``backward_sites``) as the forward pass: ``profile``'s and attach's ledger's."""
+
+    def of(frames: tuple[Frame, ...]) -> str:
+        cat = category_of(frames)
+        if cat == "other" and sites and _before_backward(frames, sites):
+            return "forward"
+        return cat
+
+    return of
+
+
 def profile(
     spans: Iterable[StackSpan],
     source: dict[tuple[str, int], str],
@@ -300,7 +315,7 @@ def profile(
     loss, not loop overhead; stalls are judged apart (``window_profile``), whatever their line."""
     spans = tuple(spans)
     category_of = categoriser(source, cuda)  # each distinct stack judged once for both passes
-    sites = backward_sites(spans, source, cuda, category_of)
+    step_category = by_position(category_of, backward_sites(spans, source, cuda, category_of))
     seconds: dict[str, float] = {}
     lines: dict[str, Counter[Frame]] = {}
     data_parts: dict[str, float] = {}
@@ -309,9 +324,7 @@ def profile(
         lo, hi = max(s.t0, t0), min(s.t1, t1)
         if hi <= lo:
             continue
-        cat = category_of(s.frames)
-        if cat == "other" and sites and _before_backward(s.frames, sites):
-            cat = "forward"
+        cat = step_category(s.frames)
         seconds[cat] = seconds.get(cat, 0.0) + (hi - lo)
         if cat == "data":
             part = parts_seen.get(id(s.frames))

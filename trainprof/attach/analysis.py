@@ -316,7 +316,11 @@ def build_ledger(
     window: tuple[float, float],
     stalls: Sequence[Stall],
 ) -> Ledger:
-    category = attribution.categoriser(source)
+    # the user's own tensor code before the backward call is the forward, as `run` splits it
+    plain = attribution.categoriser(source)
+    category = attribution.by_position(
+        plain, attribution.backward_sites(spans, source, False, plain)
+    )
     seconds = dict.fromkeys(BUCKETS, 0.0)
     windows = sorted((st.t0, st.t1, st) for st in stalls)
     starts = [w[0] for w in windows]
