@@ -39,6 +39,13 @@ class Result:
         return [f["id"] for f in (self.report or {}).get("findings", []) if f["severity"] != "info"]
 
 
+def repeated(script: Path, times: int = 3) -> list[str]:
+    """The command that runs an unmodified script ``times`` times in one process, so it lives
+    long enough to attach to."""
+    body = "import runpy, sys\nfor _ in range(int(sys.argv[2])):\n    runpy.run_path(sys.argv[1], run_name='__main__')"
+    return [sys.executable, "-c", body, str(script), str(times)]
+
+
 def trainprof_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "trainprof", *args]
 

@@ -119,8 +119,8 @@ def run(opts: RunOptions) -> int:
     before = signals.catch(STOP_SIGNALS, lambda signum, _frame: held.append(signum))
     job = Job(command, env, run_dir, terminal)
     job.start()
-    # The analysis and the renderers are imported while the job starts up, not before it
-    # (~0.2 s the job would wait) nor after it ends (~0.2 s more for its report).
+    # The analysis and the renderers are imported while the job starts up, not before it (the
+    # job would wait for them) nor after it ends (its report would): ~0.2 s of imports here.
     threading.Thread(target=_import_the_analysis, name="trainprof-imports", daemon=True).start()
     guard.watch(job.pid, signal.SIGTERM)
     recording.started_at = job.started_at

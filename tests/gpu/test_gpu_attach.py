@@ -14,21 +14,17 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import trainprof_cmd
+from conftest import repeated, trainprof_cmd
 from gpu_helpers import cuda_available, gpu_env
 
 from trainprof.examples.zoo import script_path
 
 pytestmark = pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
-
-# Runs the unmodified script several times in one process, so it lives long enough to attach.
-REPEAT = "import runpy, sys\nfor _ in range(int(sys.argv[2])):\n    runpy.run_path(sys.argv[1], run_name='__main__')"
 
 
 def attached(name: str, tmp: Path, ready: str = "epoch 0") -> dict[str, Any]:
@@ -37,7 +33,7 @@ def attached(name: str, tmp: Path, ready: str = "epoch 0") -> dict[str, Any]:
     log = tmp / f"{name}.out"
     with open(log, "w") as out:
         job = subprocess.Popen(
-            [sys.executable, "-c", REPEAT, str(script_path(name)), "3"],
+            repeated(script_path(name)),
             stdout=out,
             stderr=subprocess.STDOUT,
             env=gpu_env(),

@@ -22,14 +22,12 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import as_a_terminal_job, trainprof_cmd
+from conftest import as_a_terminal_job, repeated, trainprof_cmd
 from test_hardening_cli import SCHEMA_PATH, check
 
 from trainprof.examples.zoo import ZOO_DIR
 
 DURATION = "4"
-# Runs the unmodified script several times in one process, so it lives long enough to attach.
-REPEAT = "import runpy, sys\nfor _ in range(int(sys.argv[2])):\n    runpy.run_path(sys.argv[1], run_name='__main__')"
 
 
 @dataclass
@@ -127,7 +125,7 @@ def flat(console: str) -> str:
 
 
 def zoo_job(name: str) -> list[str]:
-    return [sys.executable, "-c", REPEAT, str(ZOO_DIR / f"{name}.py"), "3"]
+    return repeated(ZOO_DIR / f"{name}.py")
 
 
 def line_of(name: str, pattern: str) -> int:

@@ -355,8 +355,10 @@ def memory_growth_attach(m: Metrics) -> Finding | None:
     job attached 4 s after its start rose 332 → 391 MiB in 3 s and was told it would run out
     of memory in 20 min)."""
     growing = memory_growth.steadily_growing(m.activity.growths)
+    if not growing:
+        return None
     long_enough = tuple(g for g in growing if g.seconds >= LONG_ENOUGH_S)
-    if long_enough or not growing:
+    if long_enough:
         return memory_growth.check(replace(m, activity=replace(m.activity, growths=long_enough)))
     return Finding(
         id="memory-growth",
