@@ -120,6 +120,25 @@ def test_one_swing_of_the_allocator_is_not_memory_growth() -> None:
     assert "memory-growth" in verdict_for([350.0 + 16 * i for i in range(7)])
 
 
+def test_a_short_window_must_rise_in_a_near_perfect_line() -> None:
+    """A healthy job's main process rose 408 → 472 MiB over a 3 s steady window, in both
+    halves, at R² 0.86, and was told it would run out of memory in 15 min. Over a window that
+    short only a near-perfect line (a cache filled step by step) is a leak; the same rise, as
+    jagged, over 24 s is."""
+
+    def verdict_for(rss_mib: list[float], every_s: float) -> list[str]:
+        rows = [
+            {"t": 104.0 + every_s * i, "procs": [{"pid": 1000, "rss": v * 2**20, "cpu": 90.0}]}
+            for i, v in enumerate(rss_mib)
+        ]
+        return ids(session(process(400, step_s=0.1), sample_rows=rows))
+
+    jagged = [408.0, 420.0, 412.0, 440.0, 436.0, 462.0, 472.0]  # R² 0.89, both halves rise
+    assert "memory-growth" not in verdict_for(jagged, 0.5)
+    assert "memory-growth" in verdict_for(jagged, 4.0)
+    assert "memory-growth" in verdict_for([408.0 + 11 * i for i in range(7)], 0.5)
+
+
 def test_swap_pressure() -> None:
     rows = [
         {

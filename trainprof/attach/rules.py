@@ -36,7 +36,8 @@ from trainprof.attach import DEFAULT_DURATION_S
 from trainprof.units import plural
 
 STACKS = ("stacks",)
-LONG_ENOUGH_S = 10.0  # host samples over at least this long tell a leak from a phase
+# host samples over at least this long tell a leak from a phase
+LONG_ENOUGH_S = memory_growth.SHORT_S.value
 
 
 def variant(rule_id: str, needs: tuple[str, ...] = STACKS) -> Callable[[Check], Check]:
