@@ -25,6 +25,7 @@ from trainprof.live import LiveView
 from trainprof.output import TerminalLock
 from trainprof.probe_state import ProbeWatch, probe_state
 from trainprof.render.text import make_console
+from trainprof.samplers import at_work
 from trainprof.samplers.hang import HANG_STACKS, dump_stacks
 from trainprof.samplers.loop import DEFAULT_INTERVAL_S, SamplerLoop
 from trainprof.samplers.stack_starter import StackStarter
@@ -276,7 +277,9 @@ class HangWatch:
     with neither an optimizer nor a DataLoader, a few backward passes):
     before it, compiling, a first CUDA context, cudnn autotuning or a first-epoch cache fill
     are progress, and only --timeout bounds them. A silence whose stacks show torch.compile
-    compiling (a recompile) is progress too: the watch looks again one silence later."""
+    compiling (a recompile) is progress too, and so is a silence at work (a final evaluation, a
+    checkpoint written: its stack moves or it reads or writes, samplers/at_work.py): the watch
+    looks again one silence later."""
 
     MIN_SILENCE_S = 10.0
     STEP_MULTIPLE = 20.0
@@ -288,8 +291,10 @@ class HangWatch:
         self.after = opts.hang_after_s
         self.action = opts.on_hang or ("kill" if opts.timeout_s else "report")
         self.hang: dict[str, Any] | None = None
-        self.compiling_until: float | None = None
-        self.compiling_seen = 0
+        self.look_again_at: float | None = None  # compiling, or at work: not before then
+        self.suspect: dict[str, Any] | None = None  # the stacks of a silence being looked at
+        self.looks: list[at_work.Look] = []
+        self.said_at_work: float | None = None  # the silence (its last progress) said at work
         self.redact = not opts.no_redact
 
     def check(self, job: Job, live: LiveView, now: float) -> bool:
@@ -299,7 +304,7 @@ class HangWatch:
             return False
         if stats.progress[0] < (1 if stats.steps else self.ARM_AFTER_BATCHES):
             return False
-        if self.compiling_until is not None and now < self.compiling_until:
+        if self.look_again_at is not None and now < self.look_again_at:
             return False
         limit = self.after
         if limit is None:
@@ -309,13 +314,31 @@ class HangWatch:
             limit = max(self.MIN_SILENCE_S, self.STEP_MULTIPLE * typical)
         silent = now - stats.last_progress
         if silent <= limit:
+            self.suspect, self.looks = None, []
+            return False
+        if self.suspect is None:
+            info = dump_stacks(job.pid, self.run_dir, self.redact)
+            if info.get("compiling"):
+                self.look_again_at = now + limit
+                return False
+            self.suspect = info
+        # a few looks over LOOK_FOR_S tell a silence at work from a hang
+        self.looks.append(at_work.look(job.pid, stats.stepping, now))
+        if now - self.looks[0].t < at_work.LOOK_FOR_S:
+            return False
+        info, why = self.suspect, at_work.why_at_work(self.looks)
+        self.suspect, self.looks = None, []
+        if why is not None:
+            self.look_again_at = now + limit
+            if self.said_at_work != stats.last_progress:
+                self.said_at_work = stats.last_progress
+                print(
+                    f"\ntrainprof: no progress for {silent:.0f} s, but the job is at work ({why}):"
+                    " not a hang; looking again later",
+                    file=sys.stderr,
+                )
             return False
         progress, unit = stats.progress
-        info = dump_stacks(job.pid, self.run_dir, self.redact)
-        if info.get("compiling"):
-            self.compiling_until = now + limit
-            self.compiling_seen += 1
-            return False
         info.update(silent_s=round(silent, 2), steps_before=progress, unit=unit)
         self.hang = info
         print(

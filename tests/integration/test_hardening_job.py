@@ -369,3 +369,61 @@ def test_a_probe_error_leaves_the_job_alone_and_the_report_says_it(tmp_path: Pat
     assert shown.returncode == 0, shown.stderr
     text = " ".join(shown.stdout.replace("│", " ").split())  # the panel's lines, unwrapped
     assert "probe error, facts may be missing: DataLoader.__iter__: AttributeError" in text
+
+
+AT_WORK_AFTER_TRAINING = """
+import time
+import torch
+from torch import nn
+
+def evaluate(model, xs, ys):  # a final evaluation over tensors in memory: no DataLoader
+    correct, end = 0, time.monotonic() + 5.0
+    with torch.no_grad():
+        while time.monotonic() < end:
+            for x, y in zip(xs, ys):
+                correct += int((model(x).argmax(1) == y).sum())
+    return correct
+
+def save_slowly(path):  # a checkpoint written to a slow disk, chunk after chunk, one line
+    chunk, end = bytes(256 << 10), time.monotonic() + 5.0
+    with open(path, "wb") as f:
+        while time.monotonic() < end: f.write(chunk); f.flush(); time.sleep(0.05)
+
+def train(model, opt, steps):
+    for _ in range(steps):
+        x, y = torch.randn(32, 16), torch.randint(0, 4, (32,))
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+torch.set_num_threads(1)
+model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+train(model, opt, 40)
+print("accuracy", evaluate(model, [torch.randn(32, 16)] * 8, [torch.randint(0, 4, (32,))] * 8))
+train(model, opt, 5)
+save_slowly("checkpoint.bin")
+print("saved", flush=True)
+"""
+
+
+def test_a_silence_at_work_is_not_stopped_as_a_hang(tmp_path: Path) -> None:
+    """After its steps, a job evaluates for 5 s (its stack moves) and then writes a checkpoint
+    for 5 s from one line (its stack keeps still; it writes), each silence longer than the
+    hang limit: with --on-hang kill, both were stopped as hangs, 1.5 s into the evaluation.
+    The real hangs (the zoo's, in test_zoo and test_ci_cli) are still stopped."""
+    script = write_script(tmp_path, "train_then_evaluate.py", AT_WORK_AFTER_TRAINING)
+    r = run_trainprof(
+        tmp_path,
+        str(script),
+        run_args=("--timeout", "60", "--on-hang", "kill", "--hang-after", "1.5"),
+        timeout=90,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.report is not None and r.report["run"]["stopped_by"] is None
+    assert "hang" not in r.finding_ids, r.report["findings"]
+    assert "saved" in r.stdout
+    said = [line for line in r.stderr.splitlines() if "at work" in line]
+    assert len(said) == 2, r.stderr[-3000:]
+    assert "moved" in said[0] and "evaluate()" in said[0], said
+    assert "read or wrote" in said[1], said

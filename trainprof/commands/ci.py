@@ -88,8 +88,8 @@ def ci(
         typer.Option(
             callback=positive_seconds,
             help="Seconds without a step that count as a hang (default: max(10, 20 median "
-            "steps)): a job whose steps can pause longer (an evaluation between them) needs "
-            "more.",
+            "steps)); a silence whose stacks move or that reads or writes (an evaluation, a "
+            "checkpoint) is work, not a hang.",
         ),
     ] = None,
     fail_on: Annotated[

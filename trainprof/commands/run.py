@@ -100,7 +100,8 @@ def run(
         float | None,
         typer.Option(
             callback=positive_seconds,
-            help="Seconds without a step that count as a hang (default: max(10, 20 median steps)).",
+            help="Seconds without a step that count as a hang (default: max(10, 20 median steps)); "
+            "a silence whose stacks move or that reads or writes is work, not a hang.",
         ),
     ] = None,
     no_redact: Annotated[
