@@ -21,7 +21,7 @@ from rich.console import Console
 from trainprof import signals
 from trainprof.doctor.cpu import usable_cpu_count
 from trainprof.launcher import Job, exit_code_of, probe_blocked_by, probe_env, resolve_command
-from trainprof.live import LiveView
+from trainprof.live import LiveStats, LiveView
 from trainprof.output import TerminalLock
 from trainprof.probe_state import ProbeWatch, probe_state
 from trainprof.render.text import make_console
@@ -157,6 +157,10 @@ def run(opts: RunOptions) -> int:
     with _Finishing():  # the job has ended: a Ctrl-C now must not cost its report
         if watch.hang is not None:
             meta["hang"] = watch.hang
+        elif stopped_by in ("timeout", "interrupt") and (
+            at_work_then := watch.stopped_at_work(live.stats, time.monotonic())
+        ):
+            meta["hang"] = at_work_then
         live.erase()
         sampler.stop()
         job.finish()
@@ -294,7 +298,8 @@ class HangWatch:
         self.look_again_at: float | None = None  # compiling, or at work: not before then
         self.suspect: dict[str, Any] | None = None  # the stacks of a silence being looked at
         self.looks: list[at_work.Look] = []
-        self.said_at_work: float | None = None  # the silence (its last progress) said at work
+        # the latest silence found at work: its stacks, why, and its last progress
+        self.at_work: dict[str, Any] | None = None
         self.redact = not opts.no_redact
 
     def check(self, job: Job, live: LiveView, now: float) -> bool:
@@ -328,17 +333,24 @@ class HangWatch:
             return False
         info, why = self.suspect, at_work.why_at_work(self.looks)
         self.suspect, self.looks = None, []
+        progress, unit = stats.progress
         if why is not None:
             self.look_again_at = now + limit
-            if self.said_at_work != stats.last_progress:
-                self.said_at_work = stats.last_progress
+            said = self.at_work is not None and self.at_work["since"] == stats.last_progress
+            self.at_work = {
+                **info,
+                "at_work": why,
+                "since": stats.last_progress,
+                "steps_before": progress,
+                "unit": unit,
+            }
+            if not said:
                 print(
                     f"\ntrainprof: no progress for {silent:.0f} s, but the job is at work ({why}):"
                     " not a hang; looking again later",
                     file=sys.stderr,
                 )
             return False
-        progress, unit = stats.progress
         info.update(silent_s=round(silent, 2), steps_before=progress, unit=unit)
         self.hang = info
         print(
@@ -348,6 +360,14 @@ class HangWatch:
             file=sys.stderr,
         )
         return self.action == "kill"
+
+    def stopped_at_work(self, stats: LiveStats, now: float) -> dict[str, Any] | None:
+        """The silence found at work, where the job was stopped (by --timeout, a Ctrl-C) still
+        in it: what the report tells instead of a hang (where it was, and that it moved)."""
+        if self.at_work is None or self.at_work["since"] != stats.last_progress:
+            return None
+        info = {k: v for k, v in self.at_work.items() if k != "since"}
+        return dict(info, silent_s=round(now - self.at_work["since"], 2))
 
     def record(self, job: Job, silent: float, steps_before: int) -> None:
         info = dump_stacks(job.pid, self.run_dir, self.redact)

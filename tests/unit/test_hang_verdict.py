@@ -115,3 +115,31 @@ Thread 1008 (idle): "trainprof-flush"
                 "A pause, not a hang: no progress for 10 s, then the job ended by itself (exit 0)"
             )
             assert f.where == f"{TRAIN}:51 (main)"
+
+
+def test_stopped_while_at_work_says_where_and_not_a_hang() -> None:
+    """A final evaluation the watch found at work (its stack moved) still going when --timeout
+    or a Ctrl-C stopped the job: its place and why it was work, not a hang; a warning past
+    --timeout (the run ran out of time without a step), information after a Ctrl-C."""
+    from trainprof.analysis.pipeline import analyze
+
+    dump = f"""=== pid 1000 (python) ===
+Thread 1000 (active): "MainThread"
+    Linear.forward ({TORCH}/nn/modules/linear.py:125)
+    evaluate ({TRAIN}:61)
+    main ({TRAIN}:90)
+"""
+    why = "the main thread of pid 1000 moved: 3 different stacks in 8 looks over 2.0 s"
+    hang = {"silent_s": 30.4, "steps_before": 100, "unit": "optimizer step", "at_work": why}
+    for stopped, code, severity, by in (
+        ("timeout", 124, "warning", "--timeout"),
+        ("interrupt", 130, "info", "a Ctrl-C"),
+    ):
+        sess = session(process(100), hang=hang, stopped_by=stopped, exit_code=code)
+        sess.hang_dumps = parse(dump)
+        f = next(f for f in analyze(sess)[1].findings if f.id == "hang")
+        assert (f.severity, f.where) == (severity, f"{TRAIN}:61 (evaluate)")
+        assert f.title == (
+            f"No progress for 30 s, at work in evaluate() when {by} stopped the job: not a hang"
+        )
+        assert f"at work: {why}" in f.evidence

@@ -461,7 +461,8 @@ def _phases(trace: Trace, session: Session, log: ProcessLog, m: Metrics) -> None
     if isinstance(hang, dict) and len(ts) and isinstance(launched, (int, float)) and wall:
         last = log.t0 + ts[-1] / 1e6
         silent = hang.get("silent_s")
-        what = f"no progress for {silent:.0f} s (hang)" if silent else "no progress (hang)"
+        kind = "at work" if hang.get("at_work") else "hang"
+        what = f"no progress for {silent:.0f} s ({kind})" if silent else f"no progress ({kind})"
         spans.append(_Span(what, last, float(launched) + float(wall), "hang", dict(hang)))
     trace.spans(trace.pid_of(log), TID_PHASES, spans)
     train_key = training_loader_key(log)

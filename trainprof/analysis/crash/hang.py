@@ -18,7 +18,7 @@ from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.store.dumps import ProcessDump
 from trainprof.store.stacks import Frame
-from trainprof.units import plural
+from trainprof.units import fmt_duration, plural
 
 
 @dataclass(frozen=True)
@@ -195,6 +195,40 @@ def pause_finding(
     )
 
 
+def at_work_finding(
+    hang: dict[str, Any],
+    dumps: list[ProcessDump],
+    roles: dict[int, str],
+    metrics: Metrics,
+    stopped_by: str,
+) -> Finding:
+    """A silence the runner found at work (the stacks moved, or it read or wrote) that was
+    still going on when --timeout or a Ctrl-C stopped the job: not a hang, but where it was.
+    Past --timeout it is a warning (the run ran out of time without a step); after a Ctrl-C,
+    information."""
+    silent = float(hang.get("silent_s") or 0)
+    main_dump, _workers = _split(dumps, roles)
+    main = _blocked("main process", main_dump) if main_dump else None
+    evidence = hang_evidence(hang, metrics) + [f"at work: {hang['at_work']}"]
+    evidence += [main.quote()] if main else []
+    if hang.get("stacks_file"):
+        evidence.append(f"the stacks of that work: {hang['stacks_file']} in the run directory")
+    fn = f" in {short_name(main.user[0])}()" if main and main.user else ""
+    by = "--timeout" if stopped_by == "timeout" else "a Ctrl-C"
+    return Finding(
+        id="hang",
+        severity="warning" if stopped_by == "timeout" else "info",
+        title=f"No progress for {silent:.0f} s, at work{fn} when {by} stopped the job: not a hang",
+        evidence=tuple(evidence),
+        fix=(
+            "work expected there (a final evaluation, a checkpoint, an export) needs a longer "
+            "--timeout",
+            "work that should have ended loops at the main thread's line above",
+        ),
+        where=_where(main.user) if main else None,
+    )
+
+
 def _split(
     dumps: list[ProcessDump], roles: dict[int, str]
 ) -> tuple[ProcessDump | None, list[ProcessDump]]:
@@ -218,7 +252,7 @@ def hang_evidence(hang: dict[str, Any], metrics: Metrics) -> list[str]:
     silent = float(hang.get("silent_s") or 0)
     if steps:
         p50 = metrics.steady.p50_s if metrics.steady else None
-        typical = f" (steps took {p50 * 1e3:.0f} ms at the median)" if p50 else ""
+        typical = f" (steps took {fmt_duration(p50)} at the median)" if p50 else ""
         lines.append(f"no progress for {silent:.1f} s after {plural(steps, unit)}{typical}")
     else:
         lines.append(f"no first optimizer step after {silent:.1f} s")

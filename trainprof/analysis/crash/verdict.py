@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trainprof.analysis.crash.context import crash_context
-from trainprof.analysis.crash.hang import hang_finding, pause_finding
+from trainprof.analysis.crash.hang import at_work_finding, hang_finding, pause_finding
 from trainprof.analysis.crash.matcher import match_signatures
 from trainprof.analysis.crash.torchrun import RankError, rank_failed, without_consequences
 from trainprof.analysis.findings import Finding
@@ -29,7 +29,10 @@ def crash_findings(session: Session, metrics: Metrics) -> list[Finding]:
     if not hang:
         return found
     roles = {p.pid: p.role for p in session.processes}
-    if not session.meta.get("stopped_by") and (
+    stopped_by = session.meta.get("stopped_by")
+    if hang.get("at_work") and stopped_by:  # stopped while at work: where, not a hang
+        return found + [at_work_finding(hang, session.hang_dumps, roles, metrics, stopped_by)]
+    if not stopped_by and (
         session.meta.get("exit_code") == 0 or metrics.total_steps > (hang.get("steps_before") or 0)
     ):
         # reported, not stopped, and the job went on or ended by itself: a pause, not a hang
