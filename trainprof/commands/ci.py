@@ -15,18 +15,16 @@ import typer
 from trainprof.commands.options import JobRunDir, NoColor, Quiet, Verbose, refuse_stray_option
 from trainprof.commands.run import positive_seconds
 from trainprof.errors import TrainprofError
-from trainprof.gate import github
-from trainprof.gate.gates import GateOptions, Verdict, evaluate, parse_size
-from trainprof.gate.junit import junit_xml
 from trainprof.render.text import make_console, shell_join
 from trainprof.runner import RunOptions
 from trainprof.runner import run as run_job
 from trainprof.store import rundir
 
-# The reports' loaders and renderers load the analysis: imported where used, so that every
-# other command's start does not pay for them.
+# The reports' loaders and renderers and the gates load the analysis: imported where used, so
+# that every other command's start does not pay for them.
 if TYPE_CHECKING:
     from trainprof.compare.windows import Window
+    from trainprof.gate.gates import GateOptions, Verdict
     from trainprof.store.session import Session
 
 MAX_REPEAT = 20
@@ -237,6 +235,7 @@ def ci(
     if "data" not in captured:  # run() always reports; this guards the contract
         raise TrainprofError("the run ended without a report; nothing to judge", exit_code=3)
     from trainprof.compare.windows import step_windows
+    from trainprof.gate.gates import evaluate
     from trainprof.gate.render import render_gates
 
     data: dict[str, Any] = captured["data"]
@@ -291,6 +290,7 @@ def _gate_options(
     if fail_on not in ("error", "warning"):
         raise TrainprofError(f"--fail-on must be `error` or `warning`, not {fail_on!r}")
     from trainprof.analysis.rules import all_rules  # here: the other commands do not load it
+    from trainprof.gate.gates import GateOptions, parse_size
 
     known = {r.id for r in all_rules()}
     unknown = [a for a in allow if a not in known]
@@ -326,6 +326,9 @@ def _gate_options(
 def _write_outputs(
     verdict: Verdict, data: dict[str, Any], junit: Path | None, json_path: Path | None
 ) -> None:
+    from trainprof.gate import github
+    from trainprof.gate.junit import junit_xml
+
     run = data.get("run") or {}
     command = shell_join(str(a) for a in run.get("command") or [])
     if json_path is not None:

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from trainprof.commands.options import NoColor
-from trainprof.compare.diff import Side
-from trainprof.compare.diff import compare as compare_sides
-from trainprof.compare.load import load_report
-from trainprof.compare.render import render_comparison
-from trainprof.compare.windows import Window, step_windows
 from trainprof.render.text import make_console
 from trainprof.store.rundir import check_user_file, write_user_file
-from trainprof.store.session import Session
+
+# The comparison loads the analysis: imported where used, so that every other command's start
+# does not pay for it.
+if TYPE_CHECKING:
+    from trainprof.compare.diff import Side
 
 DEFAULT_WINDOWS = 5
 
@@ -74,6 +73,9 @@ def compare(
         check_user_file(json_path)
     side_a = _side(a, "run A", windows)
     side_b = _side(b, "run B", windows)
+    from trainprof.compare.diff import compare as compare_sides
+    from trainprof.compare.render import render_comparison
+
     result = compare_sides(side_a, side_b)
     to_stderr = json_path is not None and str(json_path) == "-"
     render_comparison(make_console(stderr=to_stderr), result)
@@ -82,6 +84,11 @@ def compare(
 
 
 def _side(path: Path, what: str, k: int) -> Side:
+    from trainprof.compare.diff import Side
+    from trainprof.compare.load import load_report
+    from trainprof.compare.windows import Window, step_windows
+    from trainprof.store.session import Session
+
     report, run_dir = load_report(path, what)
     found: list[Window] = []
     if run_dir is not None:
