@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from trainprof.samplers.at_work import MOVED_BYTES, Look, why_at_work
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from trainprof.samplers.at_work import MOVED_BYTES, Look, look, why_at_work
+from trainprof.samplers.pyspy import py_spy_path
 from trainprof.store.stacks import Frame
 
 WAIT_FOR_BATCH: tuple[Frame, ...] = (
@@ -43,3 +52,53 @@ def test_unread_io_and_no_stacks_are_not_taken_for_work() -> None:
     unread = [Look(0.25 * i, None, ()) for i in range(8)]
     assert why_at_work(unread) is None
     assert why_at_work(looks(IN_FORWARD)) is None  # one look tells nothing
+
+
+def test_a_worker_at_work_under_a_waiting_main_process_is_seen(tmp_path: Path) -> None:
+    """Real processes, real py-spy: a main process that waits (its stack still) for a child
+    that computes in three functions by turns (a DataLoader worker making a slow batch): the
+    child's stack moved, the main process's did not."""
+    if py_spy_path() is None:
+        pytest.skip("py-spy is not installed")
+    script = tmp_path / "job.py"
+    script.write_text(SLOW_WORKER)
+    job = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    looks = []
+    try:
+        assert job.stdout is not None and job.stdout.readline().strip() == "started"
+        child = psutil.Process(job.pid).children()[0].pid
+        for i in range(8):
+            looks.append(look(job.pid, [job.pid], 0.1 * i))
+            time.sleep(0.1)
+    finally:
+        job.kill()
+        job.wait()
+    main = [Look(one.t, None, tuple(s for s in one.stacks if s[0] == job.pid)) for one in looks]
+    assert all(one.stacks for one in main) and why_at_work(main) is None  # it waits
+    why = why_at_work(looks)
+    assert why is not None and f"pid {child} moved" in why, (why, looks)
+
+
+SLOW_WORKER = """
+import multiprocessing as mp, time
+
+def decode(end):
+    while time.monotonic() < end: sum(i * i for i in range(1000))
+
+def resize(end):
+    while time.monotonic() < end: sorted(range(1000), key=lambda i: -i)
+
+def normalize(end):
+    while time.monotonic() < end: [float(i) / 3 for i in range(1000)]
+
+def worker():
+    while True:
+        for step in (decode, resize, normalize):
+            step(time.monotonic() + 0.05)
+
+if __name__ == "__main__":
+    p = mp.get_context("fork").Process(target=worker)
+    p.start()
+    print("started", flush=True)
+    p.join()
+"""

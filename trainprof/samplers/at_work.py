@@ -4,9 +4,10 @@ A silence longer than the hang limit is not always a hang: a final evaluation ov
 in memory, a checkpoint written to disk or uploaded, a model exported — each makes no step, no
 batch and no backward for as long as it takes, and ``--on-hang kill`` (or ``trainprof ci``) must
 not stop it there. A hang keeps still: a deadlock, a wait for a batch no worker sends, a
-collective a peer never joins leave the training processes' Python stacks where they are and
-read or write nothing. Work moves one or the other, so a silent job is at work when its stack
-moves between looks or it reads or writes at least ``MOVED_BYTES``.
+collective a peer never joins leave the job's Python stacks where they are and read or write
+nothing. Work moves one or the other, so a silent job is at work when a stack of its processes
+(a training process's, or a DataLoader worker's making a batch) moves between looks, or it reads
+or writes at least ``MOVED_BYTES``.
 
 What this cannot tell: a single long call into native code that reads and writes nothing (one
 huge matrix product) keeps as still as a hang, and so does a busy loop on one line; both are
@@ -30,7 +31,7 @@ from trainprof.units import fmt_bytes
 
 MOVED_BYTES = 1 << 20  # read or written by the job's processes between the first and last look
 LOOK_FOR_S = 2.0  # the looks span this long before the watch decides
-MAX_STACKED = 8  # training processes whose stacks are looked at (ranks of a big job: the first)
+MAX_STACKED = 16  # processes whose stacks are looked at (of a big job: its first ranks first)
 
 
 @dataclass(frozen=True)
@@ -42,26 +43,34 @@ class Look:
 
 
 def look(root_pid: int, training_pids: Iterable[int], t: float) -> Look:
-    """One look: the job's I/O so far, and the main-thread stacks of its training processes
-    (``training_pids``, those that stepped; the root where none did)."""
+    """One look: the job's I/O so far, and the main-thread stacks of its processes, up to
+    ``MAX_STACKED``: its training processes first (``training_pids``, those that stepped), then
+    the others (DataLoader workers: one making a batch for longer than the silence is at work).
+    Each dump holds the runner's loop ~50 ms; only while a silence is looked at."""
+    procs = _tree(root_pid)
     exe = py_spy_path()
     if exe is None:  # no stacks to compare: the I/O alone
-        return Look(t, _io_bytes(root_pid), ())
+        return Look(t, _io_bytes(procs), ())
+    pids = sorted(training_pids)
+    pids += [p.pid for p in procs if p.pid not in pids]
     stacks = []
-    for pid in sorted(training_pids)[:MAX_STACKED] or [root_pid]:
+    for pid in pids[:MAX_STACKED]:
         dumps = parse(f"=== pid {pid} (job) ===\n{dump_one(exe, pid)}")
         main = dumps[0].main if dumps else None
         if main is not None and main.frames:
             stacks.append((pid, main.frames))
-    return Look(t, _io_bytes(root_pid), tuple(stacks))
+    return Look(t, _io_bytes(procs), tuple(stacks))
 
 
-def _io_bytes(root_pid: int) -> int | None:
+def _tree(root_pid: int) -> list[psutil.Process]:
     try:
         root = psutil.Process(root_pid)
-        procs = [root, *root.children(recursive=True)]
+        return [root, *root.children(recursive=True)]
     except psutil.Error:
-        return None
+        return []
+
+
+def _io_bytes(procs: list[psutil.Process]) -> int | None:
     total, read = 0, 0
     for proc in procs:
         with contextlib.suppress(psutil.Error, AttributeError):  # gone, or no I/O counters
