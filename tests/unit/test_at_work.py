@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import live_group_members
 
 from trainprof.samplers.at_work import MOVED_BYTES, Look, look, why_at_work
 from trainprof.samplers.pyspy import py_spy_path
@@ -62,17 +65,22 @@ def test_a_worker_at_work_under_a_waiting_main_process_is_seen(tmp_path: Path) -
         pytest.skip("py-spy is not installed")
     script = tmp_path / "job.py"
     script.write_text(SLOW_WORKER)
-    job = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    job = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     looks = []
     try:
         assert job.stdout is not None and job.stdout.readline().strip() == "started"
-        child = psutil.Process(job.pid).children()[0].pid
+        child_proc = psutil.Process(job.pid).children()[0]
+        child = child_proc.pid
         for i in range(8):
             looks.append(look(job.pid, [job.pid], 0.1 * i))
             time.sleep(0.1)
-    finally:
-        job.kill()
+    finally:  # the whole group: the child, forked, would outlive its parent and spin on
+        os.killpg(job.pid, signal.SIGKILL)
         job.wait()
+    psutil.wait_procs([child_proc], timeout=5)
+    assert live_group_members(job.pid) == []
     main = [Look(one.t, None, tuple(s for s in one.stacks if s[0] == job.pid)) for one in looks]
     assert all(one.stacks for one in main) and why_at_work(main) is None  # it waits
     why = why_at_work(looks)
