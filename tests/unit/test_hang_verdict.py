@@ -143,3 +143,19 @@ Thread 1000 (active): "MainThread"
             f"No progress for 30 s, at work in evaluate() when {by} stopped the job: not a hang"
         )
         assert f"at work: {why}" in f.evidence
+
+
+def test_stopped_while_a_worker_was_at_work_says_it_made_a_batch() -> None:
+    """The main process waited for a batch while a worker made it (the worker's stack moved):
+    the title does not put the work in the main process's function."""
+    from trainprof.analysis.pipeline import analyze
+
+    why = "the main thread of pid 101 moved: 4 different stacks in 8 looks over 2.0 s"
+    hang = {"silent_s": 30.4, "steps_before": 100, "unit": "optimizer step", "at_work": why}
+    sess = session(process(100), hang=hang, stopped_by="timeout", exit_code=124)
+    sess.hang_dumps = parse(MAIN_IN_LOADER)
+    f = next(f for f in analyze(sess)[1].findings if f.id == "hang")
+    assert f.title == (
+        "No progress for 30 s, at work, making a batch when --timeout stopped the job: not a hang"
+    )
+    assert any("waiting for a batch from the DataLoader" in e for e in f.evidence)

@@ -174,8 +174,7 @@ def pause_finding(
     or one long step, not a hang. Said, with where the main thread was, as information."""
     silent = float(hang.get("silent_s") or 0)
     went_on = metrics.total_steps > (hang.get("steps_before") or 0)
-    main_dump, _workers = _split(dumps, roles)
-    main = _blocked("main process", main_dump) if main_dump else None
+    main = _main_process(dumps, roles)
     evidence = hang_evidence(hang, metrics) + ([main.quote()] if main else [])
     then = "made progress again" if went_on else "ended by itself (exit 0)"
     evidence.append(f"then the job {then}: nothing was stuck")
@@ -207,13 +206,15 @@ def at_work_finding(
     Past --timeout it is a warning (the run ran out of time without a step); after a Ctrl-C,
     information."""
     silent = float(hang.get("silent_s") or 0)
-    main_dump, _workers = _split(dumps, roles)
-    main = _blocked("main process", main_dump) if main_dump else None
+    main = _main_process(dumps, roles)
     evidence = hang_evidence(hang, metrics) + [f"at work: {hang['at_work']}"]
     evidence += [main.quote()] if main else []
     if hang.get("stacks_file"):
         evidence.append(f"the stacks of that work: {hang['stacks_file']} in the run directory")
-    fn = f" in {short_name(main.user[0])}()" if main and main.user else ""
+    if main and main.in_loader:  # the work is a worker's: the main process waits for its batch
+        fn = ", making a batch"
+    else:
+        fn = f" in {short_name(main.user[0])}()" if main and main.user else ""
     by = "--timeout" if stopped_by == "timeout" else "a Ctrl-C"
     return Finding(
         id="hang",
@@ -227,6 +228,11 @@ def at_work_finding(
         ),
         where=_where(main.user) if main else None,
     )
+
+
+def _main_process(dumps: list[ProcessDump], roles: dict[int, str]) -> Blocked | None:
+    main_dump, _workers = _split(dumps, roles)
+    return _blocked("main process", main_dump) if main_dump else None
 
 
 def _split(
