@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import psutil
 
 from trainprof.analysis.attribution import is_user_file, short_name
-from trainprof.samplers.hang import dump_one
+from trainprof.samplers.hang import dump_one, process_tree
 from trainprof.samplers.pyspy import py_spy_path
 from trainprof.store.dumps import parse
 from trainprof.store.stacks import Frame
@@ -47,7 +47,7 @@ def look(root_pid: int, training_pids: Iterable[int], t: float) -> Look:
     ``MAX_STACKED``: its training processes first (``training_pids``, those that stepped), then
     the others (DataLoader workers: one making a batch for longer than the silence is at work).
     Each dump holds the runner's loop ~50 ms; only while a silence is looked at."""
-    procs = _tree(root_pid)
+    procs = process_tree(root_pid)
     exe = py_spy_path()
     if exe is None:  # no stacks to compare: the I/O alone
         return Look(t, _io_bytes(procs), ())
@@ -60,14 +60,6 @@ def look(root_pid: int, training_pids: Iterable[int], t: float) -> Look:
         if main is not None and main.frames:
             stacks.append((pid, main.frames))
     return Look(t, _io_bytes(procs), tuple(stacks))
-
-
-def _tree(root_pid: int) -> list[psutil.Process]:
-    try:
-        root = psutil.Process(root_pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return []
 
 
 def _io_bytes(procs: list[psutil.Process]) -> int | None:

@@ -21,11 +21,7 @@ MAX_INLINE = 64 * 1024  # stacks kept in run.json when the file cannot be writte
 
 def dump_stacks(root_pid: int, run_dir: Path, redact_argv: bool = True) -> dict[str, Any]:
     exe = py_spy_path()
-    try:
-        root = psutil.Process(root_pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        procs = []
+    procs = process_tree(root_pid)
     out: list[str] = []
     main_stack: str | None = None
     python_procs = 0
@@ -56,6 +52,15 @@ def dump_stacks(root_pid: int, run_dir: Path, redact_argv: bool = True) -> dict[
         # torch.compile compiling for longer than the silence limit: progress, not a hang.
         "compiling": bool(main and is_compiling(tuple(reversed(main.frames)))),
     }
+
+
+def process_tree(root_pid: int) -> list[psutil.Process]:
+    """The job's root process and all its descendants; empty where the root is gone."""
+    try:
+        root = psutil.Process(root_pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 def dump_one(exe: str, pid: int) -> str:
