@@ -28,6 +28,8 @@ from test_hardening_cli import SCHEMA_PATH, check
 from trainprof.examples.zoo import ZOO_DIR
 
 DURATION = "4"
+# a window the hang verdict judges (its attach_still, 5 s), with a margin for py-spy's start
+STILL_ENOUGH = "7"
 
 
 @dataclass
@@ -38,16 +40,21 @@ class Target:
 
 @contextmanager
 def started(
-    args: list[str], ready: str, cwd: Path, timeout: float = 90, env: dict[str, str] | None = None
+    args: list[str],
+    ready: str,
+    cwd: Path,
+    timeout: float = 90,
+    env: dict[str, str] | None = None,
+    stderr_too: bool = False,
 ) -> Iterator[Target]:
     """The job in the background (``env`` added to ours); yields once it printed a line
-    containing ``ready``."""
+    containing ``ready`` (on its stdout, or on its stderr too with ``stderr_too``)."""
     proc = subprocess.Popen(
         args,
         cwd=cwd,
         env={**os.environ, **env} if env else None,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if stderr_too else subprocess.DEVNULL,
         text=True,
         preexec_fn=as_a_terminal_job,
     )
@@ -94,7 +101,7 @@ class Attached:
         return self.report["run"]["attach"]
 
 
-def attach(pid: int, tmp: Path, *extra: str) -> Attached:
+def attach(pid: int, tmp: Path, *extra: str, duration: str = DURATION) -> Attached:
     run_dir = tmp / f"attach{len(list(tmp.glob('attach*')))}"
     json_path = run_dir.with_suffix(".json")
     done = subprocess.run(
@@ -102,7 +109,7 @@ def attach(pid: int, tmp: Path, *extra: str) -> Attached:
             "attach",
             str(pid),
             "--duration",
-            DURATION,
+            duration,
             "--quiet",
             "--run-dir",
             str(run_dir),
@@ -256,13 +263,32 @@ def test_from_outside_workers_that_wait_are_told_apart_from_workers_that_compute
     __getitem__."""
     # past the first steps: attached at step 0, one run of four read the main process's first
     # allocations (341 → 400 MiB in the 3 s window) as memory growth
+    # sampled long enough for the hang verdict (attach_still): these workers wait most of the
+    # time and use next to no CPU, as hung ones do, but their stacks move (a control for it)
     with started(zoo_job("waiting_worker"), "step 40", tmp) as job:
-        r = attach(job.proc.pid, tmp)
+        r = attach(job.proc.pid, tmp, duration=STILL_ENOUGH)
     first = r.problems[0]
     assert first["id"] == "input-bound", r.report["findings"]
     assert any("rather than computes" in e for e in first["evidence"]), first["evidence"]
     assert first["fix"][0].startswith("more workers, beyond the"), first["fix"]
     assert not any("make __getitem__ cheaper" in f for f in first["fix"]), first["fix"]
+
+
+def test_a_job_hung_on_its_workers_is_called_hung_where_they_wait(tmp: Path) -> None:
+    """hang_worker_blocked's two workers wait forever for a shard that never comes, and the
+    main process for their batch: every stack held, nothing read or written. attach says it is
+    hung at the workers' line, not input-bound (more workers would wait as well)."""
+    with started(zoo_job("hang_worker_blocked"), "step 20", tmp, stderr_too=True) as job:
+        r = attach(job.proc.pid, tmp, duration=STILL_ENOUGH)
+    first = r.report["findings"][0]
+    assert first["id"] == "hang" and first["severity"] == "error", r.report["findings"]
+    assert first["title"].startswith("The job looks hung: nothing moved in the "), first["title"]
+    assert "2 DataLoader workers alive but blocked in user code (__getitem__)" in first["title"]
+    wait = line_of("hang_worker_blocked", r"self._ready\[shard\].wait\(\)")
+    where = f"{ZOO_DIR / 'hang_worker_blocked.py'}:{wait} (StreamingShards.__getitem__)"
+    assert first["where"] == where, first["where"]
+    assert sum("blocked in wait(), called from" in e for e in first["evidence"]) == 2, first
+    assert not [f for f in r.report["findings"] if f["id"] == "input-bound"], r.report["findings"]
 
 
 def test_checkpoint_shows_torch_save_time(tmp: Path) -> None:

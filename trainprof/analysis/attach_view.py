@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trainprof.store.stacks import StackSpan
+from trainprof.store.stacks import Frame, StackSpan
 
 # Main-thread activities by stack category (analysis/attribution.py), as the report names them.
 SHARES = (
@@ -50,6 +50,30 @@ class RateEstimate:
 
 
 @dataclass(frozen=True)
+class HeldStack:
+    """One sampled process's main thread: the stack it held longest, and for what share."""
+
+    role: str  # "main" | "rank N" | "worker"
+    pid: int
+    frames: tuple[Frame, ...]  # outermost first
+    share: float  # of the time its stacks were sampled
+    cpus: float | None  # CPUs the process used on average (None: not sampled)
+
+
+@dataclass(frozen=True)
+class Stillness:
+    """Whether the attached job moved at all: each sampled process's most-held stack, and what
+    the job's processes read and wrote meanwhile (attach/stillness.py reads it; the hang
+    verdict judges it)."""
+
+    window_s: float
+    processes: tuple[HeldStack, ...]  # the main process first
+    io_bytes: int | None  # read and written over the window (None: not readable)
+    rss_change: int | None  # the job's RSS, highest less lowest over the window (None: unread)
+    cpus: float | None  # CPUs the job's processes used on average (None: not sampled)
+
+
+@dataclass(frozen=True)
 class RankAttach:
     pid: int
     rank: int | None
@@ -87,6 +111,7 @@ class AttachView:
     # py-spy stopped by itself on the live process and was started again: its stacks have gaps
     py_spy_restarts: int = 0
     worker_spans: tuple[StackSpan, ...] = ()  # DataLoader workers' main threads (not in JSON)
+    stillness: Stillness | None = None  # what moved in the window (not in JSON: the hang says it)
 
     @property
     def workers_restarted(self) -> bool:

@@ -43,6 +43,7 @@ from trainprof.analysis.stalls import (
 from trainprof.analysis.stats import finite, mean
 from trainprof.analysis.worker_load import worker_load
 from trainprof.attach import estimate
+from trainprof.attach.stillness import stillness
 from trainprof.store.gpus import machine_utils
 from trainprof.store.session import Session
 from trainprof.store.stacks import Frame, StackSpan, load_spans
@@ -561,6 +562,7 @@ def compute(session: Session) -> Metrics:
         step_lines=attribution.step_lines(loop_spans, source, loop_funcs),
         framework=frameworks.detect(spans),
     )
+    workers_by_pid = worker_spans(session)
     view = AttachView(
         pid=int(att.get("pid") or 0),
         given_pid=int(att.get("given_pid") or att.get("pid") or 0),
@@ -575,7 +577,8 @@ def compute(session: Session) -> Metrics:
         workers_at_once=most_at_once(session, workers),
         target_exit=att.get("target_exit") if isinstance(att.get("target_exit"), str) else None,
         ranks=_rank_views(session, att, rate_hz),
-        worker_spans=tuple(worker_spans(session)),
+        worker_spans=tuple(sp for spans in workers_by_pid.values() for sp in spans),
+        stillness=stillness(session, spans, workers_by_pid),
         py_spy_restarts=_restarts(att),
     )
     tree_rss = finite(session.samples.tree_rss)
@@ -628,11 +631,12 @@ def most_at_once(session: Session, workers: list[Any]) -> int | None:
     return max(alive.values()) if alive else None
 
 
-def worker_spans(session: Session) -> list[StackSpan]:
-    """The DataLoader workers' main-thread stacks (their files are named in run.json)."""
+def worker_spans(session: Session) -> dict[int, list[StackSpan]]:
+    """Each DataLoader worker's main-thread stacks, by pid (their files are named in run.json)."""
     att = session.meta.get("attach") or {}
-    out: list[StackSpan] = []
+    out: dict[int, list[StackSpan]] = {}
     for w in att.get("workers") or []:
         if isinstance(w, dict) and isinstance(w.get("file"), str):
-            out.extend(load_spans(Path(session.run_dir) / Path(w["file"]).name, 0.0))
+            spans = load_spans(Path(session.run_dir) / Path(w["file"]).name, 0.0)
+            out.setdefault(int(w.get("pid") or 0), []).extend(spans)
     return out

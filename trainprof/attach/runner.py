@@ -24,7 +24,8 @@ from trainprof.live import LiveView
 from trainprof.output import TerminalLock
 from trainprof.render import console as console_render
 from trainprof.render.text import make_console
-from trainprof.samplers.hang import dump_one
+from trainprof.samplers.at_work import io_bytes
+from trainprof.samplers.hang import dump_one, process_tree
 from trainprof.samplers.loop import SamplerLoop
 from trainprof.samplers.pyspy import py_spy_path
 from trainprof.store import rundir
@@ -140,6 +141,9 @@ def _sample(
     started = time.monotonic()
     meta["t_launch"] = started
     sampler.start()
+    # the job's reads and writes over the window: a job whose stacks keep still but that reads
+    # or writes is at work (a long download or save), not hung (attach/stillness.py)
+    io_at_start = io_bytes(process_tree(root))
     spies = [
         record.SpyRecorder(t.pid, run_dir, opts.rate_hz, opts.duration_s) for t in targets.processes
     ]
@@ -181,6 +185,7 @@ def _sample(
             status.draw(now - started)
             time.sleep(0.2)
         status.erase()
+        meta["attach"]["io_bytes"] = [io_at_start, io_bytes(process_tree(root))]
         # py-spy ends with its target and may notice first, while the target is still
         # exiting: give it a moment to be gone
         ended_early = not interrupted and not any(spy.running() for spy in spies)

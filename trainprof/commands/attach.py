@@ -51,7 +51,9 @@ def attach(
     Samples it from outside: py-spy stacks (--nonblocking: never paused),
     CPU, memory and GPU. Then the same report as `trainprof run`, from what
     the stacks show: time by activity, stalls and their period, an
-    estimated it/s, and findings. Rules that need the probe of `trainprof
+    estimated it/s, and findings. A job that is hung (every process's stack
+    held, nothing read or written, for 5 s or more) is said so first, with
+    the line each process waits at. Rules that need the probe of `trainprof
     run` are listed as skipped (-v). Needs ptrace rights over the job
     (`trainprof doctor` checks them).
     """

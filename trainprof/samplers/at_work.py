@@ -50,7 +50,7 @@ def look(root_pid: int, training_pids: Iterable[int], t: float) -> Look:
     procs = process_tree(root_pid)
     exe = py_spy_path()
     if exe is None:  # no stacks to compare: the I/O alone
-        return Look(t, _io_bytes(procs), ())
+        return Look(t, io_bytes(procs), ())
     pids = sorted(training_pids)
     pids += [p.pid for p in procs if p.pid not in pids]
     stacks = []
@@ -59,10 +59,11 @@ def look(root_pid: int, training_pids: Iterable[int], t: float) -> Look:
         main = dumps[0].main if dumps else None
         if main is not None and main.frames:
             stacks.append((pid, main.frames))
-    return Look(t, _io_bytes(procs), tuple(stacks))
+    return Look(t, io_bytes(procs), tuple(stacks))
 
 
-def _io_bytes(procs: list[psutil.Process]) -> int | None:
+def io_bytes(procs: list[psutil.Process]) -> int | None:
+    """Bytes the processes have read and written so far (None: no counter could be read)."""
     total, read = 0, 0
     for proc in procs:
         with contextlib.suppress(psutil.Error, AttributeError):  # gone, or no I/O counters

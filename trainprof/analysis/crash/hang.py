@@ -10,15 +10,17 @@ its deepest user frame.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from trainprof.analysis.attach_view import HeldStack, Stillness
 from trainprof.analysis.attribution import is_compiling, is_user_file, short_name
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
-from trainprof.store.dumps import ProcessDump
+from trainprof.analysis.rules import hang as hang_rule
+from trainprof.store.dumps import ProcessDump, ThreadDump
 from trainprof.store.stacks import Frame
-from trainprof.units import fmt_duration, plural
+from trainprof.units import fmt_bytes, fmt_duration, plural
 
 
 @dataclass(frozen=True)
@@ -58,25 +60,20 @@ def hang_finding(
 ) -> Finding:
     """The hang, told from the stacks; ``roles`` maps pids to main/worker/rank."""
     evidence = hang_evidence(hang, metrics)
-    workers_cfg = metrics.loaders[0].config.get("num_workers") if metrics.loaders else None
     main_dump, worker_dumps = _split(dumps, roles)
-    main = _blocked("main process", main_dump) if main_dump else None
-    workers = [
-        b for i, d in enumerate(worker_dumps) if (b := _blocked(f"worker {i}", d)) is not None
-    ]
-    for b in ([main] if main else []) + workers:
-        evidence.append(b.quote())
-    if hang.get("stacks_file"):
-        evidence.append(f"full stacks: {hang['stacks_file']} in the run directory")
-    waits_on_loader = _loader_line(main_dump)
-    silent = float(hang.get("silent_s") or 0)
-    head = hang_title(hang)
+    tail = (
+        [f"full stacks: {hang['stacks_file']} in the run directory"]
+        if hang.get("stacks_file")
+        else []
+    )
     if main_dump and main_dump.main and is_compiling(tuple(reversed(main_dump.main.frames))):
+        main = _blocked("main process", main_dump)
+        silent = float(hang.get("silent_s") or 0)
         return Finding(
             id="hang",
             severity="error",
             title=f"No first step within {silent:.0f} s: torch.compile was still compiling",
-            evidence=tuple(evidence),
+            evidence=tuple(evidence + _quotes(main, _workers(worker_dumps)) + tail),
             fix=(
                 "compiling is progress, not a hang: give the run a longer --timeout",
                 "cache compiled code across runs (TORCHINDUCTOR_CACHE_DIR on persistent disk), "
@@ -84,6 +81,112 @@ def hang_finding(
             ),
             where=_where(main.user) if main else None,
         )
+    return _told(hang_title(hang), evidence, tail, main_dump, worker_dumps, metrics)
+
+
+def still_finding(still: Stillness, metrics: Metrics) -> Finding | None:
+    """``trainprof attach``'s hang: over a window of at least ``attach_still``, every sampled
+    process held one stack and the job read and wrote less than ``moved`` and its memory
+    changed by less (a native call that allocates is at work); told as the runner's
+    hang dumps are, from each process's held stack. None when anything moved, or the main
+    process was compiling (progress). Still while its processes use CPUs, it is stuck (a
+    spin-wait, or one long native call), a warning."""
+    procs = still.processes
+    if (
+        still.window_s < hang_rule.ATTACH_STILL_S.value
+        or not procs
+        or procs[0].role != "main"
+        or any(p.share < hang_rule.ATTACH_HELD.value for p in procs)
+        or (still.io_bytes is not None and still.io_bytes >= hang_rule.MOVED.value)
+        or (still.rss_change is not None and still.rss_change >= hang_rule.MOVED.value)
+        or is_compiling(procs[0].frames)
+        or (metrics.attach is not None and metrics.attach.target_exit is not None)
+    ):
+        return None
+    busy = still.cpus is not None and still.cpus >= hang_rule.ATTACH_BUSY.value
+    dumps = [
+        ProcessDump(
+            p.pid,
+            p.role,
+            (ThreadDump("MainThread", not _busy(p, busy), tuple(reversed(p.frames))),),
+            None,
+        )
+        for p in procs
+    ]
+    roles = {p.pid: p.role for p in procs}
+    main_dump, worker_dumps = _split(dumps, roles)
+    ranks = [d for d, p in zip(dumps, procs, strict=True) if p.role.startswith("rank")]
+    seconds = f"{still.window_s:.1f} s"
+    if still.io_bytes is None:
+        moved = "what they read and wrote could not be read (no I/O counters)"
+    else:
+        done = fmt_bytes(still.io_bytes) if still.io_bytes else "nothing"
+        moved = f"they read and wrote {done} in that time"
+    if still.rss_change is not None:
+        change = still.rss_change
+        moved += (
+            f"; their memory {f'changed by {fmt_bytes(change)}' if change else 'kept its size'}"
+        )
+    used = f", and used {_cpus(still.cpus)} on average" if still.cpus is not None else ""
+    least = min(p.share for p in procs)
+    evidence = [
+        f"for the {seconds} attach sampled, the main thread of each of the job's "
+        f"{plural(len(procs), 'sampled process')} held one stack "
+        f"({'in every sample' if least >= 0.995 else f'{least:.0%} of its samples or more'})"
+        f"; {moved}{used}",
+    ]
+    tail = [
+        *(b.quote() for d in ranks if (b := _blocked(d.name, d)) is not None),
+        "how long it was still before attach came is not known: the same stacks in a later "
+        "attach confirm it"
+        + (
+            "; one long native call (a huge matrix product, a C extension) keeps as still"
+            if busy
+            else ""
+        ),
+    ]
+    if busy:
+        head = f"The job looks stuck: no stack moved in the {seconds} sampled, yet it used CPUs"
+    else:
+        head = f"The job looks hung: nothing moved in the {seconds} sampled"
+    finding = _told(head, evidence, tail, main_dump, worker_dumps, metrics)
+    return replace(finding, severity="warning") if busy else finding
+
+
+def _cpus(n: float) -> str:
+    return f"{n:.0%} of a CPU" if n < 1 else f"{n:.1f} CPUs"
+
+
+def _busy(p: HeldStack, job_busy: bool) -> bool:
+    """The process itself used CPUs (where its own use was not sampled: the job's)."""
+    return job_busy if p.cpus is None else p.cpus >= hang_rule.ATTACH_BUSY.value
+
+
+def _quotes(main: Blocked | None, workers: list[Blocked]) -> list[str]:
+    return [b.quote() for b in ([main] if main else []) + workers]
+
+
+def _workers(worker_dumps: list[ProcessDump]) -> list[Blocked]:
+    return [b for i, d in enumerate(worker_dumps) if (b := _blocked(f"worker {i}", d)) is not None]
+
+
+def _told(
+    head: str,
+    evidence: list[str],
+    tail: list[str],
+    main_dump: ProcessDump | None,
+    worker_dumps: list[ProcessDump],
+    metrics: Metrics,
+) -> Finding:
+    """The hang's story from the main process's and the workers' stacks: the workers blocked in
+    user code, the main process waiting for a batch no worker delivers, or the main process
+    blocked (or busy) in its own code. ``evidence`` leads, each process's stack follows, then
+    ``tail``."""
+    workers_cfg = metrics.loaders[0].config.get("num_workers") if metrics.loaders else None
+    main = _blocked("main process", main_dump) if main_dump else None
+    workers = _workers(worker_dumps)
+    evidence = evidence + _quotes(main, workers) + tail
+    waits_on_loader = _loader_line(main_dump)
     stuck_workers = [w for w in workers if w.user is not None]
     if waits_on_loader and stuck_workers:
         first = stuck_workers[0]
@@ -118,8 +221,8 @@ def hang_finding(
             title=f"{head}: the main process waits for a batch no worker delivers{lost}",
             evidence=tuple(evidence),
             fix=(
-                "a worker died or cannot send: read the worker errors above; check ulimit -n "
-                "and /dev/shm (trainprof doctor)",
+                "a worker died or cannot send: its error is in the job's output; check ulimit "
+                "-n and /dev/shm (trainprof doctor)",
                 "run with DataLoader(num_workers=0) once to see the error in the main process",
                 "DataLoader(..., timeout=120) turns the silent wait into an error",
             ),

@@ -7,7 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trainprof.analysis.crash.context import crash_context
-from trainprof.analysis.crash.hang import at_work_finding, hang_finding, pause_finding
+from trainprof.analysis.crash.hang import (
+    at_work_finding,
+    hang_finding,
+    pause_finding,
+    still_finding,
+)
 from trainprof.analysis.crash.matcher import match_signatures
 from trainprof.analysis.crash.torchrun import RankError, rank_failed, without_consequences
 from trainprof.analysis.findings import Finding
@@ -25,6 +30,9 @@ def crash_findings(session: Session, metrics: Metrics) -> list[Finding]:
     found = match_signatures(stderr, crash_context(session, metrics))
     if failed is not None:
         found = [failed[0], *found]
+    if metrics.attach is not None and metrics.attach.stillness is not None:
+        still = still_finding(metrics.attach.stillness, metrics)  # attach: no runner, no watch
+        return found + [still] if still is not None else found
     hang = session.meta.get("hang")
     if not hang:
         return found

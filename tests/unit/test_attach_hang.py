@@ -1,0 +1,147 @@
+"""attach's hang verdict from what moved in the window: a job whose every sampled process held
+one stack and that read and wrote nothing is hung (first, and the rules that judge how the loop
+spends its time stand aside); one whose stacks move, or that reads or writes, or that was
+sampled too briefly, is not; still but using CPUs, it is stuck (a warning). The DataLoader
+workers' side runs for real in tests/integration/test_attach.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from synth import session
+
+from trainprof.analysis.findings import Verdict
+from trainprof.analysis.pipeline import analyze
+from trainprof.analysis.rules import hang as hang_rule
+from trainprof.store.session import Session
+from trainprof.store.stacks import StackSpan
+
+TRAIN = "/home/user/proj/train.py"
+TORCH = "/venv/site-packages/torch"
+WAITING = (
+    ("<module>", TRAIN, 30),
+    ("sync_barrier", TRAIN, 12),
+    ("wait", "/usr/lib/python3.11/threading.py", 320),
+)
+FORWARD = (("<module>", TRAIN, 20), ("Module._call_impl", f"{TORCH}/nn/modules/module.py", 1))
+BACKWARD = (("<module>", TRAIN, 22), ("backward", f"{TORCH}/autograd/__init__.py", 1))
+LOADER = (
+    ("<module>", TRAIN, 18),
+    ("_MultiProcessingDataLoaderIter._next_data", f"{TORCH}/utils/data/dataloader.py", 1),
+    ("_MultiProcessingDataLoaderIter._get_data", f"{TORCH}/utils/data/dataloader.py", 2),
+)
+
+
+def attached(
+    spans: list[StackSpan],
+    io: list[Any] | None = None,
+    cpu: float = 0.0,
+    exited: bool = False,
+    rss_rise: float = 0.0,
+) -> Session:
+    """An attach run of pid 1000: its main thread's ``spans``, its reads and writes at the
+    window's start and end (``io``), its CPU use in % of one CPU at each host sample (a second
+    apart), its RSS rising ``rss_rise`` bytes a second."""
+    att: dict[str, Any] = {"pid": 1000, "rate_hz": 100}
+    if io is not None:
+        att["io_bytes"] = io
+    if exited:
+        att["target_exit"] = "exited during sampling, after 3.0 s"
+    rows = [
+        {"t": float(t), "procs": [{"pid": 1000, "rss": 1e8 + rss_rise * t, "cpu": cpu}]}
+        for t in range(int(spans[-1].t1) + 1)
+    ]
+    sess = session(attach=att, sample_rows=rows)
+    sess.spans = spans
+    return sess
+
+
+def held(frames: tuple[tuple[str, str, int], ...], seconds: float) -> list[StackSpan]:
+    """One stack held for ``seconds``, as py-spy records it with a torn sample now and then."""
+    out, t = [], 0.0
+    while t < seconds:
+        out.append(StackSpan(t, min(seconds, t + 1.0), frames))
+        t += 1.0
+    return out
+
+
+def stepping(seconds: float) -> list[StackSpan]:
+    out, t = [], 0.0
+    while t < seconds:
+        for frames in (LOADER, FORWARD, BACKWARD):
+            out.append(StackSpan(t, t + 0.01, frames))
+            t += 0.01
+    return out
+
+
+def verdict(sess: Session) -> Verdict:
+    return analyze(sess)[1]
+
+
+def test_a_job_that_held_one_stack_and_moved_nothing_is_hung_at_its_line() -> None:
+    v = verdict(attached(held(WAITING, 8.0), io=[5000, 5000]))
+    first = v.findings[0]
+    assert first.id == "hang" and first.severity == "error", v.findings
+    assert first.title == (
+        "The job looks hung: nothing moved in the 8.0 s sampled: the main process is blocked "
+        "in sync_barrier()"
+    )
+    assert first.where == f"{TRAIN}:12 (sync_barrier)"
+    assert "read and wrote nothing in that time; their memory kept its size" in first.evidence[0]
+    assert "0% of a CPU" in first.evidence[0], first.evidence
+    assert any("blocked in wait(), called from" in e for e in first.evidence), first.evidence
+
+
+def test_waiting_for_a_batch_is_the_hang_not_input_bound() -> None:
+    """A main thread held in the DataLoader for the whole window (the workers it waits on were
+    not sampled here): a hang; input-bound, which would advise more workers, stands aside."""
+    v = verdict(attached(held(LOADER, 8.0), io=[0, 0]))
+    assert [f.id for f in v.findings] == ["hang"], v.findings
+    assert "waits for a batch no worker delivers" in v.findings[0].title
+    assert "input-bound" in {s.id for s in v.skipped}
+
+
+def test_a_moving_stack_or_reads_and_writes_are_work() -> None:
+    assert "hang" not in {f.id for f in verdict(attached(stepping(8.0), io=[0, 0])).findings}
+    # still, but writing: a checkpoint written in one long call
+    writes = attached(held(WAITING, 8.0), io=[0, int(hang_rule.MOVED.value)])
+    assert "hang" not in {f.id for f in verdict(writes).findings}
+    # still, reading and writing nothing, but allocating: one native call filling a buffer
+    moved = hang_rule.MOVED.value
+    allocates = attached(held(WAITING, 8.0), io=[0, 0], rss_rise=moved / 8)
+    assert "hang" not in {f.id for f in verdict(allocates).findings}
+    barely = attached(held(WAITING, 8.0), io=[0, 0], rss_rise=moved / 9)
+    assert "hang" in {f.id for f in verdict(barely).findings}
+
+
+def test_a_short_window_or_a_job_that_exited_is_not_judged() -> None:
+    short = hang_rule.ATTACH_STILL_S.value - 0.5
+    assert "hang" not in {f.id for f in verdict(attached(held(WAITING, short))).findings}
+    assert "hang" not in {f.id for f in verdict(attached(held(WAITING, 8.0), exited=True)).findings}
+
+
+def test_one_stack_held_but_less_than_the_share_is_not_still() -> None:
+    spans = held(WAITING, 8.0)
+    share = hang_rule.ATTACH_HELD.value
+    # the rest of the window in a second stack, just over what a still job may show
+    other = StackSpan(8.0, 8.0 + 8.0 * (1 - share) / share + 0.1, FORWARD)
+    assert "hang" not in {f.id for f in verdict(attached([*spans, other])).findings}
+    almost = StackSpan(8.0, 8.0 + 8.0 * (1 - share) / share - 0.1, FORWARD)
+    assert "hang" in {f.id for f in verdict(attached([*spans, almost])).findings}
+
+
+def test_still_but_busy_is_stuck_a_warning() -> None:
+    """A spin-wait keeps one line on the stack and a CPU busy: stuck, said as a warning (one
+    long native call looks the same)."""
+    v = verdict(attached(held(WAITING, 8.0), io=[0, 0], cpu=100.0))
+    first = v.findings[0]
+    assert first.id == "hang" and first.severity == "warning", v.findings
+    assert first.title.startswith("The job looks stuck: no stack moved in the 8.0 s sampled")
+    assert "busy in sync_barrier()" in first.title
+    assert any("one long native call" in e for e in first.evidence), first.evidence
+
+
+def test_unread_io_counters_are_said_not_taken_for_nothing() -> None:
+    first = verdict(attached(held(WAITING, 8.0), io=[None, 7])).findings[0]
+    assert first.id == "hang"
+    assert "could not be read" in first.evidence[0], first.evidence
