@@ -88,6 +88,11 @@ def test_crash_and_hang_zoo_cases_name_the_cause_first(name: str, zoo_tmp: Path)
         assert first["where"] and f"{name}.py:" in first["where"], first
     if name == "hang_fd_limit":
         assert any("128" in e for e in first["evidence"]), "the measured fd limit is evidence"
+        # its forked workers wait in torch's worker loop for indices: the parent's frames below
+        # the loop (the training loop's line) are not where they are blocked
+        hang = next(f for f in r.report["findings"] if f["id"] == "hang")
+        assert hang["title"].endswith("the main process waits for a batch no worker delivers")
+        assert "in torch's worker loop, waiting for indices" in " ".join(hang["evidence"])
 
 
 def test_cpu_stall_names_the_user_function(zoo_tmp: Path) -> None:

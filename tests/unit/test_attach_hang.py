@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from synth import session
 
 from trainprof.analysis.findings import Verdict
 from trainprof.analysis.pipeline import analyze
 from trainprof.analysis.rules import hang as hang_rule
+from trainprof.attach import analysis as attach_analysis
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan
 
@@ -38,17 +40,25 @@ def attached(
     cpu: float = 0.0,
     exited: bool = False,
     rss_rise: float = 0.0,
+    worker_fds: int | None = None,
 ) -> Session:
     """An attach run of pid 1000: its main thread's ``spans``, its reads and writes at the
     window's start and end (``io``), its CPU use in % of one CPU at each host sample (a second
-    apart), its RSS rising ``rss_rise`` bytes a second."""
+    apart), its RSS rising ``rss_rise`` bytes a second; with ``worker_fds``, a DataLoader worker
+    (pid 1001, held in torch's worker loop) with that many descriptors open under a limit of
+    128."""
     att: dict[str, Any] = {"pid": 1000, "rate_hz": 100}
     if io is not None:
         att["io_bytes"] = io
     if exited:
         att["target_exit"] = "exited during sampling, after 3.0 s"
+    procs: list[dict[str, Any]] = [{"pid": 1000, "rss": 1e8, "cpu": cpu, "nofile": [128, 4096]}]
+    if worker_fds is not None:
+        procs.append(
+            {"pid": 1001, "rss": 1e8, "cpu": 0.0, "fds": worker_fds, "nofile": [128, 4096]}
+        )
     rows = [
-        {"t": float(t), "procs": [{"pid": 1000, "rss": 1e8 + rss_rise * t, "cpu": cpu}]}
+        {"t": float(t), "procs": [dict(p, rss=p["rss"] + rss_rise * t) for p in procs]}
         for t in range(int(spans[-1].t1) + 1)
     ]
     sess = session(attach=att, sample_rows=rows)
@@ -145,3 +155,30 @@ def test_unread_io_counters_are_said_not_taken_for_nothing() -> None:
     first = verdict(attached(held(WAITING, 8.0), io=[None, 7])).findings[0]
     assert first.id == "hang"
     assert "could not be read" in first.evidence[0], first.evidence
+
+
+def test_a_worker_out_of_descriptors_is_named_with_the_limit_to_raise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """hang_fd_limit under attach: a worker had all the descriptors its limit allows open, the
+    main process waits for the batch it could not send. The title names it, the first fix
+    raises the limit (up to the hard one, which needs no root)."""
+    # forked: below torch's worker loop, the parent's frames (the loop's line)
+    worker = held(
+        (
+            *LOADER[:1],
+            ("_worker_loop", f"{TORCH}/utils/data/_utils/worker.py", 1),
+            ("select", "/usr/lib/python3.11/selectors.py", 415),
+        ),
+        8.0,
+    )
+    monkeypatch.setattr(attach_analysis, "worker_spans", lambda _s: {1001: worker})
+    v = verdict(attached(held(LOADER, 8.0), io=[0, 0], worker_fds=128))
+    first = v.findings[0]
+    assert first.title.endswith("a DataLoader worker ran out of file descriptors (ulimit -n 128)")
+    assert any("(pid 1001) had 128 file descriptors open" in e for e in first.evidence)
+    assert first.fix[0].startswith(
+        "restart the job with a higher open-file limit: `ulimit -n 4096`"
+    )
+    below = verdict(attached(held(LOADER, 8.0), io=[0, 0], worker_fds=127)).findings[0]
+    assert "file descriptors" not in below.title

@@ -64,6 +64,21 @@ def test_a_lost_worker_is_told_apart_from_blocked_ones() -> None:
     assert any("ulimit -n" in line for line in text)
 
 
+def test_workers_waiting_in_torchs_loop_are_not_blocked_in_the_code_that_forked_them() -> None:
+    """hang_fd_limit's workers wait in torch's worker loop for indices (the batch they made was
+    lost when its descriptors ran out); below the loop their stacks hold the parent's frames,
+    copied by fork: the training loop's line. They were called "blocked in user code (main)",
+    quoting that line as where they wait."""
+    title, where, text = verdict(MAIN_IN_LOADER + worker(101, False) + worker(102, False))
+    assert title.endswith("the main process waits for a batch no worker delivers"), title
+    assert where == f"{TRAIN}:113 (main)"
+    quotes = [line for line in text if line.startswith("worker")]
+    assert len(quotes) == 2 and all(
+        "in torch's worker loop, waiting for indices" in q for q in quotes
+    )
+    assert any("ulimit -n" in line for line in text)
+
+
 def test_the_main_process_blocked_in_its_own_code() -> None:
     dump = f"""=== pid 100 (python) ===
 Thread 100 (idle): "MainThread"

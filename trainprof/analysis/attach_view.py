@@ -58,6 +58,8 @@ class HeldStack:
     frames: tuple[Frame, ...]  # outermost first
     share: float  # of the time its stacks were sampled
     cpus: float | None  # CPUs the process used on average (None: not sampled)
+    fds: int | None = None  # the most file descriptors it had open (None: not sampled)
+    nofile: tuple[int, int] | None = None  # its open-file limit, soft and hard
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,11 @@ def stillness(
     for role, p, spans in sampled:
         most = most_held(spans)
         if most is not None:
-            held.append(HeldStack(role, p, most[0], most[1], _cpus(session, p, window)))
+            series = session.samples.procs.get(p)
+            fds, nofile = (series.max_fds, series.nofile) if series else (None, None)
+            held.append(
+                HeldStack(role, p, most[0], most[1], _cpus(session, p, window), fds, nofile)
+            )
     samples = session.samples
     tree = _window_mean(samples.t, samples.tree_cpu, window)
     rss = finite(r for t, r in zip(samples.t, samples.tree_rss, strict=True) if _in(t, window))

@@ -22,21 +22,29 @@ from trainprof.store.dumps import ProcessDump, ThreadDump
 from trainprof.store.stacks import Frame
 from trainprof.units import fmt_bytes, fmt_duration, plural
 
+WORKER_FILE = "torch/utils/data/_utils/worker.py"
+
 
 @dataclass(frozen=True)
 class Blocked:
     role: str  # "main" | "worker N"
     pid: int
     idle: bool
-    user: Frame | None  # deepest user frame
+    user: Frame | None  # deepest user frame (a worker's: inside torch's worker loop)
     innermost: Frame | None
     in_loader: bool = False  # waiting in DataLoader.__next__ for a batch
+    worker_loop: bool = False  # a DataLoader worker: its stack passes through _worker_loop
 
     def quote(self) -> str:
         state = "blocked" if self.idle else "running"
         inner = f" in {short_name(self.innermost[0])}()" if self.innermost else ""
         if self.in_loader and self.role == "main process":
             state, inner = "waiting", " for a batch from the DataLoader"
+        if self.user is None and self.worker_loop:
+            return (
+                f"{self.role} (pid {self.pid}) {state}{inner} in torch's worker loop, waiting "
+                "for indices to make a batch of: in no user code"
+            )
         if self.user is None:
             return f"{self.role} (pid {self.pid}) {state}{inner}, in no user code"
         at = f"{self.user[1]}:{self.user[2]} ({short_name(self.user[0])})"
@@ -47,8 +55,18 @@ def _blocked(role: str, d: ProcessDump) -> Blocked | None:
     t = d.main
     if t is None or not t.frames:
         return None
-    user = next((f for f in t.frames if is_user_file(f[1])), None)
-    return Blocked(role, d.pid, t.idle, user, t.frames[0], _loader_line(d))
+    frames = t.frames  # innermost first
+    loop = next((i for i, f in enumerate(frames) if _is_worker_loop(f)), None)
+    # A worker's own work is inside torch's worker loop; the frames outside it are its
+    # parent's, copied by fork (the training loop's line that started the workers): a worker
+    # waiting in the loop for indices is in no user code, not "blocked in main()"
+    own = frames if loop is None else frames[:loop]
+    user = next((f for f in own if is_user_file(f[1])), None)
+    return Blocked(role, d.pid, t.idle, user, frames[0], _loader_line(d), loop is not None)
+
+
+def _is_worker_loop(f: Frame) -> bool:
+    return f[0] == "_worker_loop" and WORKER_FILE in f[1].replace("\\", "/")
 
 
 def _where(f: Frame | None) -> str | None:
@@ -149,8 +167,54 @@ def still_finding(still: Stillness, metrics: Metrics) -> Finding | None:
         head = f"The job looks stuck: no stack moved in the {seconds} sampled, yet it used CPUs"
     else:
         head = f"The job looks hung: nothing moved in the {seconds} sampled"
+    full = [p for p in procs if p.fds is not None and p.nofile and p.fds >= p.nofile[0]]
+    if full:  # a process out of descriptors: a worker that cannot send its batch, say
+        evidence += [_out_of_descriptors(p) for p in full]
     finding = _told(head, evidence, tail, main_dump, worker_dumps, metrics)
+    if full:
+        out = full[0]
+        who = "the main process" if out.role == "main" else f"a {_role_name(out.role)}"
+        finding = replace(
+            finding,
+            title=f"{head}: {who} ran out of file descriptors (ulimit -n "
+            f"{out.nofile[0] if out.nofile else '?'})",
+            fix=(_raise_the_limit(full), *finding.fix),
+        )
     return replace(finding, severity="warning") if busy else finding
+
+
+def _out_of_descriptors(p: HeldStack) -> str:
+    who = "the main process" if p.role == "main" else f"a {_role_name(p.role)}"
+    soft = p.nofile[0] if p.nofile else "?"
+    return (
+        f"{who} (pid {p.pid}) had {p.fds} file descriptors open, all its open-file limit allows "
+        f"(ulimit -n {soft}); under torch's default file_descriptor sharing each tensor of a "
+        "batch in flight holds one, and a worker out of them cannot send its batch"
+    )
+
+
+def _role_name(role: str) -> str:
+    return "DataLoader worker" if role == "worker" else role
+
+
+def _raise_the_limit(full: list[HeldStack]) -> str:
+    limits = [p.nofile for p in full if p.nofile]
+    soft, hard = min(n[0] for n in limits), min(n[1] for n in limits)
+    if soft < hard and hard > 0:  # (a hard limit of -1 is unlimited)
+        raise_it = (
+            f"`ulimit -n {min(hard, 65536)}` in the shell that starts the job (up to the hard "
+            f"limit, {hard}, needs no root)"
+        )
+    else:
+        raise_it = (
+            "`ulimit -n 65536` in the shell that starts the job (raising the hard limit needs "
+            "root: `nofile` in /etc/security/limits.conf; Docker: --ulimit nofile=65536:65536)"
+        )
+    return (
+        f"restart the job with a higher open-file limit: {raise_it}; or "
+        '`torch.multiprocessing.set_sharing_strategy("file_system")` at the top of the script '
+        "(the lost batch is not sent again: the running job stays hung)"
+    )
 
 
 def _cpus(n: float) -> str:
@@ -260,7 +324,7 @@ def _is_worker(dump: ProcessDump) -> bool:
     """A DataLoader worker runs torch's worker loop on its main thread (a worker that never
     wrote an event file has no role on record)."""
     t = dump.main
-    return bool(t and any("torch/utils/data/_utils/worker.py" in f[1] for f in t.frames))
+    return bool(t and any(WORKER_FILE in f[1] for f in t.frames))
 
 
 def _loader_line(dump: ProcessDump | None) -> bool:
