@@ -28,6 +28,10 @@ WINDOW = 256
 
 @dataclass
 class LiveStats:
+    """The job's progress from its event files. The ranks of a distributed job step together:
+    its steps are the leading rank's count, its rate one rank's (the first that stepped), as
+    the report counts them; its samples/s every rank's."""
+
     steps: int = 0
     batches: int = 0
     backwards: int = 0  # backward() returns of a job with neither an optimizer nor a DataLoader
@@ -38,6 +42,11 @@ class LiveStats:
     stepping: dict[int, dict[str, Any]] = field(default_factory=dict)  # pid → header
     per_step_s: collections.deque[float] = field(
         default_factory=lambda: collections.deque(maxlen=WINDOW)
+    )
+    steps_by_pid: dict[int, int] = field(default_factory=dict)
+    # (t_end, samples) of every stepping process's recent steps: the samples/s of all ranks
+    all_samples: collections.deque[tuple[float, int]] = field(
+        default_factory=lambda: collections.deque(maxlen=16 * WINDOW)
     )
 
     def feed(self, header: dict[str, Any], line: str) -> None:
@@ -50,10 +59,14 @@ class LiveStats:
             f = line.split()
             t = float(header["t0"]) + int(f[1]) / 1e6
             dur, wait = int(f[2]) / 1e6, int(f[3]) / 1e6
-            self.steps += 1
-            self.recent.append((t, dur, wait, max(int(f[7]), 0)))
-            if self.steps > 1:
-                self.per_step_s.append(dur)
+            pid = int(header.get("pid", -1))
+            n = self.steps_by_pid[pid] = self.steps_by_pid.get(pid, 0) + 1
+            self.steps = max(self.steps, n)
+            self.all_samples.append((t, max(int(f[7]), 0)))
+            if pid == next(iter(self.steps_by_pid)):  # one rank's steps time the job's
+                self.recent.append((t, dur, wait, max(int(f[7]), 0)))
+                if n > 1:
+                    self.per_step_s.append(dur)
             self._progress(t)
         elif kind == BATCH:
             f = line.split()
@@ -86,7 +99,8 @@ class LiveStats:
             return None, None, None
         rows = list(self.recent)[1:]
         total = sum(r[1] for r in rows)
-        samples = sum(r[3] for r in rows)
+        start, end = self.recent[0][0], self.recent[-1][0]
+        samples = sum(n for t, n in self.all_samples if start < t <= end)
         wait = sum(r[2] for r in rows) / total if total > 0 else None
         return len(rows) / span, (samples / span if samples else None), wait
 

@@ -41,7 +41,13 @@ def schema_errors(report: dict[str, Any]) -> list[str]:
     )
 
 
-def torchrun(tmp: Path, name: str, *args: str, env: dict[str, str] | None = None) -> Result:
+def torchrun(
+    tmp: Path,
+    name: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    run_args: tuple[str, ...] = (),
+) -> Result:
     return run_trainprof(
         tmp,
         "--",
@@ -52,7 +58,7 @@ def torchrun(tmp: Path, name: str, *args: str, env: dict[str, str] | None = None
         str(script_path(name)),
         env=env,
         timeout=240,
-        run_args=("--timeout", "180"),
+        run_args=("--timeout", "180", *run_args),
     )
 
 
@@ -125,6 +131,30 @@ def test_ddp_accumulation_outside_no_sync_is_named_at_its_backward_line(tmp_path
     )
     assert fixed.report is not None, fixed.stderr[-3000:]
     assert fixed.report["findings"] == [], describe(fixed.report)
+
+
+def test_ranks_waiting_in_different_collectives_are_a_hang_named_at_both_lines(
+    tmp_path: Path,
+) -> None:
+    """dist_eval_hang: rank 0 validates through the DDP-wrapped model alone (its forward
+    broadcasts BatchNorm's buffers), rank 1 waits in dist.barrier(). The hang is told from the
+    ranks' stacks, not from torchrun's agent above them (once "the main process is blocked in
+    <module>()" at torchrun's own line), with DDP's forward as the fix."""
+    r = torchrun(tmp_path, "dist_eval_hang", run_args=("--hang-after", "4"))
+    assert r.returncode == 124, r.stderr[-3000:]
+    assert r.problems and r.problems[0] == "hang", describe(r.report)
+    f: dict[str, Any] = r.report["findings"][0]  # type: ignore[index]
+    assert f["title"].endswith(
+        "the ranks stopped at different lines (rank 0 in validate(), rank 1 in main())"
+    ), f["title"]
+    text = script_path("dist_eval_hang").read_text().splitlines()
+    line = next(i for i, s in enumerate(text, 1) if "total += model(x)" in s)
+    assert f["where"].endswith(f"dist_eval_hang.py:{line} (validate)"), f["where"]
+    assert any("blocked in barrier()" in e and e.startswith("rank 1") for e in f["evidence"])
+    assert f["fix"][0].startswith("rank 0 called the DDP-wrapped model where the other ranks")
+    assert not any("torchrun" in e for e in f["evidence"]), f["evidence"]
+    # the job's steps are one rank's: 50 each before the validation, not 100
+    assert re.search(r"after 50 optimizer steps", f["evidence"][0]), f["evidence"]
 
 
 def test_a_distributed_sampler_never_given_set_epoch_is_named(tmp_path: Path) -> None:

@@ -42,10 +42,33 @@ def worker(pid: int, user_line: bool) -> str:
 HANG = {"silent_s": 10.2, "steps_before": 20, "unit": "optimizer step", "stacks_file": "h.txt"}
 
 
-def verdict(text: str, hang: dict[str, object] = HANG) -> tuple[str, str | None, list[str]]:
+def verdict(
+    text: str, hang: dict[str, object] = HANG, roles: dict[int, str] | None = None
+) -> tuple[str, str | None, list[str]]:
     m = compute(session(process(40)))
-    f = hang_finding(hang, parse(text), {}, m)
+    f = hang_finding(hang, parse(text), roles or {}, m)
     return f.title, f.where, list(f.evidence) + list(f.fix)
+
+
+AGENT = f"""=== pid 90 (pt_elastic) ===
+Thread 90 (idle): "MainThread"
+    _invoke_run ({TORCH}/distributed/elastic/agent/server/api.py:923)
+    main ({TORCH}/distributed/run.py:900)
+    <module> (/venv/bin/torchrun:6)
+"""
+
+
+def rank(pid: int, *frames: str) -> str:
+    body = "".join(f"    {f}\n" for f in frames)
+    return f'=== pid {pid} (python) ===\nThread {pid} (idle): "MainThread"\n{body}'
+
+
+IN_BACKWARD = (
+    f"_engine_run_backward ({TORCH}/autograd/graph.py:841)",
+    f"backward ({TORCH}/autograd/__init__.py:353)",
+    f"main ({TRAIN}:60)",
+)
+RANKS = {90: "main", 100: "rank 0", 101: "rank 1"}
 
 
 def test_workers_alive_and_blocked_in_user_code_are_quoted() -> None:
@@ -77,6 +100,46 @@ def test_workers_waiting_in_torchs_loop_are_not_blocked_in_the_code_that_forked_
         "in torch's worker loop, waiting for indices" in q for q in quotes
     )
     assert any("ulimit -n" in line for line in text)
+
+
+def test_a_rank_outside_the_collective_is_named_not_torchruns_agent() -> None:
+    """Rank 1 sleeps in its own code while rank 0 waits in backward (DDP's all-reduce): the
+    odd rank out is named; torchrun's agent, a Python process above them waiting in its own
+    loop, is not the main process (it was: "blocked in <module>()" at torchrun's line)."""
+    dump = (
+        AGENT
+        + rank(100, *IN_BACKWARD)
+        + rank(101, f"wait_for_peer ({TRAIN}:44)", f"main ({TRAIN}:58)")
+    )
+    title, where, text = verdict(dump, roles=RANKS)
+    assert title.endswith("the ranks stopped at different lines (rank 1 in wait_for_peer())")
+    assert where == f"{TRAIN}:44 (wait_for_peer)"
+    assert any(t.startswith("rank 0 (pid 100) blocked in _engine_run_backward()") for t in text)
+    assert not any("torchrun" in t or "_invoke_run" in t for t in text), text
+
+
+def test_ranks_in_two_collectives_are_both_named_with_ddps_forward_as_the_fix() -> None:
+    """dist_eval_hang's story: rank 0 in DDP's forward (its buffer broadcast) alone, rank 1 in
+    dist.barrier(); neither stands out by itself, so both are named."""
+    ddp = (
+        f"DistributedDataParallel._distributed_broadcast_coalesced ({TORCH}/nn/parallel/distributed.py:2363)",
+        f"DistributedDataParallel.forward ({TORCH}/nn/parallel/distributed.py:1886)",
+        f"validate ({TRAIN}:34)",
+        f"main ({TRAIN}:58)",
+    )
+    barrier = (f"barrier ({TORCH}/distributed/distributed_c10d.py:5356)", f"main ({TRAIN}:59)")
+    title, where, text = verdict(AGENT + rank(100, *ddp) + rank(101, *barrier), roles=RANKS)
+    assert title.endswith("(rank 0 in validate(), rank 1 in main())"), title
+    assert where == f"{TRAIN}:34 (validate)"
+    assert any(t.startswith("rank 0 called the DDP-wrapped model where the other") for t in text)
+
+
+def test_ranks_at_the_same_line_are_told_as_one_process() -> None:
+    title, where, _text = verdict(
+        AGENT + rank(100, *IN_BACKWARD) + rank(101, *IN_BACKWARD), roles=RANKS
+    )
+    assert title.endswith("rank 0 is blocked in main()"), title
+    assert where == f"{TRAIN}:60 (main)"
 
 
 def test_the_main_process_blocked_in_its_own_code() -> None:

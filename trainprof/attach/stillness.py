@@ -29,17 +29,16 @@ def stillness(
         return None
     window = (main_spans[0].t0, main_spans[-1].t1)
     pid = int(att.get("pid") or 0)
-    sampled: list[tuple[str, int, Sequence[StackSpan]]] = [("main", pid, main_spans)]
     raw = att.get("targets")
     targets: list[Any] = raw if isinstance(raw, list) else []
+    first = targets[0] if targets and isinstance(targets[0], dict) else {}
+    sampled: list[tuple[str, int, Sequence[StackSpan]]] = [(_role(first), pid, main_spans)]
     for t in targets[1:]:  # the other ranks of a torchrun job
         if isinstance(t, dict) and isinstance(t.get("file"), str):
             rank_spans = load_spans(
                 Path(session.run_dir) / Path(t["file"]).name, float(t.get("started_at") or 0.0)
             )
-            rank = t.get("rank")
-            role = f"rank {rank}" if isinstance(rank, int) else "rank"
-            sampled.append((role, int(t.get("pid") or 0), rank_spans))
+            sampled.append((_role(t), int(t.get("pid") or 0), rank_spans))
     sampled += [("worker", p, spans) for p, spans in sorted(worker_spans.items())]
     held = []
     for role, p, spans in sampled:
@@ -60,6 +59,12 @@ def stillness(
         rss_change=int(max(rss) - min(rss)) if rss else None,
         cpus=None if tree is None else tree / 100,
     )
+
+
+def _role(target: dict[str, Any]) -> str:
+    """ "rank N" for a rank of a torchrun job, else "main" (the process attached to)."""
+    rank = target.get("rank")
+    return f"rank {rank}" if isinstance(rank, int) and not isinstance(rank, bool) else "main"
 
 
 def most_held(spans: Sequence[StackSpan]) -> tuple[tuple[Frame, ...], float] | None:

@@ -10,6 +10,7 @@ its deepest user frame.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,22 +24,24 @@ from trainprof.store.stacks import Frame
 from trainprof.units import fmt_bytes, fmt_duration, plural
 
 WORKER_FILE = "torch/utils/data/_utils/worker.py"
+DDP_FILE = "torch/nn/parallel/distributed.py"
 
 
 @dataclass(frozen=True)
 class Blocked:
-    role: str  # "main" | "worker N"
+    role: str  # "main process" | "rank N" | "worker N"
     pid: int
     idle: bool
     user: Frame | None  # deepest user frame (a worker's: inside torch's worker loop)
     innermost: Frame | None
     in_loader: bool = False  # waiting in DataLoader.__next__ for a batch
     worker_loop: bool = False  # a DataLoader worker: its stack passes through _worker_loop
+    ddp_forward: bool = False  # inside a DistributedDataParallel forward (its collectives)
 
     def quote(self) -> str:
         state = "blocked" if self.idle else "running"
         inner = f" in {short_name(self.innermost[0])}()" if self.innermost else ""
-        if self.in_loader and self.role == "main process":
+        if self.in_loader and (self.role == "main process" or self.role.startswith("rank")):
             state, inner = "waiting", " for a batch from the DataLoader"
         if self.user is None and self.worker_loop:
             return (
@@ -62,7 +65,8 @@ def _blocked(role: str, d: ProcessDump) -> Blocked | None:
     # waiting in the loop for indices is in no user code, not "blocked in main()"
     own = frames if loop is None else frames[:loop]
     user = next((f for f in own if is_user_file(f[1])), None)
-    return Blocked(role, d.pid, t.idle, user, frames[0], _loader_line(d), loop is not None)
+    ddp = any(f[0].endswith("forward") and DDP_FILE in f[1].replace("\\", "/") for f in frames)
+    return Blocked(role, d.pid, t.idle, user, frames[0], _loader_line(d), loop is not None, ddp)
 
 
 def _is_worker_loop(f: Frame) -> bool:
@@ -78,14 +82,14 @@ def hang_finding(
 ) -> Finding:
     """The hang, told from the stacks; ``roles`` maps pids to main/worker/rank."""
     evidence = hang_evidence(hang, metrics)
-    main_dump, worker_dumps = _split(dumps, roles)
+    main_dump, worker_dumps, rank_dumps = _split(dumps, roles)
     tail = (
         [f"full stacks: {hang['stacks_file']} in the run directory"]
         if hang.get("stacks_file")
         else []
     )
     if main_dump and main_dump.main and is_compiling(tuple(reversed(main_dump.main.frames))):
-        main = _blocked("main process", main_dump)
+        main = _blocked(_name(main_dump, roles), main_dump)
         silent = float(hang.get("silent_s") or 0)
         return Finding(
             id="hang",
@@ -99,7 +103,9 @@ def hang_finding(
             ),
             where=_where(main.user) if main else None,
         )
-    return _told(hang_title(hang), evidence, tail, main_dump, worker_dumps, metrics)
+    return _told(
+        hang_title(hang), evidence, tail, main_dump, worker_dumps, rank_dumps, roles, metrics
+    )
 
 
 def still_finding(still: Stillness, metrics: Metrics) -> Finding | None:
@@ -113,7 +119,6 @@ def still_finding(still: Stillness, metrics: Metrics) -> Finding | None:
     if (
         still.window_s < hang_rule.ATTACH_STILL_S.value
         or not procs
-        or procs[0].role != "main"
         or any(p.share < hang_rule.ATTACH_HELD.value for p in procs)
         or (still.io_bytes is not None and still.io_bytes >= hang_rule.MOVED.value)
         or (still.rss_change is not None and still.rss_change >= hang_rule.MOVED.value)
@@ -132,8 +137,7 @@ def still_finding(still: Stillness, metrics: Metrics) -> Finding | None:
         for p in procs
     ]
     roles = {p.pid: p.role for p in procs}
-    main_dump, worker_dumps = _split(dumps, roles)
-    ranks = [d for d, p in zip(dumps, procs, strict=True) if p.role.startswith("rank")]
+    main_dump, worker_dumps, rank_dumps = _split(dumps, roles)
     seconds = f"{still.window_s:.1f} s"
     if still.io_bytes is None:
         moved = "what they read and wrote could not be read (no I/O counters)"
@@ -154,7 +158,6 @@ def still_finding(still: Stillness, metrics: Metrics) -> Finding | None:
         f"; {moved}{used}",
     ]
     tail = [
-        *(b.quote() for d in ranks if (b := _blocked(d.name, d)) is not None),
         "how long it was still before attach came is not known: the same stacks in a later "
         "attach confirm it"
         + (
@@ -170,10 +173,10 @@ def still_finding(still: Stillness, metrics: Metrics) -> Finding | None:
     full = [p for p in procs if p.fds is not None and p.nofile and p.fds >= p.nofile[0]]
     if full:  # a process out of descriptors: a worker that cannot send its batch, say
         evidence += [_out_of_descriptors(p) for p in full]
-    finding = _told(head, evidence, tail, main_dump, worker_dumps, metrics)
+    finding = _told(head, evidence, tail, main_dump, worker_dumps, rank_dumps, roles, metrics)
     if full:
         out = full[0]
-        who = "the main process" if out.role == "main" else f"a {_role_name(out.role)}"
+        who = "the main process" if out.role == "main" else _role_name(out.role)
         finding = replace(
             finding,
             title=f"{head}: {who} ran out of file descriptors (ulimit -n "
@@ -184,7 +187,7 @@ def still_finding(still: Stillness, metrics: Metrics) -> Finding | None:
 
 
 def _out_of_descriptors(p: HeldStack) -> str:
-    who = "the main process" if p.role == "main" else f"a {_role_name(p.role)}"
+    who = "the main process" if p.role == "main" else _role_name(p.role)
     soft = p.nofile[0] if p.nofile else "?"
     return (
         f"{who} (pid {p.pid}) had {p.fds} file descriptors open, all its open-file limit allows "
@@ -194,7 +197,7 @@ def _out_of_descriptors(p: HeldStack) -> str:
 
 
 def _role_name(role: str) -> str:
-    return "DataLoader worker" if role == "worker" else role
+    return "a DataLoader worker" if role == "worker" else role
 
 
 def _raise_the_limit(full: list[HeldStack]) -> str:
@@ -226,6 +229,74 @@ def _busy(p: HeldStack, job_busy: bool) -> bool:
     return job_busy if p.cpus is None else p.cpus >= hang_rule.ATTACH_BUSY.value
 
 
+def _the(role: str) -> str:
+    return "the main process" if role == "main process" else role
+
+
+def _apart(ranks: list[Blocked]) -> tuple[list[Blocked], list[Blocked]] | None:
+    """Ranks held at different user lines: (the odd ones, the others), or None when every rank
+    is at the same line. The odd ones are the fewest at one line; between equally many, those
+    not inside a torch call (the others wait in one: a collective); where that tells none
+    apart, every rank is odd (each waits where the others do not come)."""
+    at: dict[tuple[str, int] | None, list[Blocked]] = {}
+    for b in ranks:
+        at.setdefault((b.user[1], b.user[2]) if b.user else None, []).append(b)
+    if len(at) < 2:
+        return None
+    groups = sorted(at.values(), key=len)
+    fewest = [g for g in groups if len(g) == len(groups[0])]
+    if len(fewest) > 1:
+        outside = [g for g in fewest if not any(_in_torch(b) for b in g)]
+        fewest = outside if len(outside) == 1 else fewest
+    odd = [b for g in fewest for b in g] if len(fewest) > 1 else fewest[0]
+    return odd, [b for b in ranks if b not in odd]
+
+
+def _ranks_apart(
+    head: str, evidence: list[str], odd: list[Blocked], rest: list[Blocked]
+) -> Finding:
+    """The ranks stopped at different lines: each waits where the others never come (a rank
+    outside the collective the others are in, or two ranks in two different collectives)."""
+    first = odd[0]
+    where = ", ".join(f"{b.role} in {short_name(b.user[0]) if b.user else '?'}()" for b in odd)
+    at = "; ".join(f"{b.role} at {_where(b.user)}{_waiting(b)}" for b in odd + rest)
+    fix = [
+        f"{at}: a collective waits for every rank, so a rank that does not come to the one "
+        "the others are in (DDP all-reduces gradients during backward) leaves them waiting",
+        "look for what takes a rank elsewhere: a branch on the rank, a different number of "
+        "batches on each rank (DistributedSampler(..., drop_last=True), or DDP's join()), an "
+        "exception caught on one rank only",
+        "a shorter process-group timeout turns the wait into an error: "
+        "init_process_group(..., timeout=timedelta(minutes=5))",
+    ]
+    alone = [b for b in odd + rest if b.ddp_forward]
+    if alone and len(alone) < len(odd) + len(rest):
+        names = " and ".join(b.role for b in alone)
+        fix.insert(
+            0,
+            f"{names} called the DDP-wrapped model where the other ranks did not: DDP's forward "
+            "first broadcasts the module's buffers (broadcast_buffers=True; a BatchNorm's "
+            "running statistics), a collective every rank must join; on one rank call the "
+            "wrapped module itself (model.module(x)), or run that code on every rank",
+        )
+    return Finding(
+        id="hang",
+        severity="error",
+        title=f"{head}: the ranks stopped at different lines ({where})",
+        evidence=tuple(evidence),
+        fix=tuple(fix),
+        where=_where(first.user),
+    )
+
+
+def _waiting(b: Blocked) -> str:
+    return f", waiting in {short_name(b.innermost[0])}()" if b.innermost and _in_torch(b) else ""
+
+
+def _in_torch(b: Blocked) -> bool:
+    return b.innermost is not None and "/torch/" in b.innermost[1].replace("\\", "/")
+
+
 def _quotes(main: Blocked | None, workers: list[Blocked]) -> list[str]:
     return [b.quote() for b in ([main] if main else []) + workers]
 
@@ -240,17 +311,24 @@ def _told(
     tail: list[str],
     main_dump: ProcessDump | None,
     worker_dumps: list[ProcessDump],
+    rank_dumps: list[ProcessDump],
+    roles: dict[int, str],
     metrics: Metrics,
 ) -> Finding:
-    """The hang's story from the main process's and the workers' stacks: the workers blocked in
-    user code, the main process waiting for a batch no worker delivers, or the main process
-    blocked (or busy) in its own code. ``evidence`` leads, each process's stack follows, then
+    """The hang's story from the stacks of the main process (rank 0 of a job of ranks), the
+    other ranks and the workers: ranks stopped at different lines, the workers blocked in user
+    code, the main process waiting for a batch no worker delivers, or the main process blocked
+    (or busy) in its own code. ``evidence`` leads, each process's stack follows, then
     ``tail``."""
     workers_cfg = metrics.loaders[0].config.get("num_workers") if metrics.loaders else None
-    main = _blocked("main process", main_dump) if main_dump else None
+    main = _blocked(_name(main_dump, roles), main_dump) if main_dump else None
+    ranks = [b for d in rank_dumps if (b := _blocked(_name(d, roles), d)) is not None]
     workers = _workers(worker_dumps)
-    evidence = evidence + _quotes(main, workers) + tail
+    evidence = evidence + _quotes(main, ranks + workers) + tail
     waits_on_loader = _loader_line(main_dump)
+    apart = _apart([main, *ranks]) if main is not None and ranks else None
+    if apart is not None:
+        return _ranks_apart(head, evidence, *apart)
     stuck_workers = [w for w in workers if w.user is not None]
     if waits_on_loader and stuck_workers:
         first = stuck_workers[0]
@@ -282,7 +360,8 @@ def _told(
         return Finding(
             id="hang",
             severity="error",
-            title=f"{head}: the main process waits for a batch no worker delivers{lost}",
+            title=f"{head}: {_the(main.role) if main else 'the main process'} waits for a "
+            f"batch no worker delivers{lost}",
             evidence=tuple(evidence),
             fix=(
                 "a worker died or cannot send: its error is in the job's output; check ulimit "
@@ -297,7 +376,7 @@ def _told(
         return Finding(
             id="hang",
             severity="error",
-            title=f"{head}: the main process is {state} in {short_name(main.user[0])}()",
+            title=f"{head}: {_the(main.role)} is {state} in {short_name(main.user[0])}()",
             evidence=tuple(evidence),
             fix=(
                 f"the main thread is at {_where(main.user)}"
@@ -398,17 +477,38 @@ def at_work_finding(
 
 
 def _main_process(dumps: list[ProcessDump], roles: dict[int, str]) -> Blocked | None:
-    main_dump, _workers = _split(dumps, roles)
-    return _blocked("main process", main_dump) if main_dump else None
+    main_dump, _workers, _ranks = _split(dumps, roles)
+    return _blocked(_name(main_dump, roles), main_dump) if main_dump else None
 
 
 def _split(
     dumps: list[ProcessDump], roles: dict[int, str]
-) -> tuple[ProcessDump | None, list[ProcessDump]]:
-    """The main process's dump and the DataLoader workers', of those py-spy could read."""
+) -> tuple[ProcessDump | None, list[ProcessDump], list[ProcessDump]]:
+    """The main process's dump, the DataLoader workers', and the other ranks', of those py-spy
+    could read. In a job of ranks (``roles`` "rank N") the main process is the lowest rank: not
+    a launcher above them (torchrun's agent waits in its own loop whatever the ranks do)."""
     python = [d for d in dumps if d.main is not None]
     workers = [d for d in python if roles.get(d.pid) == "worker" or _is_worker(d)]
-    return next((d for d in python if d not in workers), None), workers
+    ranks = sorted((d for d in python if _rank(roles.get(d.pid)) is not None), key=_rank_of(roles))
+    if ranks:
+        return ranks[0], workers, ranks[1:]
+    return next((d for d in python if d not in workers), None), workers, []
+
+
+def _rank(role: str | None) -> int | None:
+    if role and role.startswith("rank ") and role[5:].isdigit():
+        return int(role[5:])
+    return None
+
+
+def _rank_of(roles: dict[int, str]) -> Callable[[ProcessDump], int]:
+    return lambda d: _rank(roles.get(d.pid)) or 0
+
+
+def _name(d: ProcessDump, roles: dict[int, str]) -> str:
+    """How a process is called in the quotes: "rank N" in a job of ranks, else "main process"."""
+    role = roles.get(d.pid) or ""
+    return role if _rank(role) is not None else "main process"
 
 
 def hang_title(hang: dict[str, Any]) -> str:

@@ -36,7 +36,7 @@ def crash_findings(session: Session, metrics: Metrics) -> list[Finding]:
     hang = session.meta.get("hang")
     if not hang:
         return found
-    roles = {p.pid: p.role for p in session.processes}
+    roles = {p.pid: _role(p.role, p.header.get("rank")) for p in session.processes}
     stopped_by = session.meta.get("stopped_by")
     if hang.get("at_work") and stopped_by:  # stopped while at work: where, not a hang
         return found + [at_work_finding(hang, session.hang_dumps, roles, metrics, stopped_by)]
@@ -56,6 +56,11 @@ def crash_findings(session: Session, metrics: Metrics) -> list[Finding]:
         )
         found = [merged] + [f for f in found if f is not first]
     return found + [verdict]
+
+
+def _role(role: str, rank: object) -> str:
+    """A process's role as the hang verdict names it: "rank N" for a rank of a distributed job."""
+    return f"rank {rank}" if role == "rank" and isinstance(rank, int) else role
 
 
 def torchrun_failure(session: Session) -> tuple[Finding, int] | None:

@@ -4,7 +4,11 @@ and the verdict tells the stories apart: workers alive but blocked in user code 
 line), a worker that died or cannot send, or the main process itself blocked. Start-up work
 before the first optimizer step (torch.compile, CUDA context, cudnn autotuning, a cache fill)
 is progress, never a hang: only ``--timeout`` bounds it. A silence the runner only reported,
-after which the job went on or exited 0, is said as a pause (information), not a hang.
+after which the job went on or exited 0, is said as a pause (information), not a hang. In a
+job of ranks the story is the ranks' (never torchrun's agent's, which waits above them): ranks
+stopped at different lines, each waiting where the others never come (a rank outside the
+collective the others are in; one rank alone in a DDP-wrapped model's forward, whose buffer
+broadcast the others never join).
 
 Under ``trainprof attach`` (no probe, no step count) a hang is what the stacks and counters show
 over the window sampled: the main thread of every sampled process (the training process, other

@@ -425,6 +425,14 @@ _CASES: tuple[ZooCase, ...] = (
         180.0,
     ),
     ZooCase(
+        "dist_eval_hang",
+        "hang",
+        "dist",
+        "rank 0 alone validates through the DDP-wrapped model (BatchNorm buffers broadcast) while "
+        "rank 1 waits in dist.barrier(): both wait for good",
+        180.0,
+    ),
+    ZooCase(
         "dist_accumulation",
         "accumulation-allreduce",
         "dist",

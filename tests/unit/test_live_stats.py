@@ -1,0 +1,36 @@
+"""The runner's live view of progress: the ranks of a distributed job step together, so its
+step count and it/s are one rank's (two ranks' steps once counted double, and a hang's
+evidence said "after 100 optimizer steps" of a job whose ranks had made 50 each); its
+samples/s are every rank's."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainprof.live import LiveStats
+
+
+def step(stats: LiveStats, pid: int, t_s: float, samples: int = 32) -> None:
+    header = {"pid": pid, "role": "rank", "t0": 100.0}
+    stats.feed(header, f"S {int(t_s * 1e6)} 10000 0 0 {samples} 1 {samples}")
+
+
+def test_two_ranks_count_as_one_job() -> None:
+    stats = LiveStats()
+    for i in range(1, 51):  # 50 steps of 10 ms on each rank
+        step(stats, 10, i * 0.01)
+        step(stats, 11, i * 0.01 + 0.001)
+    assert stats.progress == (50, "optimizer step")
+    it_s, samples_s, _wait = stats.rate()
+    assert it_s == pytest.approx(100.0, rel=0.01)
+    assert samples_s == pytest.approx(2 * 32 * 100.0, rel=0.03)
+
+
+def test_one_process_is_counted_as_before() -> None:
+    stats = LiveStats()
+    for i in range(1, 21):
+        step(stats, 10, i * 0.02, samples=8)
+    assert stats.progress == (20, "optimizer step")
+    it_s, samples_s, _wait = stats.rate()
+    assert it_s == pytest.approx(50.0, rel=0.01)
+    assert samples_s == pytest.approx(400.0, rel=0.01)
