@@ -64,6 +64,11 @@ def test_dataloader_workers_are_seen_and_measured(workers_run) -> None:  # type:
     assert sum(w.fetch_count for w in workers) == 128
     sampled = set(session.samples.procs)
     assert {w.pid for w in workers} <= sampled
+    # trainprof's own processes (the runner, py-spy) are sampled apart from the job's: their
+    # CPU is read once a tick has an interval
+    own = [v for v in session.samples.self_cpu if v == v]
+    assert own and all(v >= 0 for v in own), list(session.samples.self_cpu)
+    assert workers_run.report["summary"]["trainprof_cpu_percent_mean"] is not None
     (cfg,) = primary.loaders.values()
     assert cfg["num_workers"] == 2 and cfg["persistent_workers"] is True and cfg["batch_size"] == 32
     assert cfg["sharing_strategy"] == "file_descriptor"

@@ -21,13 +21,17 @@ def _job(
     quota: dict[str, Any] | None = None,
     workers: int = 0,
     threads: int | None = None,
+    own_cpu: float | None = None,
     **meta: Any,
 ) -> Session:
-    """13 host samples a second apart over process(100)'s steady window (102.5 .. 111.9 s)."""
+    """13 host samples a second apart over process(100)'s steady window (102.5 .. 111.9 s);
+    ``own_cpu``: CPUs trainprof's own processes used."""
     rows = []
     for i in range(13):
         procs = [{"pid": 1000, "cpu": job_cpu * 100, "rq_wait": runq * i}]
         row: dict[str, Any] = {"t": 100.0 + i, "cpu": machine_cpu, "procs": procs}
+        if own_cpu is not None:
+            row["self_cpu"] = own_cpu * 100
         if quota is not None:
             row["quota"] = {
                 "cpus": quota["cpus"],
@@ -93,6 +97,19 @@ def test_other_processes_on_a_full_machine_are_named() -> None:
     assert f is not None
     assert "the machine's 4 CPUs were 95% busy, 2.8 CPUs of it other processes'" in f.evidence[1]
     assert "taskset" in f.fix[0]
+
+
+def test_trainprofs_own_processes_are_not_other_processes() -> None:
+    """On a 2-core machine trainprof's sampler and py-spy take a share of a CPU: they are said
+    apart from the competition, and are no competition of the machine's to blame."""
+    f = _finding(_job(0.3, 1.0, 95.0, cpu_count=4, own_cpu=0.3))
+    assert f is not None
+    assert "2.5 CPUs of it other processes' (trainprof's own 0.3 apart)" in f.evidence[1]
+    # what was "other processes" is trainprof's own: said so, with less sampling as the fix
+    f = _finding(_job(0.3, 1.0, 95.0, cpu_count=4, own_cpu=2.5))
+    assert f is not None
+    assert "2.5 CPUs of it trainprof's own (its sampler and py-spy)" in f.evidence[1]
+    assert f.fix[0].startswith("sample less: `--no-stacks`")
 
 
 def test_quiet_below_the_threshold_and_where_nothing_says_why() -> None:

@@ -27,6 +27,7 @@ class CpuStarvation:
     runq: float  # share of the window the main thread waited, runnable, for a CPU
     job_cpus: float | None  # CPUs the job's processes used, on average
     machine_cpus: float | None  # CPUs the whole machine used, on average
+    own_cpus: float | None  # CPUs trainprof's own processes used (the sampler, py-spy)
     machine_total: int | None  # the machine's logical CPUs
     usable: int | None  # CPUs the job may use (affinity, the quota)
     quota: float | None  # CPUs its cgroup quota allows
@@ -53,10 +54,12 @@ def cpu_starvation(
     ticks = [i for i, t in enumerate(samples.t) if window[0] <= t <= window[1]]
     job = finite(samples.tree_cpu[i] for i in ticks)
     machine = finite(samples.machine_cpu[i] for i in ticks)
+    own = finite(samples.self_cpu[i] for i in ticks)
     return CpuStarvation(
         runq=runq,
         job_cpus=mean(job) / 100.0 if job else None,
         machine_cpus=mean(machine) / 100.0 * machine_total if machine and machine_total else None,
+        own_cpus=mean(own) / 100.0 if own else None,
         machine_total=machine_total,
         usable=usable,
         quota=samples.cpu_quota,

@@ -197,6 +197,8 @@ class Metrics:
     loaders: tuple[LoaderView, ...] = ()
     usable_cpus: int | None = None
     cpu_percent_mean: float | None = None
+    # trainprof's own processes (the runner or attach, and py-spy), % of one CPU, mean
+    trainprof_cpu_percent_mean: float | None = None
     # the busy DataLoader workers' CPU use over the steady window (None: none was sampled)
     worker_load: WorkerLoad | None = None
     # the main thread's wait for a CPU over the steady window, and who took the CPUs (None:
@@ -343,6 +345,7 @@ def compute(session: Session) -> Metrics:
         loaders=loaders,
         usable_cpus=meta.get("usable_cpus"),
         cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
+        trainprof_cpu_percent_mean=_window_mean(session, session.samples.self_cpu, window),
         worker_load=worker_load(
             session.samples, busy_workers(session.workers, session.samples), window
         ),

@@ -591,6 +591,7 @@ def compute(session: Session) -> Metrics:
         steady=None,
         usable_cpus=meta.get("usable_cpus"),
         cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
+        trainprof_cpu_percent_mean=_window_mean(session, session.samples.self_cpu, window),
         worker_load=worker_load(
             session.samples, (w["pid"] for w in workers if isinstance(w, dict)), window
         ),

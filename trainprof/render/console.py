@@ -230,11 +230,13 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
 def add_host_rows(t: Table, m: Metrics) -> None:
     """CPU, peak memory and GPU utilization, as sampled from outside (run and attach alike)."""
     unsampled = "not measured: no host sample was taken while the job ran"
+    own = m.trainprof_cpu_percent_mean
     t.add_row(
         "CPU",
         unsampled
         if m.cpu_percent_mean is None
-        else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)",
+        else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)"
+        + (f" · trainprof itself {own:.0f}%" if own is not None else ""),
     )
     t.add_row(
         "peak memory",

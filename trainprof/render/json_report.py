@@ -62,6 +62,7 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
             "gpu_util_mean": _num(metrics.gpu_util_mean, 2),
             "gpus": metrics.gpus.to_json() if metrics.gpus else None,
             "cpu_percent_mean": _num(metrics.cpu_percent_mean, 2),
+            "trainprof_cpu_percent_mean": _num(metrics.trainprof_cpu_percent_mean, 2),
             "workers_cpu": metrics.worker_load.to_json() if metrics.worker_load else None,
             "peak_rss_bytes": metrics.peak_rss_bytes,
         },

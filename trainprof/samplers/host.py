@@ -31,6 +31,12 @@ class HostSampler:
         # bench can switch it off entirely (TRAINPROF_PROBE_DISABLE=uss).
         self.uss = "uss" not in os.environ.get(ENV_DISABLE, "").split(",")
         self._forked: dict[int, bool] = {}
+        # trainprof's own processes: this one (the runner, or attach) and its children outside
+        # the job's tree (py-spy): their CPU is said in the report, and is not "other processes"
+        # competing with the job
+        self._me = psutil.Process(os.getpid())
+        self._me.cpu_percent(None)
+        self._helpers: dict[int, psutil.Process] = {}
         psutil.cpu_percent(None)  # prime the system-wide counter
         # A CPU quota on the job's cgroup (a container's --cpus, a Kubernetes limit): its
         # throttling counters, read each tick (one small file)
@@ -40,9 +46,11 @@ class HostSampler:
 
     def sample(self) -> dict[str, Any]:
         now = time.monotonic()
+        procs = self._sample_tree()
         row = {
             "t": round(now, 3),
-            "procs": self._sample_tree(),
+            "procs": procs,
+            "self_cpu": self._own_cpu({p["pid"] for p in procs}),
             "cpu": psutil.cpu_percent(None),
             "mem": _memory(),
             "swap": self._swap(now),
@@ -52,6 +60,32 @@ class HostSampler:
         if quota is not None:  # most jobs have none: no key a tick
             row["quota"] = quota
         return row
+
+    def _own_cpu(self, job: set[int]) -> float | None:
+        """Percent of one CPU trainprof's own processes used since the last tick: this one and
+        its children outside the job's tree (a child's first tick has no interval: not counted
+        until its second)."""
+        try:
+            total = self._me.cpu_percent(None)
+            children = [
+                c for c in self._me.children() if c.pid not in job and c.pid != self.root_pid
+            ]
+        except psutil.Error:
+            return None
+        helpers: dict[int, psutil.Process] = {}
+        for child in children:
+            known = self._helpers.get(child.pid)
+            try:
+                if known is not None and known.create_time() == child.create_time():
+                    total += known.cpu_percent(None)
+                    child = known
+                else:
+                    child.cpu_percent(None)
+            except psutil.Error:
+                continue
+            helpers[child.pid] = child
+        self._helpers = helpers
+        return round(total, 2)
 
     def _throttling(self) -> dict[str, Any] | None:
         if self._quota_stat is None:

@@ -47,6 +47,8 @@ class Samples:
 
     t: array[float] = field(default_factory=lambda: array("d"))
     tree_cpu: array[float] = field(default_factory=lambda: array("d"))
+    # trainprof's own processes (the runner or attach, and py-spy), % of one CPU; NaN: unread
+    self_cpu: array[float] = field(default_factory=lambda: array("d"))
     tree_rss: array[float] = field(default_factory=lambda: array("d"))
     swap_used: array[float] = field(default_factory=lambda: array("d"))
     swap_in_bps: array[float] = field(default_factory=lambda: array("d"))
@@ -92,6 +94,7 @@ class Samples:
         cpus = [c for c in (_num(p.get("cpu")) for p in procs) if not math.isnan(c)]
         self.t.append(t)
         self.tree_cpu.append(sum(cpus) if cpus else nan)
+        self.self_cpu.append(_num(row.get("self_cpu")))
         rss = (_num(p.get("rss")) for p in procs)
         self.tree_rss.append(float(sum(r for r in rss if not math.isnan(r))) if procs else nan)
         swap = _dict(row.get("swap"))

@@ -6,7 +6,8 @@ Three things take the CPUs from it, each with its own fix. A cgroup CPU quota (`
 allowed 4 CPUs on a 64-core host starts 64 intra-op threads, and the quota stops every thread
 of the job for the rest of each 100 ms period once they have spent it. The job's own threads
 beyond the CPUs it may use (intra-op threads plus busy DataLoader workers). Or other processes
-that keep the machine's CPUs busy. The kernel counts the time each thread waited, runnable, for
+that keep the machine's CPUs busy; trainprof's own processes (its sampler, py-spy) are
+measured and said apart from them, and named when they are the competition. The kernel counts the time each thread waited, runnable, for
 a CPU (schedstat); the host sampler reads it for the main thread, with the quota's counters.
 
 The wait is measured; what a fix gains is not, and the finding claims no share of the step
@@ -68,6 +69,8 @@ def check(m: Metrics) -> Finding | None:
     workers = m.worker_load.workers if m.worker_load is not None else 0
     if s.throttled is not None and s.throttled >= THROTTLED.value and s.quota is not None:
         cause, fix = _quota(s, threads, workers)
+    elif _trainprof_itself(s):
+        cause, fix = _trainprof(s)
     elif _own_threads(s, threads, workers):
         cause, fix = _own(s, threads, workers)
     elif _others(s):
@@ -159,10 +162,11 @@ def _own_threads(s: CpuStarvation, threads: int | None, workers: int) -> bool:
 
 
 def _others_cpus(s: CpuStarvation) -> float:
-    """CPUs the machine's other processes used, on average (inf: not measured)."""
+    """CPUs the machine's other processes used, on average (inf: not measured); trainprof's
+    own (its sampler, py-spy) are not other processes: the cause is said apart from them."""
     if s.machine_cpus is None or s.job_cpus is None:
         return math.inf
-    return max(0.0, s.machine_cpus - s.job_cpus)
+    return max(0.0, s.machine_cpus - s.job_cpus - (s.own_cpus or 0.0))
 
 
 def _own(s: CpuStarvation, threads: int | None, workers: int) -> tuple[str, list[str]]:
@@ -196,11 +200,33 @@ def _others(s: CpuStarvation) -> bool:
     return busy and _others_cpus(s) >= OTHERS_MIN
 
 
-def _other_processes(s: CpuStarvation) -> tuple[str, list[str]]:
-    machine, job = s.machine_cpus or 0.0, s.job_cpus or 0.0
+def _trainprof_itself(s: CpuStarvation) -> bool:
+    """The machine is full and trainprof's own processes take a CPU's share of it (py-spy
+    sampling many processes on a small machine): the tool is the competition, said as such."""
+    if s.own_cpus is None or s.machine_cpus is None or not s.machine_total:
+        return False
+    busy = s.machine_cpus >= MACHINE_FULL * s.machine_total
+    return busy and s.own_cpus >= OTHERS_MIN and s.own_cpus >= _others_cpus(s)
+
+
+def _trainprof(s: CpuStarvation) -> tuple[str, list[str]]:
+    machine = s.machine_cpus or 0.0
     cause = (
         f"the machine's {s.machine_total} CPUs were {machine / (s.machine_total or 1):.0%} busy, "
-        f"{machine - job:.1f} CPUs of it other processes'"
+        f"{s.own_cpus or 0.0:.1f} CPUs of it trainprof's own (its sampler and py-spy)"
+    )
+    return cause, [
+        "sample less: `--no-stacks` (no py-spy) or a longer `--interval` (attach: a lower "
+        "`--rate`); on a machine this busy trainprof's sampling competes with the job",
+    ]
+
+
+def _other_processes(s: CpuStarvation) -> tuple[str, list[str]]:
+    machine = s.machine_cpus or 0.0
+    cause = (
+        f"the machine's {s.machine_total} CPUs were {machine / (s.machine_total or 1):.0%} busy, "
+        f"{_others_cpus(s):.1f} CPUs of it other processes'"
+        + (f" (trainprof's own {s.own_cpus:.1f} apart)" if s.own_cpus else "")
     )
     return cause, [
         "run it where its CPUs are its own: stop or move the other work (another job, a "
