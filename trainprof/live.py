@@ -26,28 +26,30 @@ from trainprof.units import fmt_bytes
 WINDOW = 256
 
 
+ACTIVE_S = 5.0  # a process whose last step is this much older than the newest is done
+
+
 @dataclass
 class LiveStats:
-    """The job's progress from its event files. The ranks of a distributed job step together:
-    its steps are the leading rank's count, its rate one rank's (the first that stepped), as
-    the report counts them; its samples/s every rank's."""
+    """The job's progress from its event files, each stepping process in its own window. The
+    ranks of a distributed job step together: the job's steps are the most any rank made, its
+    it/s a rank's (the mean over the ranks stepping now) and its samples/s their sum, as the
+    report counts them; processes that train one after another (a sweep) add up."""
 
     steps: int = 0
     batches: int = 0
     backwards: int = 0  # backward() returns of a job with neither an optimizer nor a DataLoader
     last_progress: float | None = None  # monotonic time of the newest step, batch or backward
-    recent: collections.deque[tuple[float, float, float, int]] = field(
-        default_factory=lambda: collections.deque(maxlen=WINDOW)
-    )  # (t_end, dur_s, wait_s, samples)
+    # pid → (t_end, dur_s, wait_s, samples) of its recent steps
+    recent: dict[int, collections.deque[tuple[float, float, float, int]]] = field(
+        default_factory=dict
+    )
     stepping: dict[int, dict[str, Any]] = field(default_factory=dict)  # pid → header
     per_step_s: collections.deque[float] = field(
         default_factory=lambda: collections.deque(maxlen=WINDOW)
     )
-    steps_by_pid: dict[int, int] = field(default_factory=dict)
-    # (t_end, samples) of every stepping process's recent steps: the samples/s of all ranks
-    all_samples: collections.deque[tuple[float, int]] = field(
-        default_factory=lambda: collections.deque(maxlen=16 * WINDOW)
-    )
+    rank_steps: dict[int, int] = field(default_factory=dict)  # steps of each rank
+    other_steps: int = 0  # steps of processes that are no rank
 
     def feed(self, header: dict[str, Any], line: str) -> None:
         if header.get("role") == "worker":
@@ -60,13 +62,18 @@ class LiveStats:
             t = float(header["t0"]) + int(f[1]) / 1e6
             dur, wait = int(f[2]) / 1e6, int(f[3]) / 1e6
             pid = int(header.get("pid", -1))
-            n = self.steps_by_pid[pid] = self.steps_by_pid.get(pid, 0) + 1
-            self.steps = max(self.steps, n)
-            self.all_samples.append((t, max(int(f[7]), 0)))
-            if pid == next(iter(self.steps_by_pid)):  # one rank's steps time the job's
-                self.recent.append((t, dur, wait, max(int(f[7]), 0)))
-                if n > 1:
-                    self.per_step_s.append(dur)
+            if header.get("role") == "rank":
+                self.rank_steps[pid] = self.rank_steps.get(pid, 0) + 1
+            else:
+                self.other_steps += 1
+            self.steps = self.other_steps + max(self.rank_steps.values(), default=0)
+            window = self.recent.get(pid)
+            if window is None:
+                window = self.recent[pid] = collections.deque(maxlen=WINDOW)
+                self._forget_done(t)
+            elif window:
+                self.per_step_s.append(dur)  # (a process's first step is its warm-up)
+            window.append((t, dur, wait, max(int(f[7]), 0)))
             self._progress(t)
         elif kind == BATCH:
             f = line.split()
@@ -90,19 +97,33 @@ class LiveStats:
         if self.last_progress is None or t > self.last_progress:
             self.last_progress = t
 
+    def _forget_done(self, now: float) -> None:
+        """Drop the windows of processes done stepping (a sweep's finished runs): memory stays
+        flat however many processes come and go."""
+        for pid in [p for p, w in self.recent.items() if w and w[-1][0] < now - ACTIVE_S]:
+            del self.recent[pid]
+
     def rate(self) -> tuple[float | None, float | None, float | None]:
-        """(steps/s, samples/s, data-wait share) over the recent window."""
-        if len(self.recent) < 2:
+        """(steps/s, samples/s, data-wait share) over the recent windows of the processes
+        stepping now."""
+        windows = [w for w in self.recent.values() if len(w) >= 2]
+        if not windows:
             return None, None, None
-        span = self.recent[-1][0] - self.recent[0][0]
-        if span <= 0:
+        newest = max(w[-1][0] for w in windows)
+        rates, samples, waited, stepped = [], 0.0, 0.0, 0.0
+        for w in windows:
+            span = w[-1][0] - w[0][0]
+            if w[-1][0] < newest - ACTIVE_S or span <= 0:
+                continue
+            rows = list(w)[1:]
+            rates.append(len(rows) / span)
+            samples += sum(r[3] for r in rows) / span
+            waited += sum(r[2] for r in rows)
+            stepped += sum(r[1] for r in rows)
+        if not rates:
             return None, None, None
-        rows = list(self.recent)[1:]
-        total = sum(r[1] for r in rows)
-        start, end = self.recent[0][0], self.recent[-1][0]
-        samples = sum(n for t, n in self.all_samples if start < t <= end)
-        wait = sum(r[2] for r in rows) / total if total > 0 else None
-        return len(rows) / span, (samples / span if samples else None), wait
+        wait = waited / stepped if stepped > 0 else None
+        return sum(rates) / len(rates), (samples if samples else None), wait
 
 
 class LiveView:
