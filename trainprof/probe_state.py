@@ -12,6 +12,7 @@ from typing import Any
 import psutil
 
 from trainprof.attach.target import is_python
+from trainprof.samplers.hang import process_tree
 from trainprof.store.schema import EVENT_FILE_PREFIX, PROBE_FAILED, PROBE_LOADED
 
 # A Python process of the job this old without the probe loaded never will: the probe starts
@@ -86,12 +87,7 @@ class ProbeWatch:
 
     def _silent_python(self) -> str | None:
         """A Python process of the job older than ``SILENT_PYTHON_S``, as "python3 (pid N)"."""
-        try:
-            root = psutil.Process(self.job_pid)
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return None
-        for proc in procs:
+        for proc in process_tree(self.job_pid):
             try:
                 old = time.time() - proc.create_time() >= SILENT_PYTHON_S
                 if old and is_python(proc):
