@@ -111,6 +111,15 @@ def test_waiting_for_a_batch_is_the_hang_not_input_bound() -> None:
     assert "input-bound" in {s.id for s in v.skipped}
 
 
+def test_the_rate_of_a_held_stack_says_why_there_is_none() -> None:
+    """Not "no autocorrelation peak (the highest is 0.00)": one stack held, no step to time."""
+    m, _v = analyze(attached(held(WAITING, 8.0), io=[0, 0]))
+    assert m.attach is not None
+    assert m.attach.rate.reason == (
+        "the main thread held one stack for 100% of the 8.0 s sampled: no step to time"
+    )
+
+
 def test_a_moving_stack_or_reads_and_writes_are_work() -> None:
     assert "hang" not in {f.id for f in verdict(attached(stepping(8.0), io=[0, 0])).findings}
     # still, but writing: a checkpoint written in one long call

@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.analysis import attribution, frameworks, ledger
-from trainprof.analysis.attach_view import AttachView, RankAttach, RateEstimate
+from trainprof.analysis.attach_view import AttachView, RankAttach, RateEstimate, Stillness
 from trainprof.analysis.cpu_starvation import cpu_starvation
 from trainprof.analysis.ledger import BUCKETS, Ledger
 from trainprof.analysis.memory import growth
 from trainprof.analysis.metrics import Activity, Metrics
+from trainprof.analysis.rules import hang as hang_rule
 from trainprof.analysis.stalls import (
     OWN_SHARE,
     STALL_FACTOR,
@@ -563,6 +564,14 @@ def compute(session: Session) -> Metrics:
         framework=frameworks.detect(spans),
     )
     workers_by_pid = worker_spans(session)
+    still = stillness(session, spans, workers_by_pid)
+    if rate.steps_per_s is None and still is not None and _held(still):
+        # no rhythm to look for in one held stack: say that, not "no autocorrelation peak"
+        held_reason = (
+            f"the main thread held one stack for {still.processes[0].share:.0%} of the "
+            f"{still.window_s:.1f} s sampled: no step to time"
+        )
+        rate = replace(rate, reason=held_reason, period_s=None)
     view = AttachView(
         pid=int(att.get("pid") or 0),
         given_pid=int(att.get("given_pid") or att.get("pid") or 0),
@@ -578,7 +587,7 @@ def compute(session: Session) -> Metrics:
         target_exit=att.get("target_exit") if isinstance(att.get("target_exit"), str) else None,
         ranks=_rank_views(session, att, rate_hz),
         worker_spans=tuple(sp for spans in workers_by_pid.values() for sp in spans),
-        stillness=stillness(session, spans, workers_by_pid),
+        stillness=still,
         py_spy_restarts=_restarts(att),
     )
     tree_rss = finite(session.samples.tree_rss)
@@ -615,6 +624,10 @@ def compute(session: Session) -> Metrics:
         attach=view,
         stack_rate_hz=rate_hz,
     )
+
+
+def _held(still: Stillness) -> bool:
+    return bool(still.processes) and still.processes[0].share >= hang_rule.ATTACH_HELD.value
 
 
 def _restarts(att: dict[str, Any]) -> int:
