@@ -11,17 +11,15 @@ its deepest user frame.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from trainprof.analysis.attach_view import HeldStack, Stillness
 from trainprof.analysis.attribution import is_compiling, is_user_file, short_name
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules import hang as hang_rule
-from trainprof.store.dumps import ProcessDump, ThreadDump
+from trainprof.store.dumps import ProcessDump
 from trainprof.store.stacks import Frame
-from trainprof.units import fmt_bytes, fmt_duration, plural
+from trainprof.units import fmt_duration, plural
 
 WORKER_FILE = "torch/utils/data/_utils/worker.py"
 DDP_FILE = "torch/nn/parallel/distributed.py"
@@ -82,7 +80,7 @@ def hang_finding(
 ) -> Finding:
     """The hang, told from the stacks; ``roles`` maps pids to main/worker/rank."""
     evidence = hang_evidence(hang, metrics)
-    main_dump, worker_dumps, rank_dumps = _split(dumps, roles)
+    main_dump, worker_dumps, rank_dumps = split_dumps(dumps, roles)
     tail = (
         [f"full stacks: {hang['stacks_file']} in the run directory"]
         if hang.get("stacks_file")
@@ -103,130 +101,9 @@ def hang_finding(
             ),
             where=_where(main.user) if main else None,
         )
-    return _told(
+    return told(
         hang_title(hang), evidence, tail, main_dump, worker_dumps, rank_dumps, roles, metrics
     )
-
-
-def still_finding(still: Stillness, metrics: Metrics) -> Finding | None:
-    """``trainprof attach``'s hang: over a window of at least ``attach_still``, every sampled
-    process held one stack and the job read and wrote less than ``moved`` and its memory
-    changed by less (a native call that allocates is at work); told as the runner's
-    hang dumps are, from each process's held stack. None when anything moved, or the main
-    process was compiling (progress). Still while its processes use CPUs, it is stuck (a
-    spin-wait, or one long native call), a warning."""
-    procs = still.processes
-    if (
-        still.window_s < hang_rule.ATTACH_STILL_S.value
-        or not procs
-        or any(p.share < hang_rule.ATTACH_HELD.value for p in procs)
-        or (still.io_bytes is not None and still.io_bytes >= hang_rule.MOVED.value)
-        or (still.rss_change is not None and still.rss_change >= hang_rule.MOVED.value)
-        or is_compiling(procs[0].frames)
-        or (metrics.attach is not None and metrics.attach.target_exit is not None)
-    ):
-        return None
-    busy = still.cpus is not None and still.cpus >= hang_rule.ATTACH_BUSY.value
-    dumps = [
-        ProcessDump(
-            p.pid,
-            p.role,
-            (ThreadDump("MainThread", not _busy(p, busy), tuple(reversed(p.frames))),),
-            None,
-        )
-        for p in procs
-    ]
-    roles = {p.pid: p.role for p in procs}
-    main_dump, worker_dumps, rank_dumps = _split(dumps, roles)
-    seconds = f"{still.window_s:.1f} s"
-    if still.io_bytes is None:
-        moved = "what they read and wrote could not be read (no I/O counters)"
-    else:
-        done = fmt_bytes(still.io_bytes) if still.io_bytes else "nothing"
-        moved = f"they read and wrote {done} in that time"
-    if still.rss_change is not None:
-        change = still.rss_change
-        moved += (
-            f"; their memory {f'changed by {fmt_bytes(change)}' if change else 'kept its size'}"
-        )
-    used = f", and used {_cpus(still.cpus)} on average" if still.cpus is not None else ""
-    least = min(p.share for p in procs)
-    evidence = [
-        f"for the {seconds} attach sampled, the main thread of each of the job's "
-        f"{plural(len(procs), 'sampled process')} held one stack "
-        f"({'in every sample' if least >= 0.995 else f'{least:.0%} of its samples or more'})"
-        f"; {moved}{used}",
-    ]
-    tail = [
-        "how long it was still before attach came is not known: the same stacks in a later "
-        "attach confirm it"
-        + (
-            "; one long native call (a huge matrix product, a C extension) keeps as still"
-            if busy
-            else ""
-        ),
-    ]
-    if busy:
-        head = f"The job looks stuck: no stack moved in the {seconds} sampled, yet it used CPUs"
-    else:
-        head = f"The job looks hung: nothing moved in the {seconds} sampled"
-    full = [p for p in procs if p.fds is not None and p.nofile and p.fds >= p.nofile[0]]
-    if full:  # a process out of descriptors: a worker that cannot send its batch, say
-        evidence += [_out_of_descriptors(p) for p in full]
-    finding = _told(head, evidence, tail, main_dump, worker_dumps, rank_dumps, roles, metrics)
-    if full:
-        out = full[0]
-        who = "the main process" if out.role == "main" else _role_name(out.role)
-        finding = replace(
-            finding,
-            title=f"{head}: {who} ran out of file descriptors (ulimit -n "
-            f"{out.nofile[0] if out.nofile else '?'})",
-            fix=(_raise_the_limit(full), *finding.fix),
-        )
-    return replace(finding, severity="warning") if busy else finding
-
-
-def _out_of_descriptors(p: HeldStack) -> str:
-    who = "the main process" if p.role == "main" else _role_name(p.role)
-    soft = p.nofile[0] if p.nofile else "?"
-    return (
-        f"{who} (pid {p.pid}) had {p.fds} file descriptors open, all its open-file limit allows "
-        f"(ulimit -n {soft}); under torch's default file_descriptor sharing each tensor of a "
-        "batch in flight holds one, and a worker out of them cannot send its batch"
-    )
-
-
-def _role_name(role: str) -> str:
-    return "a DataLoader worker" if role == "worker" else role
-
-
-def _raise_the_limit(full: list[HeldStack]) -> str:
-    limits = [p.nofile for p in full if p.nofile]
-    soft, hard = min(n[0] for n in limits), min(n[1] for n in limits)
-    if soft < hard and hard > 0:  # (a hard limit of -1 is unlimited)
-        raise_it = (
-            f"`ulimit -n {min(hard, 65536)}` in the shell that starts the job (up to the hard "
-            f"limit, {hard}, needs no root)"
-        )
-    else:
-        raise_it = (
-            "`ulimit -n 65536` in the shell that starts the job (raising the hard limit needs "
-            "root: `nofile` in /etc/security/limits.conf; Docker: --ulimit nofile=65536:65536)"
-        )
-    return (
-        f"restart the job with a higher open-file limit: {raise_it}; or "
-        '`torch.multiprocessing.set_sharing_strategy("file_system")` at the top of the script '
-        "(the lost batch is not sent again: the running job stays hung)"
-    )
-
-
-def _cpus(n: float) -> str:
-    return f"{n:.0%} of a CPU" if n < 1 else f"{n:.1f} CPUs"
-
-
-def _busy(p: HeldStack, job_busy: bool) -> bool:
-    """The process itself used CPUs (where its own use was not sampled: the job's)."""
-    return job_busy if p.cpus is None else p.cpus >= hang_rule.ATTACH_BUSY.value
 
 
 def _the(role: str) -> str:
@@ -305,7 +182,7 @@ def _workers(worker_dumps: list[ProcessDump]) -> list[Blocked]:
     return [b for i, d in enumerate(worker_dumps) if (b := _blocked(f"worker {i}", d)) is not None]
 
 
-def _told(
+def told(
     head: str,
     evidence: list[str],
     tail: list[str],
@@ -477,11 +354,11 @@ def at_work_finding(
 
 
 def _main_process(dumps: list[ProcessDump], roles: dict[int, str]) -> Blocked | None:
-    main_dump, _workers, _ranks = _split(dumps, roles)
+    main_dump, _workers, _ranks = split_dumps(dumps, roles)
     return _blocked(_name(main_dump, roles), main_dump) if main_dump else None
 
 
-def _split(
+def split_dumps(
     dumps: list[ProcessDump], roles: dict[int, str]
 ) -> tuple[ProcessDump | None, list[ProcessDump], list[ProcessDump]]:
     """The main process's dump, the DataLoader workers', and the other ranks', of those py-spy

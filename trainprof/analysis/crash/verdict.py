@@ -7,13 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trainprof.analysis.crash.context import crash_context
-from trainprof.analysis.crash.hang import (
-    at_work_finding,
-    hang_finding,
-    pause_finding,
-    still_finding,
-)
+from trainprof.analysis.crash.hang import at_work_finding, hang_finding, pause_finding
 from trainprof.analysis.crash.matcher import match_signatures
+from trainprof.analysis.crash.still import still_finding
 from trainprof.analysis.crash.torchrun import RankError, rank_failed, without_consequences
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
