@@ -62,7 +62,8 @@ def stillness(
 
 
 def _role(target: dict[str, Any]) -> str:
-    """ "rank N" for a rank of a torchrun job, else "main" (the process attached to)."""
+    """A target's role: "rank N" for a rank of a torchrun job, else "main" (the one process
+    attached to)."""
     rank = target.get("rank")
     return f"rank {rank}" if isinstance(rank, int) and not isinstance(rank, bool) else "main"
 
