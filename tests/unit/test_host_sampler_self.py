@@ -1,4 +1,5 @@
-"""The host sampler measures trainprof's own processes apart from the job's: this process and
+"""The job's process tree read from /proc (not from every process of the machine), and the
+host sampler's measure of trainprof's own processes apart from the job's: this process and
 its children outside the job's tree (py-spy, in a real run). Real processes: a busy child that
 is not the job is counted; the job, busy too, is not."""
 
@@ -9,7 +10,10 @@ import subprocess
 import sys
 import time
 
-from trainprof.samplers.host import HostSampler, _child_pids
+import psutil
+
+from trainprof.samplers.host import HostSampler
+from trainprof.samplers.proctree import child_pids, tree_pids
 
 BUSY = "import time\nt = time.time()\nwhile time.time() - t < 3: pass"
 
@@ -18,7 +22,7 @@ def test_a_busy_helper_is_trainprofs_own_and_the_busy_job_is_not() -> None:
     job = subprocess.Popen([sys.executable, "-c", BUSY])
     helper = subprocess.Popen([sys.executable, "-c", BUSY])
     try:
-        assert sorted(_child_pids(os.getpid()) or []) == sorted([job.pid, helper.pid])
+        assert sorted(child_pids(os.getpid()) or []) == sorted([job.pid, helper.pid])
         sampler = HostSampler(job.pid)
         sampler.sample()  # the helper's first reading: no interval yet
         time.sleep(1.0)
@@ -30,3 +34,25 @@ def test_a_busy_helper_is_trainprofs_own_and_the_busy_job_is_not() -> None:
         for p in (job, helper):
             p.kill()
             p.wait()
+
+
+def test_the_tree_from_proc_is_psutils_tree() -> None:
+    """/proc/PID/task/TID/children walked down from the root lists what psutil's children()
+    finds by reading every process of the machine: here a child and its grandchild."""
+    code = "import subprocess, time\np = subprocess.Popen(['sleep', '30'])\ntime.sleep(30)"
+    root = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        want = None
+        for _ in range(100):  # until the grandchild is started
+            want = [root.pid, *(c.pid for c in psutil.Process(root.pid).children(recursive=True))]
+            if len(want) == 2:
+                break
+            time.sleep(0.05)
+        assert want is not None and len(want) == 2
+        assert tree_pids(root.pid) == want
+    finally:
+        for c in psutil.Process(root.pid).children(recursive=True):
+            c.kill()
+        root.kill()
+        root.wait()
+    assert tree_pids(root.pid) == []  # gone

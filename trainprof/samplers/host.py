@@ -14,6 +14,7 @@ from typing import Any
 import psutil
 
 from trainprof.doctor.cgroup import limits_of, quota_stat_file, read_throttling
+from trainprof.samplers.proctree import child_pids, tree_pids
 from trainprof.store.schema import ENV_DISABLE
 
 SHM_PATH = "/dev/shm"
@@ -67,7 +68,7 @@ class HostSampler:
         until its second)."""
         try:
             total = self._me.cpu_percent(None)
-            pids = _child_pids(self._me.pid)
+            pids = child_pids(self._me.pid)
             if pids is None:  # (a kernel without /proc/PID/task/TID/children)
                 pids = [c.pid for c in self._me.children()]
         except psutil.Error:
@@ -103,6 +104,15 @@ class HostSampler:
         }
 
     def _tree(self) -> list[psutil.Process]:
+        pids = tree_pids(self.root_pid)
+        if pids is not None:
+            procs = []
+            for pid in pids:
+                try:  # fresh: _sample_tree tells a known process from a new one on its pid
+                    procs.append(psutil.Process(pid))
+                except psutil.Error:  # gone since it was listed
+                    continue
+            return procs
         try:
             root = self._procs.get(self.root_pid) or psutil.Process(self.root_pid)
             return [root, *root.children(recursive=True)]
@@ -140,26 +150,6 @@ class HostSampler:
             row["out_bps"] = max(0.0, (sw.sout - last[2]) / dt)
         self._last_swap = (now, sw.sin, sw.sout)
         return row
-
-
-def _child_pids(pid: int) -> list[int] | None:
-    """A process's children from /proc/PID/task/TID/children: a small read per thread, where
-    psutil's children() reads every process of the machine (≈ 11 µs each: 22 ms a tick on a
-    node running 2000). None where the kernel does not provide the file."""
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return None
-    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
-        return None
-    out: list[int] = []
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(x) for x in f.read().split()]
-        except OSError:  # the thread ended meanwhile
-            continue
-    return out
 
 
 def _read_process(proc: psutil.Process, first: bool, uss: bool = True) -> dict[str, Any] | None:
