@@ -97,7 +97,7 @@ def test_a_job_that_held_one_stack_and_moved_nothing_is_hung_at_its_line() -> No
         "in sync_barrier()"
     )
     assert first.where == f"{TRAIN}:12 (sync_barrier)"
-    assert "read and wrote nothing in that time; their memory kept its size" in first.evidence[0]
+    assert "it read and wrote nothing in that time; its memory kept its size" in first.evidence[0]
     assert "0% of a CPU" in first.evidence[0], first.evidence
     assert any("blocked in wait(), called from" in e for e in first.evidence), first.evidence
 

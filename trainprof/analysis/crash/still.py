@@ -49,21 +49,27 @@ def still_finding(still: Stillness, metrics: Metrics) -> Finding | None:
     roles = {p.pid: p.role for p in procs}
     main_dump, worker_dumps, rank_dumps = split_dumps(dumps, roles)
     seconds = f"{still.window_s:.1f} s"
+    they, their = ("it", "its") if len(procs) == 1 else ("they", "their")
     if still.io_bytes is None:
-        moved = "what they read and wrote could not be read (no I/O counters)"
+        moved = f"what {they} read and wrote could not be read (no I/O counters)"
     else:
         done = fmt_bytes(still.io_bytes) if still.io_bytes else "nothing"
-        moved = f"they read and wrote {done} in that time"
+        moved = f"{they} read and wrote {done} in that time"
     if still.rss_change is not None:
         change = still.rss_change
         moved += (
-            f"; their memory {f'changed by {fmt_bytes(change)}' if change else 'kept its size'}"
+            f"; {their} memory {f'changed by {fmt_bytes(change)}' if change else 'kept its size'}"
         )
     used = f", and used {_cpus(still.cpus)} on average" if still.cpus is not None else ""
     least = min(p.share for p in procs)
     evidence = [
-        f"for the {seconds} attach sampled, the main thread of each of the job's "
-        f"{plural(len(procs), 'sampled process')} held one stack "
+        f"for the {seconds} attach sampled, the main thread of "
+        + (
+            "the job's one sampled process"
+            if len(procs) == 1
+            else f"each of the job's {plural(len(procs), 'sampled process')}"
+        )
+        + " held one stack "
         f"({'in every sample' if least >= 0.995 else f'{least:.0%} of its samples or more'})"
         f"; {moved}{used}",
     ]
@@ -77,7 +83,10 @@ def still_finding(still: Stillness, metrics: Metrics) -> Finding | None:
         ),
     ]
     if busy:
-        head = f"The job looks stuck: no stack moved in the {seconds} sampled, yet it used CPUs"
+        head = (
+            f"The job looks stuck: no stack moved in the {seconds} sampled, yet it used "
+            f"{_cpus(still.cpus or 0.0)}"
+        )
     else:
         head = f"The job looks hung: nothing moved in the {seconds} sampled"
     full = [p for p in procs if p.fds is not None and p.nofile and p.fds >= p.nofile[0]]
