@@ -25,8 +25,9 @@ from trainprof.output import TerminalLock
 from trainprof.render import console as console_render
 from trainprof.render.text import make_console
 from trainprof.samplers.at_work import io_bytes
-from trainprof.samplers.hang import dump_one, process_tree
+from trainprof.samplers.hang import dump_one
 from trainprof.samplers.loop import SamplerLoop
+from trainprof.samplers.proctree import process_tree
 from trainprof.samplers.pyspy import py_spy_path
 from trainprof.store import rundir
 from trainprof.store.redact import redact

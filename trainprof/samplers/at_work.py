@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import psutil
 
 from trainprof.analysis.attribution import is_user_file, short_name
-from trainprof.samplers.hang import dump_one, process_tree
+from trainprof.samplers.hang import dump_one
+from trainprof.samplers.proctree import process_tree
 from trainprof.samplers.pyspy import py_spy_path
 from trainprof.store.dumps import parse
 from trainprof.store.stacks import Frame

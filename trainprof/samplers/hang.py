@@ -3,7 +3,6 @@ DataLoader worker (py-spy dump, nonblocking) into the run directory."""
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import psutil
 
 from trainprof.analysis.attribution import is_compiling
-from trainprof.samplers.proctree import tree_pids
+from trainprof.samplers.proctree import process_tree
 from trainprof.samplers.pyspy import py_spy_path
 from trainprof.store.dumps import parse
 from trainprof.store.redact import redact
@@ -54,22 +53,6 @@ def dump_stacks(root_pid: int, run_dir: Path, redact_argv: bool = True) -> dict[
         # torch.compile compiling for longer than the silence limit: progress, not a hang.
         "compiling": bool(main and is_compiling(tuple(reversed(main.frames)))),
     }
-
-
-def process_tree(root_pid: int) -> list[psutil.Process]:
-    """The job's root process and all its descendants; empty where the root is gone."""
-    pids = tree_pids(root_pid)
-    if pids is not None:
-        procs = []
-        for pid in pids:
-            with contextlib.suppress(psutil.Error):  # gone since it was listed
-                procs.append(psutil.Process(pid))
-        return procs
-    try:
-        root = psutil.Process(root_pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return []
 
 
 def dump_one(exe: str, pid: int) -> str:

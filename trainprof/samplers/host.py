@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 
 from trainprof.doctor.cgroup import limits_of, quota_stat_file, read_throttling
-from trainprof.samplers.proctree import child_pids, tree_pids
+from trainprof.samplers.proctree import child_pids, process_tree
 from trainprof.store.schema import ENV_DISABLE
 
 SHM_PATH = "/dev/shm"
@@ -78,8 +78,8 @@ class HostSampler:
             if pid in job or pid == self.root_pid:
                 continue
             try:
-                child = self._helpers.get(pid) or psutil.Process(pid)
-                if pid in self._helpers and child.is_running():
+                child = self._helpers.get(pid)
+                if child is not None and child.is_running():
                     total += child.cpu_percent(None)
                 else:  # new (or a new process under an old pid): its first reading
                     child = psutil.Process(pid)
@@ -103,26 +103,11 @@ class HostSampler:
             "throttled_s": round(th.throttled_s, 4),
         }
 
-    def _tree(self) -> list[psutil.Process]:
-        pids = tree_pids(self.root_pid)
-        if pids is not None:
-            procs = []
-            for pid in pids:
-                try:  # fresh: _sample_tree tells a known process from a new one on its pid
-                    procs.append(psutil.Process(pid))
-                except psutil.Error:  # gone since it was listed
-                    continue
-            return procs
-        try:
-            root = self._procs.get(self.root_pid) or psutil.Process(self.root_pid)
-            return [root, *root.children(recursive=True)]
-        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-            return []
-
     def _sample_tree(self) -> list[dict[str, Any]]:
         seen: dict[int, psutil.Process] = {}
         rows = []
-        for proc in self._tree():
+        # fresh objects: a known process is told from a new one on its pid below
+        for proc in process_tree(self.root_pid):
             known = self._procs.get(proc.pid)
             if known is not None and known.create_time() == proc.create_time():
                 proc = known
