@@ -22,7 +22,7 @@ from typing import Any
 
 from trainprof.analysis.attribution import Profile, profile
 from trainprof.analysis.findings import Finding, Verdict, rank
-from trainprof.analysis.stats import int_percentiles, mean, tail
+from trainprof.analysis.stats import int_percentiles, mean_between, tail
 from trainprof.store import gpus
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import ProcSeries, Samples, Session
@@ -114,7 +114,7 @@ def rank_views(
         index = _gpu_index(samples, p, view.local_rank)
         gpu = samples.gpu_by_index.get(index) if index is not None else None
         if gpu is not None and view.window is not None:
-            view = replace(view, gpu_util=_mean_between(gpu[0], gpu[1], *view.window))
+            view = replace(view, gpu_util=mean_between(gpu[0], gpu[1], *view.window))
         views.append(view)
     return tuple(sorted(views, key=lambda v: v.rank))
 
@@ -266,13 +266,7 @@ def _at(ts: Sequence[float], values: Sequence[float], t: float) -> float:
 
 
 def _mean_in(series: ProcSeries, lo: float, hi: float) -> float | None:
-    return _mean_between(series.t, series.cpu, lo, hi)
-
-
-def _mean_between(ts: Sequence[float], vs: Sequence[float], lo: float, hi: float) -> float | None:
-    """The mean of the measured values sampled inside [lo, hi] (None: none measured there)."""
-    vals = [v for t, v in zip(ts, vs, strict=True) if lo <= t <= hi and not math.isnan(v)]
-    return mean(vals) if vals else None
+    return mean_between(series.t, series.cpu, lo, hi)
 
 
 def _peak(values: Sequence[float]) -> int | None:

@@ -182,6 +182,12 @@ def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
+def mean_between(ts: Sequence[float], vs: Sequence[float], lo: float, hi: float) -> float | None:
+    """The mean of the measured values sampled inside [lo, hi] (None: none measured there)."""
+    vals = [v for t, v in zip(ts, vs, strict=True) if lo <= t <= hi and not math.isnan(v)]
+    return mean(vals) if vals else None
+
+
 def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     """Least-squares slope of ys over xs (NaN when undefined)."""
     n = len(xs)

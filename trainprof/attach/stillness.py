@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.analysis.attach_view import HeldStack, Stillness
-from trainprof.analysis.stats import finite, mean
+from trainprof.analysis.stats import finite, mean_between
 from trainprof.store.session import Session
 from trainprof.store.stacks import Frame, StackSpan, load_spans
 
@@ -50,8 +50,9 @@ def stillness(
                 HeldStack(role, p, most[0], most[1], _cpus(session, p, window), fds, nofile)
             )
     samples = session.samples
-    tree = _window_mean(samples.t, samples.tree_cpu, window)
-    rss = finite(r for t, r in zip(samples.t, samples.tree_rss, strict=True) if _in(t, window))
+    tree = mean_between(samples.t, samples.tree_cpu, *window)
+    lo, hi = window
+    rss = finite(r for t, r in zip(samples.t, samples.tree_rss, strict=True) if lo <= t <= hi)
     return Stillness(
         window_s=window[1] - window[0],
         processes=tuple(held),
@@ -96,16 +97,5 @@ def _cpus(session: Session, pid: int, window: tuple[float, float]) -> float | No
     series = session.samples.procs.get(pid)
     if series is None:
         return None
-    percent = _window_mean(series.t, series.cpu, window)
+    percent = mean_between(series.t, series.cpu, *window)
     return None if percent is None else percent / 100
-
-
-def _window_mean(
-    ts: Sequence[float], values: Sequence[float], window: tuple[float, float]
-) -> float | None:
-    vals = finite(v for t, v in zip(ts, values, strict=True) if _in(t, window))
-    return mean(vals) if vals else None
-
-
-def _in(t: float, window: tuple[float, float]) -> bool:
-    return window[0] <= t <= window[1]
