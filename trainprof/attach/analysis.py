@@ -466,18 +466,33 @@ def _window_mean(session: Session, series: Any, window: tuple[float, float] | No
     return mean(vals) if vals else None
 
 
-def _rank_views(session: Session, att: dict[str, Any], rate_hz: int) -> tuple[RankAttach, ...]:
-    out = []
+def target_spans(
+    session: Session, att: dict[str, Any]
+) -> list[tuple[dict[str, Any], list[StackSpan]]]:
+    """Each attached process (one per rank of a torchrun job) with its main-thread stacks, in
+    the order attached; loaded once for the per-rank views and the stillness."""
     raw = att.get("targets")
     targets: list[Any] = raw if isinstance(raw, list) else []
-    if len(targets) < 2:
-        return ()
-    for t in targets:
-        if not isinstance(t, dict) or not isinstance(t.get("file"), str):
-            continue
-        spans = load_spans(
-            Path(session.run_dir) / Path(t["file"]).name, float(t.get("started_at") or 0.0)
+    return [
+        (
+            t,
+            load_spans(
+                Path(session.run_dir) / Path(t["file"]).name, float(t.get("started_at") or 0.0)
+            ),
         )
+        for t in targets
+        if isinstance(t, dict) and isinstance(t.get("file"), str)
+    ]
+
+
+def _rank_views(
+    att: dict[str, Any], loaded: list[tuple[dict[str, Any], list[StackSpan]]], rate_hz: int
+) -> tuple[RankAttach, ...]:
+    out = []
+    raw = att.get("targets")
+    if not isinstance(raw, list) or len(raw) < 2:
+        return ()
+    for t, spans in loaded:
         window = _window(spans)
         if window is None:
             continue
@@ -564,7 +579,8 @@ def compute(session: Session) -> Metrics:
         framework=frameworks.detect(spans),
     )
     workers_by_pid = worker_spans(session)
-    still = stillness(session, spans, workers_by_pid)
+    loaded = target_spans(session, att)
+    still = stillness(session, spans, workers_by_pid, loaded)
     if rate.steps_per_s is None and still is not None and _held(still):
         # no rhythm to look for in one held stack: say that, not "no autocorrelation peak"
         held_reason = (
@@ -585,7 +601,7 @@ def compute(session: Session) -> Metrics:
         workers=len(workers),
         workers_at_once=most_at_once(session, workers),
         target_exit=att.get("target_exit") if isinstance(att.get("target_exit"), str) else None,
-        ranks=_rank_views(session, att, rate_hz),
+        ranks=_rank_views(att, loaded, rate_hz),
         worker_spans=tuple(sp for spans in workers_by_pid.values() for sp in spans),
         stillness=still,
         py_spy_restarts=_restarts(att),

@@ -1,29 +1,31 @@
 """What moved while attach sampled the job: for each process py-spy recorded (the training
 process, the other ranks, DataLoader workers and any other Python child), the stack its main
 thread held longest and for what share of its sampled time; what the job's processes read and
-wrote over the window, and how much their memory changed; the CPUs they used. A hung job holds one stack in every process and
-reads, writes and allocates nothing; a working one moves one or another (the hang verdict,
-analysis/crash/hang.still_finding, judges it). Pure: reads what the Session loaded and the
-traces its run.json names."""
+wrote over the window, and how much their memory changed; the CPUs they used. A hung job holds
+one stack in every process and reads, writes and allocates nothing; a working one moves one or
+another (the hang verdict, analysis/crash/still.still_finding, judges it). Pure: reads the
+Session and the stacks attach/analysis.py loaded."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from trainprof.analysis.attach_view import HeldStack, Stillness
 from trainprof.analysis.stats import finite, mean_between
 from trainprof.store.session import Session
-from trainprof.store.stacks import Frame, StackSpan, load_spans
+from trainprof.store.stacks import Frame, StackSpan
 
 
 def stillness(
     session: Session,
     main_spans: Sequence[StackSpan],
     worker_spans: Mapping[int, Sequence[StackSpan]],
+    target_spans: Sequence[tuple[dict[str, Any], Sequence[StackSpan]]],
 ) -> Stillness | None:
-    """None when the main process has no stacks (nothing to judge)."""
+    """``main_spans``: the analysed process's; ``target_spans``: every attached process's (the
+    ranks of a torchrun job, that one among them). None when the main process has no stacks
+    (nothing to judge)."""
     att: dict[str, Any] = session.meta.get("attach") or {}
     if not main_spans:
         return None
@@ -31,13 +33,10 @@ def stillness(
     pid = int(att.get("pid") or 0)
     raw = att.get("targets")
     targets: list[Any] = raw if isinstance(raw, list) else []
-    first = targets[0] if targets and isinstance(targets[0], dict) else {}
-    sampled: list[tuple[str, int, Sequence[StackSpan]]] = [(_role(first), pid, main_spans)]
-    for t in targets[1:]:  # the other ranks of a torchrun job
-        if isinstance(t, dict) and isinstance(t.get("file"), str):
-            rank_spans = load_spans(
-                Path(session.run_dir) / Path(t["file"]).name, float(t.get("started_at") or 0.0)
-            )
+    own = next((t for t in targets if isinstance(t, dict) and t.get("pid") == pid), {})
+    sampled: list[tuple[str, int, Sequence[StackSpan]]] = [(_role(own), pid, main_spans)]
+    for t, rank_spans in target_spans:  # the other ranks of a torchrun job
+        if int(t.get("pid") or 0) != pid:
             sampled.append((_role(t), int(t.get("pid") or 0), rank_spans))
     sampled += [("worker", p, spans) for p, spans in sorted(worker_spans.items())]
     held = []

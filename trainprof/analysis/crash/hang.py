@@ -10,7 +10,6 @@ its deepest user frame.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -366,7 +365,10 @@ def split_dumps(
     a launcher above them (torchrun's agent waits in its own loop whatever the ranks do)."""
     python = [d for d in dumps if d.main is not None]
     workers = [d for d in python if roles.get(d.pid) == "worker" or _is_worker(d)]
-    ranks = sorted((d for d in python if _rank(roles.get(d.pid)) is not None), key=_rank_of(roles))
+    ranks = sorted(
+        (d for d in python if _rank(roles.get(d.pid)) is not None),
+        key=lambda d: _rank(roles.get(d.pid)) or 0,
+    )
     if ranks:
         return ranks[0], workers, ranks[1:]
     return next((d for d in python if d not in workers), None), workers, []
@@ -376,10 +378,6 @@ def _rank(role: str | None) -> int | None:
     if role and role.startswith("rank ") and role[5:].isdigit():
         return int(role[5:])
     return None
-
-
-def _rank_of(roles: dict[int, str]) -> Callable[[ProcessDump], int]:
-    return lambda d: _rank(roles.get(d.pid)) or 0
 
 
 def _name(d: ProcessDump, roles: dict[int, str]) -> str:

@@ -7,8 +7,9 @@ allowed 4 CPUs on a 64-core host starts 64 intra-op threads, and the quota stops
 of the job for the rest of each 100 ms period once they have spent it. The job's own threads
 beyond the CPUs it may use (intra-op threads plus busy DataLoader workers). Or other processes
 that keep the machine's CPUs busy; trainprof's own processes (its sampler, py-spy) are
-measured and said apart from them, and named when they are the competition. The kernel counts the time each thread waited, runnable, for
-a CPU (schedstat); the host sampler reads it for the main thread, with the quota's counters.
+measured and said apart from them, and named when they are the competition. The kernel counts
+the time each thread waited, runnable, for a CPU (schedstat); the host sampler reads it for the
+main thread, with the quota's counters.
 
 The wait is measured; what a fix gains is not, and the finding claims no share of the step
 for it: the job's other threads work while the loop's thread waits. Measured on 2 CPUs: 8
