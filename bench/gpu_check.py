@@ -532,7 +532,10 @@ def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
         toggle_args.append("--by-part")
     if not a.toggle_outside:
         toggle_args.append("--hooks-only")
-    probe_cost(c, toggle_args, timeout=90.0 + sum(per_size) + len(sizes) * 2 * a.warmup_s)
+    if a.toggle:
+        probe_cost(c, toggle_args, timeout=90.0 + sum(per_size) + len(sizes) * 2 * a.warmup_s)
+    else:
+        c.skip("probe cost (--toggle): --skip-toggle")
     loop_args += ["--warmup-s", str(a.warmup_s), "--measure-s", str(a.measure_s)]
     wanted = a.variants.split(",") if a.variants else [v.key for v in VARIANTS]
     variants = [v for v in VARIANTS if v.key in wanted or v.key == "plain"]
@@ -834,6 +837,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         default="45,15",
         help="in-process toggle, seconds per size, comma-separated (the last repeats): the "
         "fast size needs longer to resolve a few µs a step",
+    )
+    ap.add_argument(
+        "--skip-toggle",
+        dest="toggle",
+        action="store_false",
+        help="no in-process toggle: the overhead phase's budget goes to whole-process rounds",
     )
     ap.add_argument(
         "--toggle-by-part", action="store_true", help="the toggle turns each hook part off too"

@@ -96,7 +96,7 @@ def test_the_healthy_control_attached_gets_no_warning(tmp_path: Path) -> None:
 
 
 def test_a_gpu_job_waiting_for_data_attached_is_input_bound(tmp_path: Path) -> None:
-    report = attached("gpu_input_bound", tmp_path)
+    report = attached("gpu_input_bound", tmp_path, ready="epoch 6:")
     listed_on_its_gpu(report)
     found = problems(report)
     assert found and found[0].startswith("input-bound:"), found
