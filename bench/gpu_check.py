@@ -73,6 +73,9 @@ FIRST_TESTS = (
     "test_gpu_zoo.py",
     "test_gpu_real.py",
     "test_cuda_graphs.py",
+    # Before the device timeline's long no-sync test (~90 s, last): in the 2026-11-28 run the
+    # tests' budget ran out there, and the attach tests after it never started.
+    "test_gpu_attach.py",
     "test_device_timeline.py",
 )
 # Issue 15's overhead bounds on the whole process: ≤ 3 % at ≈ 1000 steps/s, ≤ 1 % at ≈ 100.
@@ -808,12 +811,12 @@ def bring_back(work: Path, out: Path, summary: dict[str, Any]) -> None:
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__)
-    # H200 sessions: all of tests/gpu takes ~270 s (the 2026-11-27 runs: the first 13 tests
-    # in ~250 s, the others 35 s), setup 11 s; the session timeout stops pytest starting
-    # tests 45 s before the tests' budget. The overhead phase gets the rest: the toggle (what
-    # resolves a few µs a step) first, then whole-process rounds (~57 s each) as fit.
+    # H200 sessions: tests/gpu without the attach tests took ~305 s on 2026-11-28, the two
+    # attach tests 42 s more, setup 11 s; the session timeout stops pytest starting tests 45 s
+    # before the tests' budget. The overhead phase gets the rest (~95 s): the toggle (what
+    # resolves a few µs a step) first, then whole-process rounds (~30 s each) as fit.
     ap.add_argument("--budget-s", type=float, default=480.0, help="wall budget, all phases")
-    ap.add_argument("--tests-budget-s", type=float, default=350.0)
+    ap.add_argument("--tests-budget-s", type=float, default=400.0)
     ap.add_argument("--overhead-budget-s", type=float, default=130.0)
     ap.add_argument("--keep-going", action="store_true", help="pytest without -x")
     ap.add_argument("--only", default="", help="these tests (node ids or files, comma-separated)")
