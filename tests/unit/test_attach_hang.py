@@ -191,3 +191,31 @@ def test_a_worker_out_of_descriptors_is_named_with_the_limit_to_raise(
     )
     below = verdict(attached(held(LOADER, 8.0), io=[0, 0], worker_fds=127)).findings[0]
     assert "file descriptors" not in below.title
+
+
+def test_each_ranks_rate_of_a_held_stack_says_why_there_is_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A torchrun job hung in two collectives, attached: each rank's iterations row says its
+    stack was held (it said "no autocorrelation peak"); a rank that still steps keeps its
+    own reason."""
+    other = (("<module>", TRAIN, 30), ("sync_barrier", TRAIN, 14), WAITING[2])
+    targets = [
+        {"pid": 1000, "rank": 0, "file": "stacks-1000.json"},
+        {"pid": 1002, "rank": 1, "file": "stacks-1002.json"},
+        {"pid": 1004, "rank": 2, "file": "stacks-1004.json"},
+    ]
+    loaded = [
+        (targets[0], held(WAITING, 8.0)),
+        (targets[1], held(other, 8.0)),
+        (targets[2], stepping(8.0)),
+    ]
+    monkeypatch.setattr(attach_analysis, "target_spans", lambda _s, _a: loaded)
+    sess = attached(held(WAITING, 8.0), io=[0, 0])
+    sess.meta["attach"]["targets"] = targets
+    m, _v = analyze(sess)
+    assert m.attach is not None
+    reasons = [r.rate.reason for r in m.attach.ranks]
+    said = "the main thread held one stack for 100% of the 8.0 s sampled: no step to time"
+    assert reasons[:2] == [said, said], reasons
+    assert reasons[2] != said, reasons

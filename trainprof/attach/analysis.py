@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.analysis import attribution, frameworks, ledger
-from trainprof.analysis.attach_view import AttachView, RankAttach, RateEstimate, Stillness
+from trainprof.analysis.attach_view import (
+    AttachView,
+    HeldStack,
+    RankAttach,
+    RateEstimate,
+)
 from trainprof.analysis.cpu_starvation import cpu_starvation
 from trainprof.analysis.ledger import BUCKETS, Ledger
 from trainprof.analysis.memory import growth
@@ -581,13 +586,13 @@ def compute(session: Session) -> Metrics:
     workers_by_pid = worker_spans(session)
     loaded = target_spans(session, att)
     still = stillness(session, spans, workers_by_pid, loaded)
-    if rate.steps_per_s is None and still is not None and _held(still):
-        # no rhythm to look for in one held stack: say that, not "no autocorrelation peak"
-        held_reason = (
-            f"the main thread held one stack for {still.processes[0].share:.0%} of the "
-            f"{still.window_s:.1f} s sampled: no step to time"
+    ranks = _rank_views(att, loaded, rate_hz)
+    if still is not None and still.processes:
+        held = {p.pid: p for p in still.processes}
+        rate = _held_rate(rate, still.processes[0], still.window_s)
+        ranks = tuple(
+            replace(r, rate=_held_rate(r.rate, held.get(r.pid), still.window_s)) for r in ranks
         )
-        rate = replace(rate, reason=held_reason, period_s=None)
     view = AttachView(
         pid=int(att.get("pid") or 0),
         given_pid=int(att.get("given_pid") or att.get("pid") or 0),
@@ -601,7 +606,7 @@ def compute(session: Session) -> Metrics:
         workers=len(workers),
         workers_at_once=most_at_once(session, workers),
         target_exit=att.get("target_exit") if isinstance(att.get("target_exit"), str) else None,
-        ranks=_rank_views(att, loaded, rate_hz),
+        ranks=ranks,
         worker_spans=tuple(sp for spans in workers_by_pid.values() for sp in spans),
         stillness=still,
         py_spy_restarts=_restarts(att),
@@ -642,8 +647,16 @@ def compute(session: Session) -> Metrics:
     )
 
 
-def _held(still: Stillness) -> bool:
-    return bool(still.processes) and still.processes[0].share >= hang_rule.ATTACH_HELD.value
+def _held_rate(rate: RateEstimate, held: HeldStack | None, window_s: float) -> RateEstimate:
+    """A process (the main one, or a rank's) that held one stack has no rhythm to look for:
+    its iterations row says that, not "no autocorrelation peak"."""
+    if rate.steps_per_s is not None or held is None or held.share < hang_rule.ATTACH_HELD.value:
+        return rate
+    reason = (
+        f"the main thread held one stack for {held.share:.0%} of the {window_s:.1f} s "
+        "sampled: no step to time"
+    )
+    return replace(rate, reason=reason, period_s=None)
 
 
 def _restarts(att: dict[str, Any]) -> int:
