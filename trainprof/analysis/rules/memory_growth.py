@@ -3,7 +3,8 @@
 Seed 003: an unbounded dict cache in the Dataset, filled in ``__getitem__``, grew in each of
 the DataLoader workers until the machine ran out of memory. Growth is judged per process (main
 and each worker, on USS for workers) over the steady window, on a good linear fit that holds
-in both halves of the window (analysis/memory.py).
+in both halves of the window (analysis/memory.py). The main process's growth while a torch
+profiler records most of the run is left to profiler-left-on, which names its cause.
 
 Anti-pattern::
 
@@ -27,6 +28,7 @@ from collections.abc import Iterable
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.memory import Growth
 from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules import profiler_left_on
 from trainprof.analysis.rules.registry import Threshold, rule
 
 MB = 2**20
@@ -63,17 +65,17 @@ EXHAUST_ERROR_S = Threshold(
 )
 def check(m: Metrics) -> Finding | None:
     growing = steadily_growing(m.activity.growths)
+    if profiler_left_on.recording(m):
+        # a recording profiler keeps every op's events in the main process: profiler-left-on
+        # names that growth with its cause (it read as a cache to bound, beside it)
+        growing = [g for g in growing if g.role != "main"]
     if not growing:
         return None
     rate = sum(g.bytes_per_s for g in growing)
     evidence = [growth_line(g) for g in growing[:6]]
-    avail = m.activity.mem_available_min
-    exhaust_s = avail / rate if avail is not None and rate > 0 else None
-    if avail is not None and rate > 0:
-        evidence.append(
-            f"at {rate * 60 / MB:.0f} MiB/min the {avail / MB:.0f} MiB still available "
-            f"run out in about {avail / rate / 60:.0f} min"
-        )
+    out_in = running_out(m, rate)
+    if out_in is not None:
+        evidence.append(out_in[0])
     fix = [
         "bound in-memory caches: functools.lru_cache(maxsize=...) or an LRU dict with a size limit",
         "do not append tensors that still hold the graph (store loss.item(), not loss)",
@@ -87,13 +89,24 @@ def check(m: Metrics) -> Finding | None:
         )
     return Finding(
         id="memory-growth",
-        severity="error"
-        if exhaust_s is not None and exhaust_s < EXHAUST_ERROR_S.value
-        else "warning",
+        severity="error" if out_in is not None and out_in[1] else "warning",
         title=f"Host memory grows steadily ({rate * 60 / MB:.0f} MiB/min)",
         evidence=tuple(evidence),
         fix=tuple(fix),
     )
+
+
+def running_out(m: Metrics, rate: float) -> tuple[str, bool] | None:
+    """At ``rate`` bytes/s: when the memory still available runs out, said, and whether within
+    the error's time (None: available memory not read, or no growth)."""
+    avail = m.activity.mem_available_min
+    if avail is None or rate <= 0:
+        return None
+    line = (
+        f"at {rate * 60 / MB:.0f} MiB/min the {avail / MB:.0f} MiB still available run out in "
+        f"about {avail / rate / 60:.0f} min"
+    )
+    return line, avail / rate < EXHAUST_ERROR_S.value
 
 
 def steadily_growing(growths: Iterable[Growth]) -> list[Growth]:

@@ -7,8 +7,10 @@ processes them all at once. Meant for a few steps, it slows each step of a long 
 memory grows the whole time.
 
 The probe reads torch's own flag for a recording profiler at the first optimizer step and
-watches it from then on, and notes the line that started it. What the recording costs runs in C++ and is not measured apart; the
-main process's memory growth is, where it grew.
+watches it from then on, and notes the line that started it. What the recording costs runs in
+C++ and is not measured apart; the main process's memory growth is, where it grew, with how soon
+it runs the machine out (an error within the hour, as memory-growth's). memory-growth leaves
+that growth to this finding: its fixes (bound a cache) would not help.
 
 Anti-pattern::
 
@@ -31,6 +33,7 @@ from trainprof.analysis.attribution import where
 from trainprof.analysis.debug_modes import how_long
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules import memory_growth
 from trainprof.analysis.rules.registry import Threshold, rule
 
 ON = Threshold("on", 0.5, "share", "a profiler recorded for at least this share of the run")
@@ -44,11 +47,8 @@ ON = Threshold("on", 0.5, "share", "a profiler recorded for at least this share 
     thresholds=(ON,),
 )
 def check(m: Metrics) -> Finding | None:
-    debug, window = m.activity.debug, m.activity.window
-    if debug is None or window is None:
-        return None
-    on = debug.profiler_share(*window)
-    if on < ON.value:
+    debug, on = m.activity.debug, share(m)
+    if debug is None or on is None or on < ON.value:
         return None
     when = how_long(on)
     evidence = [
@@ -56,15 +56,21 @@ def check(m: Metrics) -> Finding | None:
         "keeps the events in memory until it stops",
         "what the recording costs a step runs in C++ and is not measured apart",
     ]
+    # memory-growth leaves the main process's growth to this finding (see recording)
     grew = next((g for g in m.activity.growths if g.role == "main" and g.sustained), None)
+    out_in = None
     if grew is not None:
         evidence.append(
             f"the main process's memory grew {grew.bytes_per_s * 60 / 2**20:.0f} MiB/min while "
             "it recorded"
         )
+        if memory_growth.steadily_growing([grew]):
+            out_in = memory_growth.running_out(m, grew.bytes_per_s)
+            if out_in is not None:
+                evidence.append(out_in[0])
     return Finding(
         id="profiler-left-on",
-        severity="warning",
+        severity="error" if out_in is not None and out_in[1] else "warning",
         title=f"A profiler records the training run ({when})",
         evidence=tuple(evidence),
         fix=(
@@ -75,3 +81,18 @@ def check(m: Metrics) -> Finding | None:
         ),
         where=where(debug.profiler_at),
     )
+
+
+def share(m: Metrics) -> float | None:
+    """The share of the steady run a profiler recorded (None: not read)."""
+    debug, window = m.activity.debug, m.activity.window
+    if debug is None or window is None:
+        return None
+    return debug.profiler_share(*window)
+
+
+def recording(m: Metrics) -> bool:
+    """A profiler recorded most of the steady run: the main process's memory growth is its
+    events (this rule says so, memory-growth leaves it out)."""
+    on = share(m)
+    return on is not None and on >= ON.value

@@ -2,8 +2,9 @@
 
 A tabular MLP was profiled once to see where a step goes; the ``with profile(...)`` block
 stayed around the training loop. With no ``schedule`` it records every op of every step and
-keeps the events in memory until the block ends: on this MLP a step takes about twice as long
-(1.3–1.8 against 0.75 ms, CPU) and the process grows ≈ 115 MiB per 1,000 steps.
+keeps the events in memory until the block ends: on this MLP (torch 2.13, CPU, 2 cores) a step
+takes 0.79 ms at the median against 0.53 ms without it, the process ends at 1.7 GiB against 0.3
+(≈ 680 MiB more per 1,000 steps), and the block's end takes seconds to process the events.
 
 Fix: record a few steps with ``schedule=torch.profiler.schedule(wait=5, warmup=2, active=5,
 repeat=1)`` and ``prof.step()`` after each step, or take the block out.
@@ -14,15 +15,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorDataset
 
 
 def make_model(features: int, classes: int) -> nn.Module:
     layers: list[nn.Module] = []
     width = features
     for _ in range(6):
-        layers += [nn.Linear(width, 64), nn.ReLU()]
-        width = 64
+        layers += [nn.Linear(width, 128), nn.ReLU()]
+        width = 128
     return nn.Sequential(*layers, nn.Linear(width, classes))
 
 
@@ -31,7 +32,10 @@ def main() -> None:
     torch.manual_seed(0)
     features = torch.randn(4096, 32)
     labels = (features[:, :4].sum(dim=1) > 0).long() + (features[:, 4] > 1).long()
-    loader = DataLoader(TensorDataset(features, labels), batch_size=32, shuffle=True)
+    # Whole batches drawn at once (one indexing a batch, no per-sample collate): the data costs
+    # a step little, so the profiler is the one thing wrong here
+    batches = BatchSampler(RandomSampler(range(len(features))), batch_size=32, drop_last=False)
+    loader = DataLoader(TensorDataset(features, labels), sampler=batches, batch_size=None)
     model = make_model(32, 3)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
@@ -39,7 +43,9 @@ def main() -> None:
     # Left from looking at one step's ops (its table is no longer printed): no schedule, so
     # every step is recorded.
     with profile(activities=[ProfilerActivity.CPU]):
-        for epoch in range(8):
+        # 16 epochs of 128 steps: a steady state over 1 s, what the step rules need (8 epochs of
+        # a 64-wide model took 0.72 s in one run, the rules skipped)
+        for epoch in range(16):
             total = torch.zeros(())
             for x, y in loader:
                 loss = criterion(model(x), y)
