@@ -3,7 +3,8 @@
 A tabular MLP once produced NaN losses; to find the op behind them its author turned on
 autograd's anomaly detection, fixed the learning rate, and never took the line out. Every step
 since keeps the Python stack of each forward op and checks each gradient for NaN: on this MLP
-a step takes 2.6× as long as without it (1.7 against 0.66 ms, CPU). The only sign is one
+a step takes 3.1× as long as without it (1.37 against 0.44 ms at the median, torch 2.13, CPU),
+most of it the backward pass's NaN checks (0.72 against 0.18 ms a step). The only sign is one
 UserWarning at start-up, scrolled away.
 
 Fix: take the ``set_detect_anomaly(True)`` line out (turn it on only to hunt a NaN), and check
@@ -39,7 +40,8 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
 
-    for epoch in range(6):
+    # 10 epochs: a steady state well over the 1 s the step rules need (6 gave 1.04 s here)
+    for epoch in range(10):
         total = torch.zeros(())
         for x, y in loader:
             loss = criterion(model(x), y)
