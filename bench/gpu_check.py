@@ -20,7 +20,8 @@ Phases, each with its own budget (what does not fit is said to be skipped):
 3. overhead: ``bench/gpu_loop.py`` calibrated to ≈1000 (or as fast as the host goes) and
    ≈100 steps/s; one run of ``gpu_loop.py --toggle`` under ``trainprof run`` (trainprof's cost
    inside one process, on the device's clock: the hooks off against an A/A control, and with
-   ``--toggle-outside`` trainprof's outside processes stopped too); then rounds of
+   ``--toggle-outside`` trainprof's outside processes stopped too; ``--skip-toggle`` leaves
+   it out, for more rounds); then rounds of
    plain / ``trainprof run`` / probe's device timeline off / ``--no-stacks`` (``--variants``
    adds no USS reads and samplers idle, ``--interval 3600``), each round in the reverse order
    of the one before (A B … B A); every run times itself on the device's
