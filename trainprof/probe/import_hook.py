@@ -1,13 +1,14 @@
-"""Run a callback right after a top-level module finishes importing (a post-import hook).
+"""Run callbacks once, right after a module finishes importing (a post-import hook).
 
-A finder sits first on ``sys.meta_path``; when the watched name is imported it takes itself
-off, finds the real spec with the other finders, and wraps that spec's ``exec_module`` so the
-callback runs once the module body has run. Nothing is imported on the watched module's behalf.
+A finder sits first on ``sys.meta_path``. Each lookup of the watched name (an import, or a
+library's ``importlib.util.find_spec`` probe whose spec is thrown away) asks the other finders
+for the real spec and wraps its loader's ``exec_module``; the finder stays until a wrapped
+loader has run the module body, then calls back and takes itself off. Nothing is imported on
+the watched module's behalf.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -17,28 +18,39 @@ from typing import Any
 class _AfterImport:
     def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
         self.name = name
-        self.callback = callback
+        self.callbacks = [callback]
+        self.done = False
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != self.name:
+        if fullname != self.name or self.done:
             return None
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            return None
-        spec = importlib.util.find_spec(fullname)
+        spec = None
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is self or isinstance(finder, _AfterImport) or find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                break
         loader = getattr(spec, "loader", None)
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
         original = loader.exec_module
-        callback = self.callback
 
         def exec_module(module: ModuleType) -> None:
             original(module)
+            if self.done:
+                return
+            self.done = True
             try:
-                callback(module)
-            except Exception:
+                sys.meta_path.remove(self)
+            except ValueError:
                 pass
+            for callback in self.callbacks:
+                try:
+                    callback(module)
+                except Exception:
+                    pass
 
         loader.exec_module = exec_module
         return spec
@@ -49,4 +61,8 @@ def call_after_import(name: str, callback: Callable[[ModuleType], None]) -> None
     if module is not None:
         callback(module)
         return
+    for finder in sys.meta_path:
+        if isinstance(finder, _AfterImport) and finder.name == name and not finder.done:
+            finder.callbacks.append(callback)
+            return
     sys.meta_path.insert(0, _AfterImport(name, callback))
