@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from trainprof.samplers.hang import _redact_process_line
-from trainprof.store.redact import MASK, redact
+from trainprof.store.redact import Redactor, is_secret_name, redact, secret_values
 from trainprof.store.schema import ENV_NO_REDACT, MAGIC
 
 
@@ -47,8 +47,41 @@ def test_redact(argv: list[str], expected: list[str]) -> None:
     assert redact(expected) == expected  # idempotent
 
 
-def test_over_masking_is_the_documented_price() -> None:
-    assert redact(["--max-tokens", "512"]) == ["--max-tokens", MASK]
+@pytest.mark.parametrize(
+    "name",
+    ["--hf_token", "--api-key", "--password", "WANDB_API_KEY", "HF_TOKEN", "apiKey", "PGPASSWORD",
+     "AWS_SECRET_ACCESS_KEY", "--auth-header", "--token", "GOOGLE_APPLICATION_CREDENTIALS"],
+)  # fmt: skip
+def test_secret_names(name: str) -> None:
+    assert is_secret_name(name.lstrip("-"))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["--tokenizer_name", "--max_tokens", "--token_budget", "--max-tokens", "--num_tokens",
+     "--keys", "--monkey", "--key_size", "--tokenizer"],
+)  # fmt: skip
+def test_names_that_only_contain_a_secret_word(name: str) -> None:
+    assert not is_secret_name(name.lstrip("-"))
+    assert redact([name, "512"]) == [name, "512"]
+
+
+def test_secret_values_are_masked_in_any_text() -> None:
+    env = {"HF_TOKEN": "hf_abcdefgh123", "HOME": "/home/me", "SHORT_TOKEN": "ab"}
+    argv = ["train.py", "--api-key", "sk-live-99999", "--lr", "0.1", "DB_PASSWORD=pa55word!"]
+    values = secret_values(argv, env)
+    assert values == {"hf_abcdefgh123", "sk-live-99999", "pa55word!"}  # "ab" is too short
+    r = Redactor(values)
+    text = "401 for hf_abcdefgh123 at https://bob:hunter22@hub.example/x with sk-live-99999"
+    assert r.text(text) == "401 for *** at https://bob:***@hub.example/x with ***"
+    data = {"k": ["pa55word!", {"hf_abcdefgh123": 1}], "n": 3}
+    assert r.data(data) == {"k": ["***", {"***": 1}], "n": 3}
+    assert Redactor(values, enabled=False).text(text) == text
+
+
+def test_url_passwords_never_swallow_a_json_quote() -> None:
+    text = '["https://a:b","c@d"]'
+    assert Redactor([]).text(text) == text
 
 
 def test_the_module_is_standard_library_only() -> None:

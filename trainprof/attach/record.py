@@ -134,7 +134,7 @@ def _events(raw: Path) -> list[Any]:
     try:
         with open(raw, encoding="utf-8", errors="replace") as f:
             data = json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return []
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
     return events if isinstance(events, list) else []

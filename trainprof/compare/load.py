@@ -9,7 +9,9 @@ from typing import Any
 
 from trainprof.errors import TrainprofError
 from trainprof.render.json_report import SCHEMA
+from trainprof.render.text import clean
 from trainprof.store import rundir
+from trainprof.store.report_shape import shape_error
 from trainprof.store.session import is_run_dir
 
 
@@ -32,18 +34,28 @@ def load_report(path: Path, what: str = "report") -> tuple[dict[str, Any], Path 
     else:
         raise TrainprofError(f"{path} ({what}): no such file or run directory")
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = rundir.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise TrainprofError(f"cannot read {file} ({what}): {exc}") from None
     except json.JSONDecodeError as exc:
         raise TrainprofError(
             f"{file} ({what}) is not JSON ({exc.msg}, line {exc.lineno})"
         ) from None
+    except ValueError as exc:  # nested too deeply
+        raise TrainprofError(f"{file} ({what}) is not a trainprof report: {exc}") from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if isinstance(schema, str) and schema.startswith("trainprof.report/") and schema != SCHEMA:
+        raise TrainprofError(
+            f"{file} ({what}) is a {clean(schema)} report, from another trainprof version; "
+            f"this one reads {SCHEMA}"
+        )
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise TrainprofError(
             f'{file} ({what}) is not a trainprof report (no "schema": "{SCHEMA}"); give a '
             "`trainprof run --json` / `trainprof ci --json` file or a run directory"
         )
+    if (error := shape_error(data)) is not None:
+        raise TrainprofError(f"{file} ({what}) is not a trainprof report: {clean(error)}")
     run_dir = path if path.is_dir() else _stored_run_dir(data)
     return data, run_dir
 

@@ -153,7 +153,7 @@ def with_runner_load(
                     ]
                     if mine:
                         waits.append((float(row["t"]), float(mine[0]["rq_wait"])))
-                except (ValueError, KeyError, TypeError, AttributeError):
+                except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
                     continue
     except OSError:
         return windows

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.gate.gates import SEVERITY_RANK, GateResult, Verdict
+from trainprof.render.text import clean, unbyte
 
 _WHERE = re.compile(r"^(?P<file>.+?):(?P<line>\d+)(?:\s+\(.*\))?$")
 STATUS_ICON = {"pass": "✅", "fail": "❌", "not measured": "⚠️", "not comparable": "⚠️"}
@@ -24,7 +25,13 @@ def on_github() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
+# Control characters other than CR and LF (those are %-escaped), shown as escapes: an ESC
+# sequence in a job's message would otherwise colour or hide GitHub's log.
+_CONTROL = re.compile("[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
 def _escape_data(text: str) -> str:
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", unbyte(text))
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
@@ -125,5 +132,5 @@ def step_summary(
 
 
 def _md(text: object) -> str:
-    """Text for a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ").replace("`", "'")
+    """Text for a Markdown table cell: one line, controls and undecodable bytes escaped."""
+    return clean(str(text).replace("\n", " ")).replace("|", "\\|").replace("`", "'")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainprof.gate.gates import GateResult
+from trainprof.render.text import unbyte
 
 SUITE = "trainprof ci"
 
@@ -79,7 +80,7 @@ def _failure_text(g: GateResult) -> str:
 
 def _clean(value: object) -> str:
     """XML 1.0 cannot hold most control characters: the job's messages can."""
-    text = "" if value is None else str(value)
+    text = "" if value is None else unbyte(value)
     return "".join(
         c if c in "\t\n\r" or (ord(c) >= 0x20 and c not in "\ufffe\uffff") else f"\\x{ord(c):02x}"
         for c in text

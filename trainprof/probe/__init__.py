@@ -182,7 +182,10 @@ def _chain_excepthook() -> None:
 
     def hook(exc_type, exc, tb):  # type: ignore[no-untyped-def]
         try:
-            record_info({"exception": exc_type.__name__, "message": str(exc)[:2000]})
+            from trainprof.store.redact import redact_text
+
+            message = redact_text(str(exc))[:2000]
+            record_info({"exception": exc_type.__name__, "message": message})
             from trainprof.probe.tracebacks import without_probe_frames
 
             tb = without_probe_frames(exc, tb)

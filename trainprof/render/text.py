@@ -16,8 +16,13 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.text import Text
 
-# C0 and C1 controls, DEL, and the bidi overrides that reorder what a terminal shows.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+from trainprof.store.redact import redact_text
+
+# C0 and C1 controls, DEL, the bidi overrides that reorder what a terminal shows, and lone
+# surrogates: bytes that were not UTF-8 (an argument, a path), as Python decodes them
+# (surrogateescape), which no UTF-8 writer accepts.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
@@ -25,12 +30,22 @@ def _escape(m: re.Match[str]) -> str:
     c = m.group()
     if c in _NAMED:
         return _NAMED[c]
-    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    code = ord(c)
+    if 0xDC80 <= code <= 0xDCFF:  # the byte surrogateescape stood for
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def clean(text: object) -> str:
-    """The text with every control character written as a visible escape."""
-    return _CONTROL.sub(_escape, str(text))
+    """The text, known secrets masked, every control character and undecodable byte written as
+    a visible escape (``\\x1b``, ``\\xe9``)."""
+    return _CONTROL.sub(_escape, redact_text(str(text)))
+
+
+def unbyte(text: object) -> str:
+    """The text, known secrets masked, each undecodable byte written ``\\xNN``: valid UTF-8, for
+    formats that escape control characters their own way."""
+    return _SURROGATE.sub(_escape, redact_text(str(text)))
 
 
 def literal(text: object, style: str = "") -> Text:

@@ -701,7 +701,7 @@ def _gpu_memory(run_dir: Path) -> dict[int, list[tuple[float, float]]]:
             for line in f:
                 try:
                     row = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if not isinstance(row, dict):
                     continue

@@ -153,7 +153,7 @@ class ProcessLog:
                 self.device.append(vals)
             else:
                 self.bad_lines += 1
-        except (ValueError, json.JSONDecodeError):
+        except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
             self.bad_lines += 1  # a torn last line of a killed process, say
 
     def add_lines(self, lines: list[str]) -> None:
@@ -229,7 +229,7 @@ def _plain_block(lines: list[str], width: int) -> list[int] | None:
         return None
     try:
         flat = json.loads("[" + text[2:-1].replace("\n" + kind, ",").replace(" ", ",") + "]")
-    except ValueError:  # a field like "-", "1-2" or "007": let int() judge each line
+    except (ValueError, RecursionError):  # a field like "-", "1-2" or "007": int() judges
         return None
     return flat if len(flat) == width * len(lines) else None
 
@@ -251,7 +251,7 @@ def parse_header(line: str) -> dict[str, Any] | None:
         return None
     try:
         header = json.loads(line[len(MAGIC) :])
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(header, dict) or header.get("version") != SCHEMA_VERSION:
         return None

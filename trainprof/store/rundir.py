@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.errors import TrainprofError
+from trainprof.store.redact import redact_data, redact_text
 
 RUNS_DIR = "trainprof-runs"
 META = "run.json"
@@ -118,8 +120,8 @@ _STAMP = re.compile(r"^\d{8}-\d{6}")
 def write_json(path: Path, data: Any) -> None:
     """Write a file inside the run directory without following a symlink planted there: into a
     new file beside it, renamed over it, so a write that fails (a full disk) leaves the old
-    file whole."""
-    text = json.dumps(data, indent=1, default=str) + "\n"
+    file whole. Known secrets are masked; undecodable bytes stay ``\\udcXX`` escapes (ASCII)."""
+    text = json.dumps(redact_data(data), indent=1, default=str) + "\n"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(tmp, flags, 0o600)
@@ -175,21 +177,52 @@ def write_private_text(path: Path, text: str) -> None:
     """Write a text file inside the run directory: 0600, never through a planted symlink."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    with os.fdopen(fd, "w", encoding="utf-8", errors=TEXT_ERRORS) as f:
+        f.write(redact_text(text))
 
 
 def write_user_file(path: Path, text: str) -> None:
     """Write a file the user named (``--json PATH``): parents made as needed (0700), the file
-    created 0600 (an existing file keeps its mode). ``-`` is standard output."""
+    created 0600 (an existing file keeps its mode). ``-`` is standard output. Known secrets are
+    masked; a lone surrogate (an undecodable byte) the writer left is written as ``\\udcXX``.
+    A path that exists and is not a regular file (a FIFO, a device) is refused: it could block.
+    """
+    text = redact_text(text)
     if str(path) == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)
         return
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    _refuse_special(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK
+    fd = os.open(path, flags, 0o600)
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "w", encoding="utf-8", errors=TEXT_ERRORS) as f:
         f.write(text)
+
+
+TEXT_ERRORS = "backslashreplace"  # what a text file does with a character UTF-8 cannot hold
+
+
+def write_stdout(text: str) -> None:
+    """Text to standard output, whatever its encoding cannot hold written as an escape."""
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(text)
+    else:
+        encoding = sys.stdout.encoding or "utf-8"
+        buffer.write(text.encode(encoding, TEXT_ERRORS))
+        buffer.flush()
+    sys.stdout.flush()
+
+
+def _refuse_special(path: Path) -> None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file (a pipe or a device)", str(path))
 
 
 def check_user_file(path: Path, option: str = "--json") -> None:
@@ -198,24 +231,8 @@ def check_user_file(path: Path, option: str = "--json") -> None:
     if str(path) == "-":
         return
     path = path.absolute()
-    if path.is_dir():
-        raise TrainprofError(f"{option} {path} is a directory; give a file path")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent  # the nearest existing ancestor: where mkdir would start
     try:
-        if path.exists():
-            with open(path, "a", encoding="utf-8"):
-                pass  # opened for writing, not truncated: the old content stays until the end
-        elif not parent.is_dir():
-            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(parent))
-        else:
-            try:
-                fd, probe = tempfile.mkstemp(prefix=".trainprof-", dir=parent)
-            except OSError as exc:
-                raise OSError(exc.errno, exc.strerror, str(parent)) from None
-            os.close(fd)
-            os.unlink(probe)
+        _check_writable(path, option)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         if exc.filename and os.fspath(exc.filename) != os.fspath(path):
@@ -223,9 +240,78 @@ def check_user_file(path: Path, option: str = "--json") -> None:
         raise TrainprofError(f"cannot write {option} {path}: {reason}") from None
 
 
+def _check_writable(path: Path, option: str) -> None:
+    try:
+        st: os.stat_result | None = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError as exc:  # a parent is a regular file
+        raise OSError(exc.errno, exc.strerror, _first_non_dir(path)) from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise TrainprofError(f"{option} {path} is a directory; give a file path")
+        if not stat.S_ISREG(st.st_mode):
+            raise TrainprofError(f"{option} {path} is not a regular file (a pipe or a device)")
+        with open(path, "a", encoding="utf-8"):
+            pass  # opened for writing, not truncated: the old content stays until the end
+        return
+    parent = path.parent
+    while not os.path.lexists(parent) and parent != parent.parent:
+        parent = parent.parent  # the nearest existing ancestor: where mkdir would start
+    if not parent.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(parent))
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".trainprof-", dir=parent)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(parent)) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _first_non_dir(path: Path) -> str:
+    """The first ancestor of ``path`` that exists and is not a directory."""
+    for parent in reversed(path.parents):
+        if os.path.lexists(parent) and not parent.is_dir():
+            return str(parent)
+    return str(path)
+
+
 def read_json(path: Path) -> Any:
+    """A JSON file's value; ValueError for one that is not JSON or is nested too deeply."""
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        return loads(f.read())
+
+
+MAX_DEPTH = 200  # far beyond any file trainprof writes; deeper is a damaged or hostile file
+
+
+def loads(text: str) -> Any:
+    """``json.loads``, with a value nested deeper than ``MAX_DEPTH`` a ValueError (JSON's
+    decoder would raise RecursionError, and every reader of the value would recurse too)."""
+    if _too_deep(text):
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+
+
+_BRACKETS = re.compile(r'[\[\]{}]|"(?:[^"\\]+|\\.)*"')
+
+
+def _too_deep(text: str) -> bool:
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    depth = 0
+    for m in _BRACKETS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif c in "]}":
+            depth -= 1
+    return False
 
 
 def open_private(path: Path, mode: str = "w") -> Any:

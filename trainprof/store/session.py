@@ -253,7 +253,7 @@ class Session:
                 for line in f:
                     try:
                         row = json.loads(line)
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         continue  # a torn line from a killed runner
                     if isinstance(row, dict):
                         samples.add(row)
@@ -372,7 +372,7 @@ def _load_meta(path: Path) -> dict[str, Any]:
         return {}
     try:
         meta = read_json(path)
-    except (OSError, ValueError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError
+    except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError, too deep
         reason = getattr(exc, "strerror", None) or _short(exc)
         raise CorruptRunError(f"{path} cannot be read as a run record: {reason}") from None
     if not isinstance(meta, dict):
@@ -385,8 +385,8 @@ def _load_meta(path: Path) -> dict[str, Any]:
         if isinstance(out.get(key), dict):
             out[key] = _typed(out[key], types, drop=True)
     for key in ("command", "forwarded"):
-        if isinstance(out.get(key), list):
-            out[key] = [str(a) for a in out[key]]
+        if key in out:  # a list of words, whatever the file held
+            out[key] = [str(a) for a in out[key]] if isinstance(out[key], list) else []
     return out
 
 

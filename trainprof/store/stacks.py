@@ -80,7 +80,7 @@ def load_spans(path: Path, started_at: float) -> list[StackSpan]:
         with _open_trace(path) as f:
             events = json.load(f)
     # a torn or damaged trace (a cut gzip stream is EOFError): no stacks, never a traceback
-    except (OSError, ValueError, EOFError, zlib.error):
+    except (OSError, ValueError, EOFError, zlib.error, RecursionError):
         return []
     if isinstance(events, dict):
         events = events.get("traceEvents", [])
