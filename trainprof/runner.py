@@ -26,10 +26,13 @@ from trainprof.output import TerminalLock
 from trainprof.probe_state import ProbeWatch, probe_state
 from trainprof.render.text import make_console
 from trainprof.samplers import at_work
+from trainprof.samplers import progress as progress_page
 from trainprof.samplers.hang import HANG_STACKS, dump_stacks
 from trainprof.samplers.loop import DEFAULT_INTERVAL_S, SamplerLoop
+from trainprof.samplers.progress import ProgressPage
 from trainprof.samplers.stack_starter import StackStarter
 from trainprof.samplers.stacks import StackRecorder
+from trainprof.samplers.suspended import Suspensions
 from trainprof.store import rundir
 from trainprof.store.events import ProcessLog
 from trainprof.store.redact import redact
@@ -149,6 +152,8 @@ def run(opts: RunOptions) -> int:
 
     stacks = StackStarter(run_dir, job, command, stacks_started) if opts.stacks else None
     watch = HangWatch(opts, run_dir)
+    watch.recording = recording
+    watch.suspensions.started_at = job.started_at
     # nothing to say where the command's flags said it, or the probe was switched off (bench)
     switched_off = "all" in os.environ.get(ENV_DISABLE, "").split(",")
     probe = ProbeWatch(run_dir, job.pid, already_said=blocked is not None or switched_off)
@@ -161,6 +166,8 @@ def run(opts: RunOptions) -> int:
             at_work_then := watch.stopped_at_work(live.stats, time.monotonic())
         ):
             meta["hang"] = at_work_then
+        if suspended := watch.suspensions.finish(time.monotonic()):
+            meta["suspended"] = suspended
         live.erase()
         sampler.stop()
         job.finish()
@@ -185,6 +192,7 @@ def run(opts: RunOptions) -> int:
         meta["probe"] = probe_state(run_dir, blocked)
         probe.check(lambda message: _say(live, message))  # a job too short for the loop to see
         recording.check(job, sampler, live)
+        recording.after_stop(watch.page.read(), watch.stood_down)
         recording.save_meta(meta)
         session = Session.load(run_dir)
         meta["stopped_by"] = stopped_by or _stop_reason(session)
@@ -287,6 +295,7 @@ class HangWatch:
 
     MIN_SILENCE_S = 10.0
     STEP_MULTIPLE = 20.0
+    RECORDED_LAG_S = 2.0  # a probe's records reach its file this late (its flush timer)
     ARM_AFTER_BATCHES = 3  # a job that never steps an optimizer: its first batches (or backward
     # passes) warm up
 
@@ -301,13 +310,31 @@ class HangWatch:
         # the latest silence found at work: its stacks, why, and its last progress
         self.at_work: dict[str, Any] | None = None
         self.redact = not opts.no_redact
+        self.recording: _Recording | None = None  # whether the run directory still records
+        self.page = ProgressPage(run_dir)  # the steps made since recording stopped
+        self.unrecorded = progress_page.NOTHING
+        self.stood_down: dict[str, Any] | None = None  # recording stopped and took its view
+        self.suspensions = Suspensions(time.monotonic())  # the job stopped by a signal
+
+    def last_progress(self, stats: LiveStats) -> float | None:
+        """The latest step, batch or backward pass: recorded, or counted once recording stopped."""
+        last, counted = stats.last_progress, self.unrecorded.last_t
+        if counted is not None and (last is None or counted > last):
+            return counted
+        return last
 
     def check(self, job: Job, live: LiveView, now: float) -> bool:
         """True when a hang was just detected and the job should be stopped."""
         stats = live.stats
-        if self.hang is not None or stats.last_progress is None:
+        if self._suspended(job, live, now) or self.hang is not None or self.stood_down:
             return False
-        if stats.progress[0] < (1 if stats.steps else self.ARM_AFTER_BATCHES):
+        self.unrecorded = self.page.read()
+        last = self.last_progress(stats)
+        if last is None:
+            return False
+        steps = stats.steps + self.unrecorded.steps
+        made = stats.progress[0] + self.unrecorded.total()
+        if made < (1 if steps else self.ARM_AFTER_BATCHES):
             return False
         if self.look_again_at is not None and now < self.look_again_at:
             return False
@@ -317,9 +344,12 @@ class HangWatch:
                 sorted(stats.per_step_s)[len(stats.per_step_s) // 2] if stats.per_step_s else 0.0
             )
             limit = max(self.MIN_SILENCE_S, self.STEP_MULTIPLE * typical)
-        silent = now - stats.last_progress
+        resumed = self.suspensions.last_end  # a stopped job's silence counts from its SIGCONT
+        silent = now - (last if resumed is None else max(last, resumed))
         if silent <= limit:
             self.suspect, self.looks = None, []
+            return False
+        if self._stand_down(last, now):
             return False
         if self.suspect is None:
             info = dump_stacks(job.pid, self.run_dir, self.redact)
@@ -334,13 +364,14 @@ class HangWatch:
         info, why = self.suspect, at_work.why_at_work(self.looks)
         self.suspect, self.looks = None, []
         progress, unit = stats.progress
+        progress += self.unrecorded.total()
         if why is not None:
             self.look_again_at = now + limit
-            said = self.at_work is not None and self.at_work["since"] == stats.last_progress
+            said = self.at_work is not None and self.at_work["since"] == last
             self.at_work = {
                 **info,
                 "at_work": why,
-                "since": stats.last_progress,
+                "since": last,
                 "steps_before": progress,
                 "unit": unit,
             }
@@ -364,10 +395,43 @@ class HangWatch:
     def stopped_at_work(self, stats: LiveStats, now: float) -> dict[str, Any] | None:
         """The silence found at work, where the job was stopped (by --timeout, a Ctrl-C) still
         in it: what the report tells instead of a hang (where it was, and that it moved)."""
-        if self.at_work is None or self.at_work["since"] != stats.last_progress:
+        if self.at_work is None or self.at_work["since"] != self.last_progress(stats):
             return None
         info = {k: v for k, v in self.at_work.items() if k != "since"}
         return dict(info, silent_s=round(now - self.at_work["since"], 2))
+
+    def _suspended(self, job: Job, live: LiveView, now: float) -> bool:
+        """Whether the job is stopped by a signal now; said once it is continued."""
+        pids = {job.pid, *live.stats.stepping}
+        span = self.suspensions.update(pids, now)
+        if self.suspensions.stopped:
+            self.suspect, self.looks = None, []
+            return True
+        if span is not None:
+            _say(
+                live,
+                f"trainprof: the job was stopped by a signal for {span[1] - span[0]:.0f} s "
+                "(SIGSTOP, or Ctrl-Z's SIGTSTP) and continued: not a hang, and not counted as one",
+            )
+        return False
+
+    def _stand_down(self, last: float, now: float) -> bool:
+        """Recording stopped and no probe counts steps since (``probe/progress.py``): the
+        silence is of trainprof's own making, so the watch stands down rather than stop a job
+        it no longer sees. A silence that began well before recording stopped is the job's."""
+        rec = self.recording
+        when = rec.when if rec is not None else None
+        if when is None or self.unrecorded.last_t is not None:
+            return False
+        if last < when - self.RECORDED_LAG_S:
+            return False
+        self.stood_down = {"at_s": round(now - self.suspensions.started_at, 2)}
+        print(
+            "\ntrainprof: recording stopped, and the job's steps are no longer seen: the hang "
+            "watch stands down (it cannot tell a hang from a job it does not see)",
+            file=sys.stderr,
+        )
+        return True
 
     def record(self, job: Job, silent: float, steps_before: int) -> None:
         info = dump_stacks(job.pid, self.run_dir, self.redact)
@@ -564,6 +628,29 @@ class _Recording:
         self._when: float | None = None
         self._announced = False
         rundir.reserve_space(run_dir)  # given back for run.json and report.json at a full disk
+        progress_page.create(run_dir)  # where the probes count the steps they cannot record
+
+    @property
+    def when(self) -> float | None:
+        """When recording stopped (monotonic), or None while it goes on."""
+        return self._when
+
+    def after_stop(
+        self, counted: progress_page.Unrecorded, stood_down: dict[str, Any] | None
+    ) -> None:
+        """What the job made once recording stopped, and whether the hang watch stood down: in
+        ``meta["recording"]`` as ``unrecorded`` ({"steps", "batches", "backward_passes"}) and
+        ``hang_watch_stood_down_at_s``."""
+        if self.stopped is None:
+            return
+        if counted.pids:
+            self.stopped["unrecorded"] = {
+                "steps": counted.steps,
+                "batches": counted.batches,
+                "backward_passes": counted.backwards,
+            }
+        if stood_down is not None:
+            self.stopped["hang_watch_stood_down_at_s"] = stood_down["at_s"]
 
     def failed(self, when: float, reason: str, name: str) -> None:
         if self._when is None or when < self._when:

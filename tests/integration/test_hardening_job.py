@@ -427,3 +427,49 @@ def test_a_silence_at_work_is_not_stopped_as_a_hang(tmp_path: Path) -> None:
     assert len(said) == 2, r.stderr[-3000:]
     assert "moved" in said[0] and "evaluate()" in said[0], said
     assert "read or wrote" in said[1], said
+
+
+STEPS_ON_A_FULL_DISK = """
+    import sys, time, torch
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():
+        opt.zero_grad(); model(torch.randn(8, 4)).sum().backward(); opt.step()
+
+    for _ in range(20):  # recorded before the disk fills
+        step(); time.sleep(0.02)
+    time.sleep(0.7)  # the probe's timer flushes them
+    sys.stdout.write(("x" * 99 + "\\n") * 15_000)  # 1.5 MB of output: the disk fills
+    sys.stdout.flush()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 10:  # steps the event file no longer shows; the main
+        step(); time.sleep(0.05)  # thread is asleep on one line: its stacks look still
+    print("last line", flush=True)
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "ci"])
+def test_a_full_disk_does_not_make_the_hang_watch_kill(
+    small_disk: Path, tmp_path: Path, command: str
+) -> None:
+    """Was: recording stopped, the event file stopped growing, and the watch took that for a
+    hang ("no progress for 12 s after 32187 optimizer steps"): exit 124, and `ci` exit 3."""
+    script = write_script(tmp_path, "full.py", STEPS_ON_A_FULL_DISK)
+    run_dir, json_path = small_disk / "run", tmp_path / "report.json"
+    flags = ["--on-hang", "kill"] if command == "run" else ["--steps", "1000000"]
+    cmd = trainprof_cmd(
+        command, "--quiet", "--hang-after", "2", "--run-dir", str(run_dir),
+        "--json", str(json_path), *flags, str(script),
+    )  # fmt: skip
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == "last line"
+    assert "no progress" not in proc.stderr and "stands down" not in proc.stderr, proc.stderr
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta.get("hang") is None and meta["stopped_by"] is None
+    rec = meta["recording"]
+    assert rec["reason"] == "No space left on device" and 0 < rec["stopped_at_s"] < 10
+    assert rec["unrecorded"]["steps"] > 50  # counted in the progress page: ~20 a second
+    report = json.loads(json_path.read_text())
+    assert report["run"]["recording"]["stopped_at_s"] == rec["stopped_at_s"]

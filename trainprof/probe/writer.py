@@ -170,8 +170,9 @@ class EventWriter:
         self._closed = True
         self._due = float("inf")
         self._pending = b""
-        self._queue = collections.deque(maxlen=0)
-        self._steps = collections.deque(maxlen=0)
+        from trainprof.probe.progress import stopped_sinks
+
+        self._queue, self._steps = stopped_sinks(self.run_dir)  # its steps still count
         fd, self._fd = self._fd, None
         try:
             if fd is not None:
