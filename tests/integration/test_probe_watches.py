@@ -12,13 +12,17 @@ from conftest import run_reporting_job
 from trainprof.store.session import Session
 
 JOB = """
-import json, sys
+import json, os, sys
 import torch
 from torch import nn
 import torch.optim.optimizer as optim_mod
 
+# trainprof's package as the probe loaded it (a word in a path is no test: the checkout's own
+# folder may be named trainprof)
+OURS = os.path.dirname(sys.modules["trainprof"].__file__) + os.sep
+
 def ours(fn):
-    return "trainprof" in getattr(getattr(fn, "__code__", None), "co_filename", "")
+    return getattr(getattr(fn, "__code__", None), "co_filename", "").startswith(OURS)
 
 def hooks():
     backward = vars(torch.autograd)["backward"]
@@ -69,7 +73,7 @@ def test_watches_record_then_leave_and_no_idle_wrapper_stays(tmp_path: Path) -> 
 
 
 STEADY_STEP_JOB = """
-import collections, json, sys
+import collections, json, os, sys
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
@@ -96,11 +100,12 @@ use_stand_in_timeline(memory=lambda: (1, 2, 3))
 torch_hooks._start_timeline(torch, torch.device("cpu"))
 for _ in range(20):
     step()
+OURS = os.path.dirname(sys.modules["trainprof"].__file__) + os.sep  # as the probe loaded it
 steps = [collections.Counter() for _ in range(200)]
 now = steps[0]
 
 def count(frame, event, arg):
-    if event == "call" and "trainprof" in frame.f_code.co_filename:
+    if event == "call" and frame.f_code.co_filename.startswith(OURS):
         now[frame.f_code.co_qualname] += 1
 
 sys.setprofile(count)
@@ -175,7 +180,7 @@ def test_reading_the_models_at_the_first_step_keeps_nothing_of_the_loop_alive(
 
 
 COMPILING_JOB = """
-import json, sys
+import json, os, sys
 import torch
 from torch import nn
 

@@ -774,8 +774,8 @@ def test_user_frame_is_the_deepest_frame_of_the_users_code() -> None:
         ("/home/user/.pyenv/versions/3.11.7/lib/python3.11/threading.py", False),
         ("C:\\Users\\me\\anaconda3\\envs\\e\\lib\\site-packages\\torch\\_utils.py", False),
         ("C:\\Python311\\Lib\\threading.py", False),
-        ("/home/user/src/pytorch/torch/utils/data/dataloader.py", False),
-        ("/home/user/src/trainprof/trainprof/probe/torch_hooks.py", False),
+        ("/home/user/torch/train.py", True),
+        ("/home/user/trainprof/train.py", True),
         ("<frozen runpy>", False),
     ],
 )
@@ -916,5 +916,7 @@ def test_the_text_matching_modules_are_pure() -> None:
             "trainprof.analysis.findings",
             "trainprof.analysis.usercode",
         }
+        if path.name == "usercode.py":  # finds trainprof's and torch's directories, once
+            allowed |= {"os", "importlib"}
         ours = {m for m in imported if m.startswith("trainprof.analysis.crash")}
         assert imported - ours <= allowed, path

@@ -1,30 +1,63 @@
 """One answer to "is this file the user's own code?", for py-spy frames and traceback text alike.
 
-Pure and cached: py-spy profiles repeat the same few hundred paths millions of times.
+trainprof's and torch's own code are told by where those packages are installed (their real
+directories, found once), never by a word in the path: a user's script in a folder named
+``trainprof`` or ``torch`` is the user's. Cached: py-spy profiles repeat the same few hundred
+paths millions of times.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 from functools import lru_cache
 
 # Not the user's code: installed packages, the standard library (also on Windows and for other
-# interpreter layouts), torch (also from a source checkout), trainprof itself, interpreter
-# internals such as <frozen runpy> (but <string>, <stdin> and IPython cells are the user's), and
-# code generated at run time (Inductor's kernels under /tmp/torchinductor_<user>/).
+# interpreter layouts), interpreter internals such as <frozen runpy> (but <string>, <stdin> and
+# IPython cells are the user's), and code generated at run time (Inductor's kernels under
+# /tmp/torchinductor_<user>/).
 _LIBRARY = re.compile(
     r"site-packages|dist-packages"
     r"|/lib(?:64)?/python\d"
     r"|^[A-Za-z]:/.*/Lib/"
-    r"|/(?:torch|trainprof)/"
     r"|/multiprocessing/"
     r"|/(?:threading|runpy|selectors|socket|queue)\.py$"
     r"|^<(?!string>|stdin>|ipython-input)"
     r"|<frozen"
     r"|torchinductor_"
 )
-# The bundled demo and zoo jobs live inside the trainprof package but are user code.
-_EXAMPLES = "/trainprof/examples/"
+# torch, and trainprof's bundled examples (user code), installed in any environment: the job's
+# own (it may not be trainprof's), or another machine's for a run recorded there.
+_INSTALLED_TORCH = re.compile(r"(?:site|dist)-packages/torch/")
+_INSTALLED_EXAMPLES = re.compile(r"(?:site|dist)-packages/trainprof/examples/")
+
+
+@lru_cache(maxsize=1)
+def _roots() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(trainprof's package directories, its bundled examples', torch's): each as imported and
+    resolved, ``/``-separated and ending in ``/``; torch's only where this environment has it."""
+
+    def forms(directory: str) -> tuple[str, ...]:
+        both = {os.path.abspath(directory), os.path.realpath(directory)}
+        return tuple(sorted(p.replace("\\", "/").rstrip("/") + "/" for p in both))
+
+    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    torch: tuple[str, ...] = ()
+    try:  # finds torch without importing it
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        torch = tuple(p for d in spec.submodule_search_locations for p in forms(d))
+    return forms(own), forms(os.path.join(own, "examples")), torch
+
+
+@lru_cache(maxsize=8192)
+def is_torch_path(path: str) -> bool:
+    """True when ``path`` (``/`` or ``\\`` separated) is a file of torch's installed package."""
+    p = path.replace("\\", "/")
+    return bool(_INSTALLED_TORCH.search(p)) or p.startswith(_roots()[2])
 
 
 @lru_cache(maxsize=8192)
@@ -34,4 +67,7 @@ def is_user_path(path: str) -> bool:
     if not path:
         return False
     p = path.replace("\\", "/")
-    return _EXAMPLES in "/" + p or not _LIBRARY.search(p)
+    own, examples, torch = _roots()
+    if p.startswith(examples) or _INSTALLED_EXAMPLES.search(p):
+        return True
+    return not (p.startswith(own) or p.startswith(torch) or _LIBRARY.search(p))

@@ -16,6 +16,7 @@ from typing import Any
 from trainprof.analysis.attribution import is_compiling, is_user_file, short_name
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.usercode import is_torch_path
 from trainprof.store.dumps import ProcessDump
 from trainprof.store.stacks import Frame
 from trainprof.units import fmt_duration, plural
@@ -170,7 +171,7 @@ def _waiting(b: Blocked) -> str:
 
 
 def _in_torch(b: Blocked) -> bool:
-    return b.innermost is not None and "/torch/" in b.innermost[1].replace("\\", "/")
+    return b.innermost is not None and is_torch_path(b.innermost[1])
 
 
 def _quotes(main: Blocked | None, workers: list[Blocked]) -> list[str]:
