@@ -3,20 +3,26 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.runtime
 
 .PHONY: demo test lint bench clean venv gpu-check gpu-wheels browser-check
 
-$(STAMP): pyproject.toml
+# What `make demo` needs: trainprof and torch. `make test` adds the dev extras on top.
+$(RUNTIME): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first and pinned: a looser spec could pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e .
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(BIN)/trainprof demo
 
 # trainprof's modules compiled once, as pip does on install: with PYTHONDONTWRITEBYTECODE set,
