@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME := $(VENV)/.runtime
 
-.PHONY: demo test lint bench clean venv gpu-check gpu-wheels browser-check
+.PHONY: demo test lint docs bench clean venv gpu-check gpu-wheels browser-check
 
 # What `make demo` needs: trainprof and torch. `make test` adds the dev extras on top.
 $(RUNTIME): pyproject.toml
@@ -32,9 +32,15 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=15 tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check trainprof tests bench
-	$(BIN)/ruff format --check trainprof tests bench
+	$(BIN)/ruff check trainprof tests bench tools
+	$(BIN)/ruff format --check trainprof tests bench tools
 	$(BIN)/mypy trainprof
+	$(BIN)/python -m tools.commit_subjects
+
+# The generated docs: docs/rules/*.md from the rule registry, and README.md's demo report from a
+# real run of the demo. `python -m tools.docs --examples` reruns the zoo for the rules' examples.
+docs: $(STAMP)
+	$(BIN)/python -m tools.docs
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -1,0 +1,229 @@
+"""Regenerate the generated docs: the rule pages, and the README's report from a real demo run.
+
+    python -m tools.docs              # docs/rules/*.md, and README.md's demo report (runs it)
+    python -m tools.docs --pages      # docs/rules/*.md only (no job runs)
+    python -m tools.docs --examples [ID ...]   # run the zoo: each rule's example finding
+
+``make docs`` runs the first. ``--examples`` runs each rule's first zoo script this machine can
+run (no GPU scripts without a GPU) under ``trainprof run``, keeps the finding as printed in
+``trainprof/render/rule_examples.py``, then writes the pages; rules it could not run keep their
+last example. Every captured text is real output; one that names a path of this machine is
+refused, not edited.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES_DIR = ROOT / "docs" / "rules"
+README = ROOT / "README.md"
+EXAMPLES_PY = ROOT / "trainprof" / "render" / "rule_examples.py"
+DEMO_BEGIN, DEMO_END = "<!-- demo:begin -->", "<!-- demo:end -->"
+COLUMNS = 90  # the width of every captured report: no line of the docs wider than that
+
+
+def write_pages() -> list[str]:
+    """Write docs/rules/ from the registry; remove pages of rules that no longer exist."""
+    from trainprof.analysis.rules import all_rules
+    from trainprof.render.rules_reference import pages
+
+    RULES_DIR.mkdir(parents=True, exist_ok=True)
+    wanted = pages(all_rules())
+    changed = []
+    for name, text in wanted.items():
+        path = RULES_DIR / name
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            changed.append(name)
+    for path in RULES_DIR.glob("*.md"):
+        if path.name not in wanted:
+            path.unlink()
+            changed.append(f"{path.name} (removed)")
+    return changed
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    bindir = str(Path(sys.executable).parent)  # torchrun beside this Python
+    env.update(COLUMNS=str(COLUMNS), NO_COLOR="1", PATH=bindir + os.pathsep + env.get("PATH", ""))
+    return env
+
+
+def _machine() -> str:
+    """Where a capture ran, in the words the docs use (CPUs, torch)."""
+    probe = "import torch; print(torch.__version__)"
+    torch = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{cpus} CPUs, {platform.system()}, Python {platform.python_version()}, torch {torch}"
+
+
+def _run_copy(script: Path, args: list[str], timeout: float) -> tuple[str, str]:
+    """Run ``trainprof run ARGS`` on a copy of script in a fresh folder: (its output, folder)."""
+    with tempfile.TemporaryDirectory(prefix="trainprof-docs-") as tmp:
+        shutil.copy(script, tmp)
+        cmd = [sys.executable, "-m", "trainprof", "run", *args]
+        proc = subprocess.run(
+            cmd,
+            cwd=tmp,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        return proc.stdout, tmp
+
+
+def _shorten_tmp(text: str) -> tuple[str, bool]:
+    """A path under the temporary folder (a zoo script's own scratch files) as ``…/name``, the
+    panel's right border kept in place: (the text, whether anything was shortened)."""
+    pattern = re.escape(tempfile.gettempdir().rstrip(os.sep) + os.sep) + r"\S*/"
+    lines, short = [], False
+    for line in text.splitlines():
+        new = re.sub(pattern, "…/", line)
+        if new != line:
+            short = True
+            if line.endswith("│"):
+                new = new[:-1].rstrip().ljust(len(line) - 1) + "│"
+        lines.append(new)
+    return "\n".join(lines), short
+
+
+def _leaks(text: str, folder: str) -> bool:
+    paths = (folder, str(ROOT), str(Path.home()), tempfile.gettempdir() + os.sep)
+    return any(p in text for p in paths)
+
+
+def write_readme_demo() -> None:
+    """Run the shipped demo script and put its whole output between the README's markers."""
+    script = ROOT / "trainprof" / "examples" / "demo_train.py"
+    out, folder = _run_copy(script, [script.name], 300)
+    if _leaks(out, folder):
+        sys.exit("tools.docs: the demo's output names a path of this machine; README unchanged")
+    date = datetime.date.today().isoformat()
+    block = (
+        f"{DEMO_BEGIN}\n"
+        f"`trainprof run demo_train.py` (what `make demo` runs), captured by `make docs` on "
+        f"{date} ({_machine()}):\n\n```\n{out.rstrip()}\n```\n{DEMO_END}"
+    )
+    text = README.read_text(encoding="utf-8")
+    if text.count(DEMO_BEGIN) != 1 or text.count(DEMO_END) != 1:
+        sys.exit(f"tools.docs: README.md needs one {DEMO_BEGIN} … {DEMO_END}")
+    head, rest = text.split(DEMO_BEGIN, 1)
+    tail = rest.split(DEMO_END, 1)[1]
+    README.write_text(head + block + tail, encoding="utf-8")
+
+
+# ---- example findings -----------------------------------------------------------------------
+
+
+def finding_text(report: str, rule_id: str) -> str | None:
+    """The findings panel cut to the one finding of rule_id: its top, that item, its bottom."""
+    lines = report.splitlines()
+    top = next((i for i, line in enumerate(lines) if line.startswith("╭─ findings")), None)
+    if top is None:
+        return None
+    end = next((i for i in range(top + 1, len(lines)) if lines[i].startswith("╰")), None)
+    if end is None:
+        return None
+    starts = [i for i in range(top + 1, end) if re.match(r"│ *\d+\. \[", lines[i])]
+    for k, start in enumerate(starts):
+        stop = starts[k + 1] if k + 1 < len(starts) else end
+        item = lines[start:stop]
+        joined = " ".join(line.strip("│ ") for line in item)
+        if re.search(rf"\({re.escape(rule_id)}[,)]", joined):
+            return "\n".join([lines[top], *item, lines[end]])
+    return None
+
+
+def _zoo_args(case_name: str, kind: str, timeout: float) -> list[str]:
+    base = ["-q", "--timeout", f"{timeout:g}"]
+    if kind == "hang":
+        base += ["--hang-after", "4"]
+    if kind == "dist":
+        return [*base, "--", "torchrun", "--nproc-per-node", "2", f"{case_name}.py"]
+    return [*base, f"{case_name}.py"]
+
+
+def capture_examples(only: list[str]) -> dict[str, dict[str, str]]:
+    from trainprof.analysis.rules import all_rules
+    from trainprof.examples.zoo import ZOO, script_path
+    from trainprof.render.rule_examples import EXAMPLES
+
+    examples = dict(EXAMPLES)
+    machine = _machine()
+    date = datetime.date.today().isoformat()
+    has_gpu = shutil.which("nvidia-smi") is not None
+    for r in all_rules():
+        if only and r.id not in only:
+            continue
+        cases = [c for c in ZOO.values() if c.expect == r.id and (has_gpu or c.kind != "gpu")]
+        for case in cases:
+            args = _zoo_args(case.name, case.kind, case.timeout_s)
+            print(f"tools.docs: {r.id}: trainprof run {' '.join(args)}", file=sys.stderr)
+            try:
+                out, folder = _run_copy(script_path(case.name), args, case.timeout_s + 120)
+            except subprocess.TimeoutExpired:
+                print(f"tools.docs: {r.id}: {case.name} not kept (timed out)", file=sys.stderr)
+                continue
+            text = finding_text(out, r.id)
+            shortened = False
+            if text is not None:
+                text, shortened = _shorten_tmp(text)
+            if text is None or _leaks(text, folder):
+                why = "no such finding" if text is None else "it names a path of this machine"
+                print(f"tools.docs: {r.id}: {case.name} not kept ({why})", file=sys.stderr)
+                continue
+            command = "trainprof run " + " ".join(args)
+            examples[r.id] = dict(
+                case=case.name, command=command, date=date, machine=machine, text=text
+            )
+            if shortened:
+                examples[r.id]["shortened"] = "paths under the temporary folder, as …/"
+            break
+    return examples
+
+
+def write_examples(examples: dict[str, dict[str, str]]) -> None:
+    head = EXAMPLES_PY.read_text(encoding="utf-8").split("EXAMPLES:", 1)[0]
+    body = json.dumps(dict(sorted(examples.items())), indent=4, ensure_ascii=False)
+    EXAMPLES_PY.write_text(f"{head}EXAMPLES: dict[str, dict[str, str]] = {body}\n", "utf-8")
+    ruff = Path(sys.executable).parent / "ruff"
+    if ruff.exists():
+        subprocess.run([str(ruff), "format", "-q", str(EXAMPLES_PY)], check=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m tools.docs", description=__doc__)
+    parser.add_argument("--pages", action="store_true", help="the rule pages only")
+    parser.add_argument("--examples", nargs="*", metavar="ID", help="run the zoo for examples")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    if args.examples is not None:
+        write_examples(capture_examples(args.examples))
+        # the pages read the examples at import: write them in a fresh interpreter
+        subprocess.run([sys.executable, "-m", "tools.docs", "--pages"], cwd=ROOT, check=True)
+        return
+    changed = write_pages()
+    print(f"tools.docs: {len(changed)} rule pages written", file=sys.stderr)
+    if not args.pages:
+        write_readme_demo()
+        print("tools.docs: README.md's demo report captured again", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
