@@ -137,3 +137,11 @@ def test_py_spy_dump_header_is_redacted() -> None:
     out = _redact_process_line(dump)
     assert out.splitlines()[0] == "Process 4242: /usr/bin/python3 train.py --api-key *** --epochs 3"
     assert out.splitlines()[1:] == dump.splitlines()[1:]
+
+
+def test_the_shells_working_directories_are_no_secret() -> None:
+    """PWD ends in "pwd" like DB_PWD, but it is the job's directory: masking it hid every path
+    of the job's own files in its report."""
+    assert not is_secret_name("PWD") and not is_secret_name("OLDPWD")
+    assert is_secret_name("DB_PWD")
+    assert secret_values([], {"PWD": "/home/user/proj", "DB_PWD": "hunter22"}) == {"hunter22"}

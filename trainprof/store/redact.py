@@ -45,8 +45,14 @@ _OPTION = re.compile(r"^-{1,2}([A-Za-z_][A-Za-z0-9_.\-]*)$")
 _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@\"'\\<>&]*:)[^/\s@\"'\\<>&]+@")
 
 
+# The shell's working directories: "pwd" ends their names, and they are no secret.
+_NOT_SECRET = frozenset(("PWD", "OLDPWD"))
+
+
 def is_secret_name(name: str) -> bool:
     """Whether an option or variable name names a secret (by its last word)."""
+    if name in _NOT_SECRET:
+        return False
     words = [w.lower() for w in _WORD.findall(name)]
     if not words:
         return False
