@@ -97,8 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     if not a.skip_overhead:
         log("probe hooks, per call (in-process) ...")
         micro = overhead.micro()
-        log(f"toggling the probe's hooks inside the loop ({sizes[0]}, {a.toggle_s:.0f} s) ...")
-        tog = overhead.toggle(sizes[0], a.toggle_s)
+        log(
+            f"toggling the probe's hooks inside the loop ({overhead.TOGGLE_SIZE}, "
+            f"{overhead.TOGGLE_RUNS} runs of {a.toggle_s:.0f} s) ..."
+        )
+        tog = overhead.toggle(overhead.TOGGLE_SIZE, a.toggle_s)
         results["micro"], results["toggle"] = micro, tog
 
         keys = [k for k in a.variants.split(",") if k] or (
@@ -145,9 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         if micro.get("cuda_only"):
             sections.append(("CUDA jobs only, per step", _cuda_only_table(micro), None))
-        sections.append(
-            ("Probe hooks switched off inside the loop", overhead.toggle_table(tog), None)
-        )
+        sections.append(("Probe hooks in the loop, switched", overhead.toggle_table(tog), None))
         sections.append(("Variants", _variant_legend(variants), None))
 
     if not a.skip_scale:
@@ -344,9 +345,18 @@ def _targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                     }
                 )
         tog = results.get("toggle") or {}
-        if tog.get("toggle"):
-            row = tog["toggle"][0]
-            cost, noise = row["cost_us"]["all"], abs(row["cost_us"].get("same", 0.0))
+        if tog.get("hooks"):
+            (cost, half), (same, same_half) = tog["hooks"]["all"], tog["hooks"]["same"]
+            noise = max(half, abs(same) + same_half)
+            out.append(
+                {
+                    "target": "probe's hooks in the loop: ≤ 10 µs a step (median of runs)",
+                    "value": f"{cost:.1f} ± {half:.1f} µs/step (A/A {same:+.1f} ± {same_half:.1f})",
+                    "status": "met"
+                    if cost + noise <= 10
+                    else ("MISSED" if cost - noise > 10 else "unresolved"),
+                }
+            )
             for nominal, limit in ((1000, 3.0), (100, 1.0)):
                 pct, hi = cost * nominal / 1e4, (cost + noise) * nominal / 1e4
                 out.append(

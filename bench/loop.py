@@ -43,6 +43,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 T_START = time.perf_counter()
@@ -113,6 +114,10 @@ class Trainer:
             now = clock()
         return n, now - t0
 
+    def fetcher(self) -> Any:
+        """The dataset fetcher of the epoch in progress (its ``collate_fn`` the probe's timer)."""
+        return getattr(self._it, "_dataset_fetcher", None)
+
     def run_each(self, steps: int, out: list[float]) -> None:
         """Step ``steps`` times, appending each step's duration to ``out``."""
         clock = time.perf_counter
@@ -170,13 +175,14 @@ class ProbeSwitch:
     are those modules'; the pre-step hook, which the post-hook registers around a CUDA
     timeline's timed steps, through the probe's state. Built after a few steps, it switches the
     hooks of the steady state.
-    (The collate timer wraps each fetcher's collate_fn when the fetcher is built, so it cannot be
-    switched inside a running epoch: ``bench.micro`` times it per call.)
+    The collate timer wraps each fetcher's collate_fn when the fetcher is built: it is switched
+    with the "fetch" part in the fetchers ``fetchers`` returns (the epochs in progress), and
+    fetchers built later follow the wrapped ``__init__``.
     """
 
     MODULE = "trainprof.probe.torch_hooks"
 
-    def __init__(self) -> None:
+    def __init__(self, fetchers: Callable[[], list[Any]] | None = None) -> None:
         import torch.amp.autocast_mode as amp_mod
         import torch.autograd as autograd
         import torch.optim.optimizer as optim_mod
@@ -198,6 +204,7 @@ class ProbeSwitch:
             ("loader", dl.DataLoader, "__iter__"),
             ("fetch", fetch_mod._MapDatasetFetcher, "fetch"),
             ("fetch", fetch_mod._IterableDatasetFetcher, "fetch"),
+            ("fetch", fetch_mod._BaseDatasetFetcher, "__init__"),
             ("backward", autograd, "backward"),
             ("zero_grad", optim_mod.Optimizer, "zero_grad"),
             ("autocast", amp_mod.autocast, "__enter__"),
@@ -207,6 +214,7 @@ class ProbeSwitch:
             orig = _unwrapped(fn)
             if orig is not fn:
                 self.parts[part].append((owner, name, fn, orig))
+        self._fetchers = fetchers or list
         self._step_hooks = {k: v for k, v in self._hooks.items() if _defined_in(v, self.MODULE)}
         # The pre-step hook is registered around timed steps only, by the post-hook: it is off
         # while the probe may not register it (and removed, if it is in place).
@@ -219,12 +227,28 @@ class ProbeSwitch:
         self.found["steps"] = bool(self._step_hooks)
         self.found["pre_step"] = self._pre_step_hooks is not None
 
-    def set(self, off: frozenset[str]) -> None:
+    def set(self, off: frozenset[str], empty: frozenset[str] = frozenset()) -> None:
+        """Parts in ``off`` switched off, parts in ``empty`` replaced by empty wrappers (each
+        calls what it wraps and nothing else: an empty hook for the optimizer step), the rest
+        on as the probe installed them."""
         for part, slots in self.parts.items():
             for owner, name, hooked, orig in slots:
-                setattr(owner, name, orig if part in off else hooked)
+                use = _empty(orig) if part in empty else orig if part in off else hooked
+                setattr(owner, name, use)
+        for fetcher in self._fetchers():
+            collate = getattr(fetcher, "collate_fn", None)
+            timed = getattr(fetcher, "_tp_timed_collate", None)
+            if timed is None and _defined_in(collate, self.MODULE):
+                timed = fetcher._tp_timed_collate = collate
+            if timed is not None:
+                orig = timed.__wrapped__
+                fetcher.collate_fn = (
+                    _empty(orig) if "fetch" in empty else orig if "fetch" in off else timed
+                )
         for k, v in self._step_hooks.items():
-            if "steps" in off:
+            if "steps" in empty:
+                self._hooks[k] = _empty_hook
+            elif "steps" in off:
                 self._hooks.pop(k, None)
             else:
                 self._hooks[k] = v
@@ -233,6 +257,25 @@ class ProbeSwitch:
             if pre_off:
                 self._sync_pre_step(self._probe_state, False)
             self._probe_state.pre_step_hooks = None if pre_off else self._pre_step_hooks
+
+
+_EMPTY: dict[int, Any] = {}  # id(original) -> its empty wrapper (one, so caches stay warm)
+
+
+def _empty(orig: Any) -> Any:
+    """A wrapper that calls ``orig`` and does nothing else: what wrapping alone costs."""
+    wrapper = _EMPTY.get(id(orig))
+    if wrapper is None:
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return orig(*args, **kwargs)
+
+        _EMPTY[id(orig)] = wrapper
+    return wrapper
+
+
+def _empty_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+    """An optimizer post-hook that does nothing: what torch's call of a hook costs."""
 
 
 def _unwrapped(fn: Any) -> Any:
@@ -255,40 +298,67 @@ def _defined_in(fn: Any, module: str) -> bool:
 
 
 def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) -> dict[str, Any]:
-    """Per size: the probe's cost per step (µs), whole and by part, as the difference of
-    median step times between interleaved blocks with the hooks on and off."""
+    """Per size: the probe's in-loop cost per step (µs), all hooks and each hook part alone, from
+    interleaved blocks of real steps with the hooks on, unchanged (an A/A control), all off, and
+    all off but one part. A block's step time is the median of its steps (a preempted step does
+    not count); each cost is paired: the median over cycles of one mode's block minus the
+    reference's block of the same cycle (a drift cancels), with its ~95 % half-width."""
     import torch
+
+    if __package__ != "bench":  # run as a script: the repository root holds the bench package
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench.stats import paired_difference
 
     torch.set_num_threads(1)
     trainers = _trainers(torch, sizes)
     trainers[0].run(0.0, min_steps=5)  # the hooks of the steady state (some leave after a step)
-    switch = ProbeSwitch()
+    switch = ProbeSwitch(lambda: [tr.fetcher() for tr in trainers])
     parts = [p for p, ok in switch.found.items() if ok]
-    # "same" switches nothing: its difference to "on" is the measurement's noise (an A/A test)
+    # "same" switches nothing: its difference to "on" is the measurement's noise (an A/A test);
+    # "p alone" is all off but p: its difference to "all" is that part's own cost
     modes: list[tuple[str, frozenset[str]]] = [
         ("on", frozenset()),
         ("same", frozenset()),
         ("all", frozenset(parts)),
     ]
-    modes += [(p, frozenset({p})) for p in parts]
+    modes += [(f"{p} alone", frozenset(parts) - {p}) for p in parts]
+    # "p empty" is all off but p, which calls what it wraps and nothing else (its floor)
+    empties = [p for p in ("steps", "loader", "fetch") if p in parts]
+    modes += [(f"{p} empty", frozenset(parts) - {p}) for p in empties]
     out = []
     for h, tr in zip(sizes, trainers, strict=True):
         tr.run(warmup_s, min_steps=3)
-        n_block = max(1, int(round(tr.run(0.2, min_steps=2)[0] / 0.2 * block_s)))
+        n_block = max(3, int(round(tr.run(0.2, min_steps=2)[0] / 0.2 * block_s)))
+        blocks: dict[str, list[float]] = {name: [] for name, _ in modes}
         steps: dict[str, list[float]] = {name: [] for name, _ in modes}
 
         def block(
-            name: str, off: frozenset[str], tr: Any = tr, n: int = n_block, steps: Any = steps
+            name: str,
+            off: frozenset[str],
+            tr: Any = tr,
+            n: int = n_block,
+            blocks: Any = blocks,
+            steps: Any = steps,
         ) -> None:
-            switch.set(off)
+            switch.set(
+                off, frozenset({name[: -len(" empty")]}) if name.endswith(" empty") else frozenset()
+            )
             tr.run_each(1, [])  # the first step after a switch pays the type-cache refill
-            tr.run_each(n, steps[name])
+            got: list[float] = []
+            tr.run_each(n, got)
+            steps[name] += got
+            blocks[name].append(_median(got))
 
         cycle = interleave(modes, measure_s, block)
         switch.set(frozenset())
-        # Median step time per mode: robust to the preemptions a shared machine adds to a
-        # few steps; the rotation spreads slow drifts evenly over the modes.
         med = {name: _median(v) for name, v in steps.items()}
+
+        def paired(a: str, b: str, blocks: Any = blocks) -> list[float]:
+            return [v * 1e6 for v in paired_difference(blocks[a], blocks[b])]
+
+        cost = {"same": paired("on", "same"), "all": paired("on", "all")}
+        cost.update({p: paired(f"{p} alone", "all") for p in parts})
+        cost.update({f"{p} empty": paired(f"{p} empty", "all") for p in empties})
         out.append(
             {
                 "size": h,
@@ -296,7 +366,10 @@ def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) 
                 "block_steps": n_block,
                 "cycles": cycle,
                 "steps_per_mode": len(steps["on"]),
-                "cost_us": {name: (med["on"] - med[name]) * 1e6 for name, _ in modes[1:]},
+                # [median µs a step, ~95 % half-width]: "same" the A/A noise, "all" every hook,
+                # each part its own cost (alone against all off), "p empty" its empty wrappers
+                "cost_us_paired": cost,
+                "cost_us": {name: (med["on"] - med[name]) * 1e6 for name, _ in modes[1:3]},
             }
         )
     return {"toggle": out, "parts_found": switch.found}

@@ -17,6 +17,7 @@ has changed is reported as missing rather than failing the benchmark.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import sys
@@ -53,6 +54,54 @@ def _added(hooked: Callable[[], Any], plain: Callable[[], Any], calls: int = CAL
     _per_call(hooked, calls // 10)
     _per_call(plain, calls // 10)
     return max(0.0, (_per_call(hooked, calls) - _per_call(plain, calls)) * 1e6)
+
+
+def _floors(torch: Any, optim_mod: Any) -> list[dict[str, Any]]:
+    """What any hook pays before doing its work: a clock read, an empty wrapper around a
+    trivial callable, and an empty global optimizer post-hook through a real ``step()``."""
+
+    def inner(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    def fixed(x: Any) -> None:
+        return None
+
+    @functools.wraps(inner)
+    def empty(*args: Any, **kwargs: Any) -> Any:
+        return inner(*args, **kwargs)
+
+    def empty_fixed(x: Any) -> Any:
+        return fixed(x)
+
+    out = [
+        {"name": f"time.{name}()", "us": _per_call(getattr(time, name)) * 1e6}
+        for name in ("monotonic", "perf_counter", "perf_counter_ns")
+    ]
+    out.append(
+        {
+            "name": "empty wrapper f(*args, **kwargs)",
+            "us": _added(lambda: empty(1), lambda: inner(1)),
+        }
+    )
+    out.append(
+        {"name": "empty wrapper f(x)", "us": _added(lambda: empty_fixed(1), lambda: fixed(1))}
+    )
+    param = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([param], lr=0.1)
+    param.grad = torch.zeros(1)
+    plain = hooked = float("inf")
+    for _ in range(REPEATS):  # interleaved: a step of one parameter is noisy, the hook small
+        plain = min(plain, _per_call(opt.step, CALLS // 10))
+        handle = optim_mod.register_optimizer_step_post_hook(lambda o, a, k: None)
+        try:
+            hooked = min(hooked, _per_call(opt.step, CALLS // 10))
+        finally:
+            handle.remove()
+    out.append(
+        {"name": "empty global post-hook, through SGD.step()", "us": max(0.0, hooked - plain) * 1e6}
+    )
+    out.append({"name": "SGD.step() of one parameter, for scale", "us": plain * 1e6})
+    return out
 
 
 def main() -> int:
@@ -285,6 +334,7 @@ def main() -> int:
     add_distributed("autograd.backward wait timer, DDP model", "1 per step", backward_ddp)
     add_distributed("Python collective timer (all_reduce, ...)", "1 per collective", collective)
 
+    floors = _floors(torch, optim_mod)
     t0 = time.perf_counter()
     n = 100000
     w = probe.writer()
@@ -299,6 +349,7 @@ def main() -> int:
         "cuda_only": cuda_only,
         "backward_plain_us": _per_call(backward_of(plain_backward), BACKWARD_CALLS) * 1e6,
         "missing": missing,
+        "floors": floors,
         "writer_add_and_flush_us": queue_us,
     }
     print(json.dumps(result))

@@ -354,10 +354,29 @@ def micro() -> dict[str, Any]:
     return run_in_probe([sys.executable, "-m", "bench.micro"])
 
 
-def toggle(size: str, measure_s: float) -> dict[str, Any]:
-    return run_in_probe(
-        [sys.executable, str(LOOP), "--toggle", "--sizes", str(size), "--measure-s", str(measure_s)]
-    )
+TOGGLE_RUNS = 3  # in-loop toggle runs (processes); each hook's cost is the median of the runs
+# The toggle's loop: small and fast (≈ 4000 steps/s here), so that a step's noise, which grows
+# with its length, lets a few µs be resolved (±3 µs A/A here, ±12 µs at the 1000 steps/s size)
+TOGGLE_SIZE = "64x8"
+
+
+def toggle(size: str, measure_s: float, runs: int = TOGGLE_RUNS) -> dict[str, Any]:
+    """``runs`` toggle runs of ``measure_s`` each: every run's rows, and per hook the median of
+    the runs' paired costs (``hooks``: name -> [median µs a step, median half-width])."""
+    done: list[dict[str, Any]] = []
+    for _ in range(runs):
+        out = run_in_probe(
+            [sys.executable, str(LOOP), "--toggle", "--sizes", size, "--measure-s", str(measure_s)]
+        )
+        if "error" in out:
+            return out
+        done.append(out)
+    rows = [r["toggle"][0] for r in done]
+    names = list(rows[0]["cost_us_paired"])
+    hooks = {
+        n: [stats.median(r["cost_us_paired"][n][i] for r in rows) for i in (0, 1)] for n in names
+    }
+    return {"runs": done, "toggle": rows, "hooks": hooks, "parts_found": done[0]["parts_found"]}
 
 
 def micro_table(m: dict[str, Any], rates: list[float]) -> str:
@@ -383,26 +402,57 @@ def micro_table(m: dict[str, Any], rates: list[float]) -> str:
     lines.append(["total", "", "", f"{total:.2f}", *[f"{total * r / 1e4:.3f} %" for r in rates]])
     # a hook the benchmark could not call (the probe's internals moved) is said, not left out
     unmeasured = "".join(f"\nnot measured: {why}" for why in m.get("missing") or ())
+    floors = [["what any hook pays (per call)", "µs/call"]]
+    floors += [[f["name"], f"{f['us']:.3f}"] for f in m.get("floors") or ()]
     return (
         stats.format_table(lines)
         + (
             "\nbest case: each wrapper around a trivial callable, min of 7 timed repeats, hot caches."
         )
         + unmeasured
+        + ("\n\n" + stats.format_table(floors) if len(floors) > 1 else "")
     )
 
 
+TOGGLE_LABELS = {
+    "same": "nothing switched (A/A noise floor)",
+    "all": "all hot-path hooks",
+    "steps": "  steps: optimizer post-hook",
+    "loader": "  loader: __next__, _next_index, __iter__",
+    "fetch": "  fetch: dataset fetch + collate timers",
+    "backward": "  backward mark (CUDA timeline)",
+    "zero_grad": "  zero_grad watch",
+    "autocast": "  autocast watch",
+    "pre_step": "  pre-step hook (CUDA timeline)",
+    "steps empty": "  steps as an empty hook (its floor)",
+    "loader empty": "  loader as empty wrappers (its floor)",
+    "fetch empty": "  fetch as empty wrappers (its floor)",
+}
+
+
 def toggle_table(t: dict[str, Any]) -> str:
+    """The hooks' in-loop cost: each run's paired median and the median of the runs."""
     if "error" in t:
         return f"toggle: failed: {t['error']}"
-    lines = [["hooks switched off", "µs/step saved", "share of a step"]]
-    for row in t["toggle"]:
-        period_us = 1e6 / row["steps_per_s"]
-        for name, us in row["cost_us"].items():
-            label = {"same": "nothing (A/A noise)", "all": "all hot-path hooks"}.get(name, name)
-            lines.append([label, f"{us:+.1f}", f"{us / period_us * 100:+.2f} %"])
-        head = (
-            f"in-loop, {row['size']} at {row['steps_per_s']:.0f} steps/s: median step time of "
-            f"{row['steps_per_mode']} steps per mode in blocks of {row['block_steps']}"
-        )
+    rows = t["toggle"]
+    period_us = 1e6 / stats.median(r["steps_per_s"] for r in rows)
+    lines = [
+        [
+            "in-loop cost (µs a step)",
+            *[f"run {i + 1}" for i in range(len(rows))],
+            "median of runs",
+            "share of a step",
+        ]
+    ]
+    for name, (us, half) in t["hooks"].items():
+        runs = [f"{r['cost_us_paired'][name][0]:+.1f}" for r in rows]
+        label = TOGGLE_LABELS.get(name, name)
+        lines.append([label, *runs, f"{us:+.1f} ± {half:.1f}", f"{us / period_us * 100:+.2f} %"])
+    r0 = rows[0]
+    head = (
+        f"in-loop, {r0['size']} at {1e6 / period_us:.0f} steps/s, {len(rows)} runs: interleaved "
+        f"blocks of {r0['block_steps']} steps, {r0['cycles']} cycles a run; a block's median "
+        "step, paired with the reference's block of its cycle (all hooks: on − all off; a part: "
+        "it alone − all off; A/A: on − on), median of the pairs ± its ~95 % half-width"
+    )
     return head + "\n" + stats.format_table(lines)

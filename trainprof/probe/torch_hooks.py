@@ -624,6 +624,7 @@ def _timed_collate(orig_init: Any) -> Any:
             finally:
                 _state.collate_time += _clock() - t0
 
+        timed.__wrapped__ = collate  # type: ignore[attr-defined]
         self.collate_fn = timed
 
     return __init__
