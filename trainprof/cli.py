@@ -11,27 +11,65 @@ import typer
 import typer.core
 
 from trainprof.commands import attach, ci, compare, demo, doctor, report, rules, run
-from trainprof.commands.options import NoColor
+from trainprof.commands.options import OUTPUT, NoColor
 from trainprof.errors import TrainprofError
 
 
-def _flags_without_type(params: list[Any]) -> list[Any]:
-    """An on/off flag takes no value, so its help shows no type: typer 0.29 prints `<bool>`
-    beside every flag (`--quiet <bool>` reads as if it wanted `--quiet true`)."""
+class _Argument(typer.core.TyperArgument):
+    """An argument as the help shows it: ``NAME``, ``[NAME]`` or ``NAME...`` in the usage, and
+    no Python type beside it (typer 0.29 prints ``<list[str]>``)."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        if self.nargs != 1 and not name.endswith("..."):
+            name += "..."
+        return name if self.required else f"[{name}]"
+
+    def _get_number_range_help_str(self) -> str | None:
+        return None
+
+
+class _Option(typer.core.TyperOption):
+    """An option as the help shows it: its value's name (PATH, N), no range or default column
+    (each help text says its default and bounds, in words)."""
+
+    def _get_number_range_help_str(self) -> str | None:
+        return None
+
+
+def _as_shown(params: list[Any]) -> list[Any]:
+    """The help's one style for every command: arguments named in capitals, no Python types
+    (``<int>``, ``<list[str]>``; an on/off flag takes no value at all), defaults in the help
+    text, and in a command whose options are grouped, --no-color and --help under Output."""
+    grouped = any(getattr(p, "rich_help_panel", None) for p in params)
     for param in params:
+        if isinstance(param, typer.core.TyperArgument):
+            param.__class__ = _Argument
+            if param.metavar is None and param.name:
+                param.metavar = param.name.upper()
+        elif isinstance(param, typer.core.TyperOption):
+            param.__class__ = _Option
+            if grouped and getattr(param, "rich_help_panel", None) is None:
+                param.rich_help_panel = OUTPUT
+        elif grouped:  # the help option, a plain click Option
+            param.rich_help_panel = OUTPUT
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
+        param.show_default = False
     return params
 
 
 class _Command(typer.core.TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:  # the help option is added here, lazily
-        return _flags_without_type(super().get_params(ctx))
+        return _as_shown(super().get_params(ctx))
 
 
 class _Group(typer.core.TyperGroup):
     def get_params(self, ctx: Any) -> list[Any]:
-        return _flags_without_type(super().get_params(ctx))
+        return _as_shown(super().get_params(ctx))
 
 
 app = typer.Typer(
@@ -80,12 +118,16 @@ def _main(
 def _reflowed(doc: str | None) -> str:
     """A docstring as typer's rich markup should get it: each prose paragraph on one line, so
     the terminal wraps it (rich keeps single line breaks, and the help would break wherever the
-    source wraps); indented paragraphs (examples) kept line by line."""
-    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
-    return "\n\n".join(
+    source wraps); indented paragraphs (examples) kept line by line.
+
+    The first paragraph ends in three line breaks: typer dedents the rest as a docstring, whose
+    first line does not count, and an "Example:" heading right after the summary would be that
+    line, its indented example then dedented to the margin; a blank first line keeps it."""
+    first, *rest = [
         p if any(line.startswith(" ") for line in p.splitlines()) else " ".join(p.split())
-        for p in paragraphs
-    )
+        for p in inspect.cleandoc(doc or "").split("\n\n")
+    ]
+    return "\n\n\n".join([first, "\n\n".join(rest)]) if rest else first
 
 
 def _register(

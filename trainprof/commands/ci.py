@@ -12,7 +12,21 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from trainprof.commands.options import JobRunDir, NoColor, Quiet, Verbose, refuse_stray_option
+from trainprof.commands.options import (
+    BASELINE,
+    GATES,
+    HANG_AFTER_HELP,
+    JOB,
+    OUTPUT,
+    HtmlOut,
+    JsonOut,
+    NoColor,
+    Quiet,
+    RunDir,
+    TraceOut,
+    Verbose,
+    refuse_stray_option,
+)
 from trainprof.commands.run import positive_seconds
 from trainprof.errors import TrainprofError
 from trainprof.render.text import make_console, shell_join
@@ -60,7 +74,8 @@ def ci(
     command: Annotated[
         list[str],
         typer.Argument(
-            help="The script and its arguments (train.py --epochs 3), or `-- <any command>`.",
+            metavar="COMMAND...",
+            help="train.py and its arguments, or -- and any command.",
             show_default=False,
         ),
     ],
@@ -68,87 +83,101 @@ def ci(
         int,
         typer.Option(
             min=1,
-            help="Steps to run (per window with --repeat), then stop: optimizer steps; in a job "
-            "without a torch optimizer, DataLoader batches, or else backward() calls. A fast "
-            "job runs on until its steps span 2 s, so the rules have a steady state to judge.",
+            metavar="N",
+            help="Steps to run, per window (default 50).",
+            rich_help_panel=JOB,
         ),
     ] = 50,
     timeout: Annotated[
         float,
         typer.Option(
             callback=positive_seconds,
-            help="Stop the job after this many seconds; a hang (no step for --hang-after) stops "
-            "it sooner. Either exits 3.",
+            metavar="SECONDS",
+            help="Stop the job after this long (default 600).",
+            rich_help_panel=JOB,
         ),
     ] = 600.0,
     hang_after: Annotated[
         float | None,
         typer.Option(
-            callback=positive_seconds,
-            help="Seconds without a step that count as a hang (default: max(10, 20 median "
-            "steps)); a silence whose stacks move or that reads or writes (an evaluation, a "
-            "checkpoint) is work, not a hang.",
+            callback=positive_seconds, metavar="SECONDS", help=HANG_AFTER_HELP, rich_help_panel=JOB
         ),
     ] = None,
     fail_on: Annotated[
         str,
-        typer.Option(help="The lowest finding severity that fails the build: error or warning."),
+        typer.Option(
+            metavar="error|warning",
+            help="Lowest failing severity (error).",
+            rich_help_panel=GATES,
+        ),
     ] = "error",
     allow: Annotated[
         list[str] | None,
         typer.Option(
             metavar="ID",
-            help="A finding id that never fails the build (repeatable): a known, accepted issue.",
+            help="Findings that never fail (repeat).",
+            rich_help_panel=GATES,
         ),
     ] = None,
     min_samples_per_s: Annotated[
         float | None,
         typer.Option(
-            callback=_check_positive, help="Fail below this steady throughput (samples/s)."
+            callback=_check_positive,
+            metavar="N",
+            help="Fail below this steady samples/s.",
+            rich_help_panel=GATES,
         ),
     ] = None,
     max_data_wait: Annotated[
         float | None,
         typer.Option(
             callback=_check_share,
-            help="Fail when the loop waits for data more than this share of step time (0.2 = 20%).",
+            metavar="SHARE",
+            help="Fail above this data-wait share.",
+            rich_help_panel=GATES,
         ),
     ] = None,
     max_step_p95: Annotated[
         float | None,
         typer.Option(
-            callback=_check_positive, help="Fail when the steady p95 step time exceeds S seconds."
+            callback=_check_positive,
+            metavar="SECONDS",
+            help="Fail above this p95 step time.",
+            rich_help_panel=GATES,
         ),
     ] = None,
     max_peak_rss: Annotated[
         str | None,
         typer.Option(
             metavar="SIZE",
-            help="Fail when the job and its workers together peak above SIZE of resident memory: "
-            "8GB (10^9 bytes), 8GiB (2^30), 512M, 1.5G.",
+            help="Fail above this peak RSS (8GiB).",
+            rich_help_panel=GATES,
         ),
     ] = None,
     min_gpu_util: Annotated[
         float | None,
         typer.Option(
             callback=_check_percent,
-            help="Fail below this mean GPU utilization, percent. Without a GPU it is not "
-            "measured, and that fails too.",
+            metavar="PERCENT",
+            help="Fail below this mean GPU util %.",
+            rich_help_panel=GATES,
         ),
     ] = None,
     baseline: Annotated[
         Path | None,
         typer.Option(
-            help="A stored report (`trainprof ci --json` or `trainprof run --json` file, or a run "
-            "directory): fail when samples/s drops more than --tolerance below it. A changed "
-            "batch size, world size, device or precision is reported as not comparable (fails).",
+            metavar="PATH",
+            help="Fail when samples/s drops below this report's.",
+            rich_help_panel=BASELINE,
         ),
     ] = None,
     tolerance: Annotated[
         float,
         typer.Option(
             callback=_check_tolerance,
-            help="The samples/s drop the baseline gate accepts (0.10 = 10%).",
+            metavar="SHARE",
+            help="The drop --baseline accepts (default 0.10).",
+            rich_help_panel=BASELINE,
         ),
     ] = 0.10,
     repeat: Annotated[
@@ -156,44 +185,36 @@ def ci(
         typer.Option(
             min=1,
             max=MAX_REPEAT,
-            help="Measure K windows: run K x --steps steps, split the steady ones into K "
-            "consecutive windows, gate on their median samples/s, and show the spread.",
+            metavar="K",
+            help=f"Gate on the median of K windows (1 to {MAX_REPEAT}).",
+            rich_help_panel=BASELINE,
         ),
     ] = 1,
+    json_path: JsonOut = None,
     junit: Annotated[
         Path | None,
-        typer.Option(help="Write JUnit XML here: one testcase per gate (GitHub, GitLab, Jenkins)."),
-    ] = None,
-    json_path: Annotated[
-        Path | None,
         typer.Option(
-            "--json",
-            help="Write the report with the gates and windows (`ci`) here; it can be the next "
-            "run's --baseline.",
+            metavar="PATH",
+            help="Also write JUnit XML: a testcase per gate.",
+            rich_help_panel=OUTPUT,
         ),
     ] = None,
-    run_dir: JobRunDir = None,
+    html_path: HtmlOut = None,
+    trace_path: TraceOut = None,
+    run_dir: RunDir = None,
     quiet: Quiet = False,
     verbose: Verbose = False,
     no_color: NoColor = False,
 ) -> None:
-    """Run a training job for a few steps as a CI smoke check and fail the build on a crash, a
-    hang, a finding, a threshold or a throughput regression.
+    """Run a training job for a few steps as a CI check: fail on a crash, a hang, a finding,
+    a threshold or a throughput regression.
 
-    Prints the report and a gate table (stderr). With GITHUB_ACTIONS=true, findings become
-    annotations at your file:line; with GITHUB_STEP_SUMMARY set, a Markdown summary is
-    appended to it.
+    Exit codes: 0 every gate passed · 1 a gate failed or could not judge · 2 usage error ·
+    3 the job crashed or hung.
 
-    Exit codes: 0 every gate passed · 1 a gate failed (or could not measure what it checks) ·
-    2 usage error · 3 the job crashed or hung (its own exit code is in the report).
+    Example:
 
-    Examples:
-
-      trainprof ci train.py --epochs 1
-
-      trainprof ci --steps 30 --max-data-wait 0.2 --junit ci.xml train.py
-
-      trainprof ci --repeat 3 --baseline baseline.json --json current.json train.py
+      trainprof ci --max-data-wait 0.2 --junit ci.xml train.py
     """
     refuse_stray_option(ctx, command)
     opts = _gate_options(
@@ -211,6 +232,11 @@ def ci(
     for option, path in (("--junit", junit), ("--json", json_path)):
         if path is not None:
             rundir.check_user_file(path, option)
+    for option, path in (("--trace", trace_path), ("--html", html_path)):
+        if path is not None:
+            from trainprof.render.html import check_view_path
+
+            check_view_path(path, option)
     captured: dict[str, Any] = {}
 
     def keep(session: Session, data: dict[str, Any]) -> None:
@@ -230,6 +256,8 @@ def ci(
             on_hang="kill",
             hang_after_s=hang_after,
             on_report=keep,
+            trace_path=trace_path,
+            html_path=html_path,
         )
     )
     if "data" not in captured:  # run() always reports; this guards the contract

@@ -24,22 +24,23 @@ def compare(
     a: Annotated[
         Path,
         typer.Argument(
-            metavar="A",
-            help="The reference: a run directory or a report JSON (`--json`, report.json).",
+            metavar="RUN_A",
+            help="The reference: a run directory or a report JSON.",
             show_default=False,
         ),
     ],
     b: Annotated[
         Path,
-        typer.Argument(metavar="B", help="The run to compare with A.", show_default=False),
+        typer.Argument(metavar="RUN_B", help="The run to compare with RUN_A.", show_default=False),
     ],
     windows: Annotated[
         int,
         typer.Option(
             min=2,
             max=20,
-            help="Split each run's steady steps into K windows for the spread (needs its run "
-            "directory; a `trainprof ci --json` report keeps its own windows).",
+            metavar="K",
+            help=f"Windows each run's steady steps are split into (2 to 20; default "
+            f"{DEFAULT_WINDOWS}).",
         ),
     ] = DEFAULT_WINDOWS,
     json_path: Annotated[
@@ -47,27 +48,21 @@ def compare(
         typer.Option(
             "--json",
             metavar="PATH",
-            help="Also write the comparison as JSON to this path (`-`: to stdout, the table "
-            "then goes to stderr).",
+            help="Also write the comparison as JSON (`-`: stdout).",
         ),
     ] = None,
     no_color: NoColor = False,
 ) -> None:
-    """Compare two runs: samples/s and step time with their spread, the verdict (faster,
-    slower or within noise), the findings that appeared or disappeared, and the settings that
-    differ (batch size, workers, precision, device, torch version).
+    """Compare two runs: throughput with its spread, the verdict, and what changed.
 
-    samples/s, not it/s, decides: a step of a larger batch does more work, so raising the
-    batch size lowers it/s while samples/s goes up. Two loops without a DataLoader (no batch
-    size, no samples/s) are compared by it/s.
+    samples/s decides (faster, slower or within noise): a larger batch lowers it/s while
+    samples/s goes up; loops without a DataLoader are compared by it/s. Then the findings
+    that appeared or disappeared, and the settings that differ (batch size, workers,
+    persistent_workers, torch threads, precision, device, torch version).
 
-    Examples:
+    Example:
 
-      trainprof compare trainprof-runs/20261126-101500-train trainprof-runs/20261126-103000-train
-
-      trainprof compare baseline.json current.json
-
-      trainprof compare baseline.json current.json --json - | jq .verdict
+      trainprof compare baseline.json trainprof-runs/20261126-103000-train
     """
     if json_path is not None:
         check_user_file(json_path)

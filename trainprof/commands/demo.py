@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from trainprof.commands.options import NoColor
+from trainprof.commands.options import NoColor, RunDir
 from trainprof.errors import TrainprofError
 from trainprof.runner import RunOptions
 from trainprof.runner import run as run_job
@@ -19,14 +21,21 @@ def demo(
     name: Annotated[
         str,
         typer.Argument(
-            help="`train` (the default demo), a finding id (cpu-stall) or a zoo case name "
-            "(cpu_stall); `list` shows them all.",
+            help="train (the default), a finding id (cpu-stall) or a zoo case (cpu_stall); "
+            "list: all of them.",
         ),
     ] = "train",
-    run_dir: Annotated[Path | None, typer.Option(help="Where to store this run.")] = None,
+    run_dir: RunDir = None,
     no_color: NoColor = False,
 ) -> None:
-    """Run an example training job that has a known problem, and show what trainprof finds."""
+    """Run an example training job that has a known problem, and show what trainprof finds.
+
+    Each example is a short CPU job of trainprof's zoo; `trainprof demo list` names them.
+
+    Example:
+
+      trainprof demo input-bound
+    """
     if name == "train":
         _run(EXAMPLES / "demo_train.py", run_dir, 120)
     from trainprof.examples.zoo import ZOO, script_path
@@ -58,4 +67,8 @@ def _list(zoo: dict[str, Any]) -> None:
 
 def _run(script: Path, run_dir: Path | None, timeout_s: float) -> None:
     typer.echo(f"trainprof demo: running {script.name} under `trainprof run` ...", err=True)
-    raise typer.Exit(run_job(RunOptions([str(script)], run_dir=run_dir, timeout_s=timeout_s)))
+    # trainprof's own example: its own Python when that has torch (`make demo` activates
+    # nothing), else the python on PATH as for any script
+    own = [sys.executable] if importlib.util.find_spec("torch") is not None else []
+    command = [*own, str(script)]
+    raise typer.Exit(run_job(RunOptions(command, run_dir=run_dir, timeout_s=timeout_s)))

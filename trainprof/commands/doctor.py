@@ -53,11 +53,11 @@ def doctor(
         typer.Option(
             "--json",
             metavar="PATH",
-            help="Also write the verdict as JSON here (`-`: to stdout, the table to stderr).",
+            help="Also write the verdict as JSON (`-`: stdout).",
         ),
     ] = None,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 1 on warnings too (for CI gates).")
+        bool, typer.Option("--strict", help="Exit 1 on warnings too (for CI).")
     ] = False,
     workers: Annotated[
         int | None,
@@ -65,22 +65,29 @@ def doctor(
     ] = None,
     batch_mb: Annotated[
         float | None,
-        typer.Option("--batch-mb", metavar="M", help="Size of one batch in MiB (for /dev/shm)."),
+        typer.Option("--batch-mb", metavar="MIB", help="One batch's size in MiB (for /dev/shm)."),
     ] = None,
     ckpt_dir: Annotated[
         Path | None,
         typer.Option(
-            "--ckpt-dir", metavar="PATH", help="Where checkpoints go (default: current dir)."
+            "--ckpt-dir", metavar="DIR", help="Where checkpoints go (default: current dir)."
         ),
     ] = None,
     data: Annotated[
         Path | None,
-        typer.Option("--data", metavar="PATH", help="Dataset directory: short read-speed test."),
+        typer.Option("--data", metavar="DIR", help="Dataset directory: a short read-speed test."),
     ] = None,
     no_color: NoColor = False,
 ) -> None:
-    """Check this machine before training: shm, file limits, CPUs, memory, swap, torch, GPUs,
-    attach rights and disk. It only observes; exit 1 when a check fails."""
+    """Check this machine before training: shm, limits, CPUs, memory, GPUs, disk.
+
+    It only observes: no setting is changed. Exit 1 when a check fails; with --strict, when
+    one warns too.
+
+    Example:
+
+      trainprof doctor --workers 8 --data /data/train
+    """
     _validate(json_path, workers, batch_mb, ckpt_dir, data)
     report = run_doctor(DoctorOptions(workers, batch_mb, ckpt_dir, data))
     render_doctor(report, make_console(stderr=to_stdout(json_path)), strict)

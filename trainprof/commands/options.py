@@ -1,5 +1,5 @@
-"""Command-line options several commands share, declared once so that their names and help
-read the same in every ``--help``."""
+"""Command-line options several commands share, declared once so that their names, value names,
+help and help panels read the same in every ``--help``."""
 
 from __future__ import annotations
 
@@ -11,18 +11,60 @@ import typer
 
 from trainprof.errors import TrainprofError
 
+# The help panels options are grouped in (typer's rich_help_panel); --no-color and --help join
+# OUTPUT in a command whose options have panels (cli.py).
+JOB = "Job"
+SAMPLING = "Sampling"
+GATES = "Gates"
+BASELINE = "Baseline"
+OUTPUT = "Output"
+
 Verbose = Annotated[
-    bool, typer.Option("--verbose", "-v", help="Also show info findings and skipped rules.")
-]
-Quiet = Annotated[
-    bool, typer.Option("--quiet", "-q", help="No live status line while the job runs.")
-]
-JobRunDir = Annotated[
-    Path | None,
+    bool,
     typer.Option(
-        "--run-dir", help="Where to store this run (default ./trainprof-runs/<UTC time>-<script>)."
+        "--verbose", "-v", help="Also show info findings and skipped rules.", rich_help_panel=OUTPUT
     ),
 ]
+Quiet = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No live status line.", rich_help_panel=OUTPUT)
+]
+RunDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--run-dir",
+        metavar="DIR",
+        help="Where to store the run (./trainprof-runs/...).",
+        rich_help_panel=OUTPUT,
+    ),
+]
+JsonOut = Annotated[
+    Path | None,
+    typer.Option(
+        "--json",
+        metavar="PATH",
+        help="Also write the report as JSON (`-`: stdout).",
+        rich_help_panel=OUTPUT,
+    ),
+]
+TraceOut = Annotated[
+    Path | None,
+    typer.Option(
+        "--trace",
+        metavar="PATH",
+        help="Also write a trace for Perfetto UI.",
+        rich_help_panel=OUTPUT,
+    ),
+]
+HtmlOut = Annotated[
+    Path | None,
+    typer.Option(
+        "--html",
+        metavar="PATH",
+        help="Also write the report as HTML, with plots.",
+        rich_help_panel=OUTPUT,
+    ),
+]
+HANG_AFTER_HELP = "Seconds without a step that are a hang."
 
 
 def _no_color(value: bool) -> None:
@@ -32,7 +74,7 @@ def _no_color(value: bool) -> None:
         force_no_color()  # trainprof's own output; the job's environment is left as it is
 
 
-NO_COLOR_HELP = "No colours or styles in any output (the same as NO_COLOR=1)."
+NO_COLOR_HELP = "No colours or styles (the same as NO_COLOR=1)."
 # Also after a command's name: `trainprof run --no-color train.py` is how people write it (it
 # was "command not found: --no-color"); acted on as it is parsed, so no command reads it.
 NoColor = Annotated[

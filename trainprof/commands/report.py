@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from trainprof.commands.options import NoColor, Verbose
+from trainprof.commands.options import HtmlOut, JsonOut, NoColor, TraceOut, Verbose
 from trainprof.errors import TrainprofError
 from trainprof.store.rundir import RUNS_DIR, check_user_file, latest_run_dir
 from trainprof.store.session import Session, is_run_dir
@@ -18,32 +18,24 @@ def report(
     run_dirs: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="A run directory (default: the latest run in ./trainprof-runs/). Several: the "
-            "nodes of one multi-node job (one `trainprof run` per node), merged into one report.",
+            help="A run directory (default: the latest in ./trainprof-runs/); several: the "
+            "nodes of one multi-node job, merged.",
             show_default=False,
             metavar="RUN_DIR",
         ),
     ] = None,
-    json_path: Annotated[
-        Path | None,
-        typer.Option("--json", help="Also write the report as JSON to this path (`-`: to stdout)."),
-    ] = None,
-    trace_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--trace",
-            help="Also write a Chrome Trace Event Format file of the run, for Perfetto UI or "
-            "chrome://tracing.",
-        ),
-    ] = None,
-    html_path: Annotated[
-        Path | None,
-        typer.Option("--html", help="Also write a self-contained HTML report with plots."),
-    ] = None,
+    json_path: JsonOut = None,
+    html_path: HtmlOut = None,
+    trace_path: TraceOut = None,
     verbose: Verbose = False,
     no_color: NoColor = False,
 ) -> None:
-    """Analyse a stored run again and print its report (on standard output)."""
+    """Analyse a stored run again and print its report (on standard output).
+
+    Example:
+
+      trainprof report trainprof-runs/20261126-101500-train --html run.html
+    """
     nodes = list(run_dirs or [])
     run_dir = nodes[0] if nodes else None
     if run_dir is None:

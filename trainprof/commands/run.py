@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from trainprof.commands.options import JobRunDir, NoColor, Quiet, Verbose, refuse_stray_option
+from trainprof.commands.options import (
+    HANG_AFTER_HELP,
+    JOB,
+    SAMPLING,
+    HtmlOut,
+    JsonOut,
+    NoColor,
+    Quiet,
+    RunDir,
+    TraceOut,
+    Verbose,
+    refuse_stray_option,
+)
 from trainprof.errors import TrainprofError
 from trainprof.runner import RunOptions
 from trainprof.runner import run as run_job
@@ -29,105 +40,89 @@ def run(
     command: Annotated[
         list[str],
         typer.Argument(
-            help="The script and its arguments (train.py --epochs 3), or `-- <any command>` "
-            "(python -m pkg.train, torchrun ..., a shell wrapper).",
+            metavar="COMMAND...",
+            help="train.py and its arguments, or -- and any command.",
             show_default=False,
         ),
     ],
-    json_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--json",
-            help="Also write the report as JSON to this path (created 0600). `-`: to stdout, "
-            "which the job's own output shares: the report comes last, once the job has ended.",
-        ),
-    ] = None,
-    trace_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--trace",
-            help="Also write a Chrome Trace Event Format file of the run (steps, data wait, "
-            "stalls, saves, evals, Python stacks, CPU/memory/GPU counters) that Perfetto UI "
-            "and chrome://tracing open.",
-        ),
-    ] = None,
-    html_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--html",
-            help="Also write the report as one self-contained HTML file with plots (no "
-            "network needed: attach it to an issue or an email).",
-        ),
-    ] = None,
     steps: Annotated[
         int | None,
         typer.Option(
             min=1,
-            help="Stop the job cleanly after N steps (profile the first N): optimizer steps; in "
-            "a job without a torch optimizer, DataLoader batches, or else backward() calls.",
+            metavar="N",
+            help="Stop after N optimizer steps (or batches).",
+            rich_help_panel=JOB,
         ),
     ] = None,
     timeout: Annotated[
         float | None,
         typer.Option(
-            callback=positive_seconds, help="Stop the job after this many seconds (exit code 124)."
+            callback=positive_seconds,
+            metavar="SECONDS",
+            help="Stop the job after this long (exit 124).",
+            rich_help_panel=JOB,
         ),
     ] = None,
-    run_dir: JobRunDir = None,
-    interval: Annotated[
-        float | None,
-        typer.Option(
-            min=MIN_INTERVAL_S,
-            max=MAX_INTERVAL_S,
-            help="Seconds between host/GPU samples (default 0.5 s, 2 s after ten minutes).",
-        ),
-    ] = None,
-    quiet: Quiet = False,
-    stacks: Annotated[
-        bool,
-        typer.Option(
-            help="Sample the main thread's Python stack with py-spy (names the line behind a stall)."
-        ),
-    ] = True,
     on_hang: Annotated[
         str | None,
         typer.Option(
-            help="When no step comes for a long time: `report` (save stacks, keep waiting) or "
-            "`kill` (save stacks, stop the job). Default: kill with --timeout, else report.",
+            metavar="report|kill",
+            help="On a hang: keep waiting or stop (default: kill with --timeout).",
+            rich_help_panel=JOB,
         ),
     ] = None,
     hang_after: Annotated[
         float | None,
         typer.Option(
             callback=positive_seconds,
-            help="Seconds without a step that count as a hang (default: max(10, 20 median steps)); "
-            "a silence whose stacks move or that reads or writes is work, not a hang.",
+            metavar="SECONDS",
+            help=HANG_AFTER_HELP,
+            rich_help_panel=JOB,
         ),
     ] = None,
+    interval: Annotated[
+        float | None,
+        typer.Option(
+            min=MIN_INTERVAL_S,
+            max=MAX_INTERVAL_S,
+            metavar="SECONDS",
+            help="Host and GPU sample period (default 0.5).",
+            rich_help_panel=SAMPLING,
+        ),
+    ] = None,
+    no_stacks: Annotated[
+        bool,
+        typer.Option(
+            "--no-stacks",
+            help="Do not sample Python stacks with py-spy.",
+            rich_help_panel=SAMPLING,
+        ),
+    ] = False,
+    stacks: Annotated[bool, typer.Option("--stacks", hidden=True)] = False,  # the default
     no_redact: Annotated[
         bool,
         typer.Option(
             "--no-redact",
-            help="Store and print the command as given. By default the values of arguments "
-            "named like a secret (*key*, *token*, *secret*, *password*, *auth*, ...) are "
-            "stored and shown as ***; the job always gets its real arguments.",
+            help="Store secret-looking arguments as given.",
+            rich_help_panel=SAMPLING,
         ),
     ] = False,
+    json_path: JsonOut = None,
+    html_path: HtmlOut = None,
+    trace_path: TraceOut = None,
+    run_dir: RunDir = None,
+    quiet: Quiet = False,
     verbose: Verbose = False,
     no_color: NoColor = False,
 ) -> None:
     """Run a training job with trainprof's probe inside it, then print what slows it down.
 
-    The job's output passes through unchanged; its exit code is trainprof's exit code
-    (killed by signal N → 128+N). Ctrl-C reaches the job; you still get a partial report.
+    The job's output passes through unchanged; its exit code is trainprof's exit code (killed
+    by signal N → 128+N). Ctrl-C reaches the job; you still get a partial report.
 
-    Examples:
+    Example:
 
       trainprof run train.py --epochs 3
-
-      trainprof run --steps 200 --json report.json train.py
-
-      trainprof run -- torchrun --nproc-per-node 2 train.py
     """
     refuse_stray_option(ctx, command)
     if json_path is not None and json_path.is_dir():
@@ -144,7 +139,7 @@ def run(
             interval_s=interval,
             quiet=quiet,
             verbose=verbose,
-            stacks=stacks,
+            stacks=not no_stacks,
             on_hang=on_hang,
             hang_after_s=hang_after,
             no_redact=no_redact,
