@@ -172,7 +172,7 @@ class Job:
                 while _group_alive(self.pid) and time.monotonic() < deadline:
                     time.sleep(0.05)
         for p in self.pumps:
-            p.join(timeout=5)
+            p.hand_on()  # a daemon holding its output holds trainprof no longer
 
     def _give_terminal(self) -> None:
         """Make the job the terminal's foreground group, as a shell would."""

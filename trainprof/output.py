@@ -10,16 +10,33 @@ copy stops and the job's output keeps flowing: ``log_error`` says when and why.
 from __future__ import annotations
 
 import os
+import select
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from trainprof.store.redact import redact_file
 from trainprof.store.rundir import open_private
 
 HEAD_BYTES = 4 * 1024 * 1024
 TAIL_BYTES = 1024 * 1024
+HAND_ON_AFTER_S = 0.3  # the job's end to its output's: longer, a process it left holds it
+POLL_MS = 100
+
+# Copies its descriptor to its standard output until the last writer closes it.
+RELAY = """
+import os, sys
+fd = int(sys.argv[1])
+try:
+    while data := os.read(fd, 65536):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(1, view):]
+except OSError:
+    pass
+"""
 
 
 class TerminalLock:
@@ -53,6 +70,9 @@ class StreamPump:
             self._log = open_private(log_path)
         except OSError as exc:
             self._log_failed(exc)
+        self.reader_gone = False  # trainprof's own stream's reader went away (EPIPE)
+        self.relay_pid: int | None = None  # the relay the stream was handed on to
+        self._handing_on = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainprof-pump", daemon=True)
 
     def start(self) -> None:
@@ -61,32 +81,70 @@ class StreamPump:
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
+    def hand_on(self, grace_s: float = HAND_ON_AFTER_S) -> None:
+        """After the job's main process ended: wait for the end of its output; where a process
+        it left (a daemon) still holds the stream, pass what is there and hand the stream on to
+        a relay that outlives trainprof (``relay_pid``), as if the process wrote to trainprof's
+        own stream: trainprof ends now, the process writes on."""
+        self._thread.join(grace_s)
+        if self._thread.is_alive():
+            self._handing_on.set()
+            self._thread.join(5)
+
     def _run(self) -> None:
+        poller = select.poll()
+        poller.register(self.source_fd, select.POLLIN)
         try:
             while True:
+                if not poller.poll(POLL_MS):  # nothing to read yet
+                    if self._handing_on.is_set():
+                        self._start_relay()
+                        break
+                    continue
                 try:
                     data = os.read(self.source_fd, 65536)
                 except OSError:  # EIO: the pty's last writer closed it
                     break
                 if not data:
                     break
-                self._forward(data)
+                if not self._forward(data):
+                    break  # our reader is gone: the job sees its broken pipe, as without us
                 self._keep(data)
         finally:
             self._finish()
 
-    def _forward(self, data: bytes) -> None:
+    def _forward(self, data: bytes) -> bool:
+        """Pass the bytes on; False once trainprof's own stream's reader went away (EPIPE)."""
         term = self.terminal
         try:
             if term is None:
                 write_all(self.dest_fd, data)
-                return
+                return True
             with term.lock:
                 term.clear_status(self.dest_fd)
                 write_all(self.dest_fd, data)
                 term.at_line_start = data.endswith(b"\n")
+        except BrokenPipeError:
+            self.reader_gone = True
+            return False
         except OSError:
-            pass  # our own stdout went away (a closed pipe); keep draining the job's
+            pass  # our own stream failed otherwise (a full disk): keep draining the job's
+        return True
+
+    def _start_relay(self) -> None:
+        """Hand the job's stream on to a detached relay process (see ``hand_on``)."""
+        try:
+            relay = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", RELAY, str(self.source_fd)],
+                stdin=subprocess.DEVNULL,
+                stdout=self.dest_fd,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(self.source_fd,),
+                start_new_session=True,  # no signal of trainprof's group reaches it
+            )
+            self.relay_pid = relay.pid
+        except OSError:
+            pass  # no relay: the process writing on gets a broken pipe once trainprof ends
 
     def _keep(self, data: bytes) -> None:
         room = HEAD_BYTES - self.total_bytes
@@ -134,7 +192,6 @@ class StreamPump:
                 except OSError as exc:
                     self._log = None
                     self.log_error = self.log_error or (time.monotonic(), exc.strerror or str(exc))
-            redact_file(self.log_path)  # the copy is published; the terminal shows the real text
         finally:
             try:
                 os.close(self.source_fd)
