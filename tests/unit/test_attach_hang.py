@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from synth import session
 
+from trainprof.analysis import from_stacks
 from trainprof.analysis.findings import Verdict
 from trainprof.analysis.pipeline import analyze
 from trainprof.analysis.rules import hang as hang_rule
-from trainprof.attach import analysis as attach_analysis
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan
 
@@ -114,8 +114,8 @@ def test_waiting_for_a_batch_is_the_hang_not_input_bound() -> None:
 def test_the_rate_of_a_held_stack_says_why_there_is_none() -> None:
     """Not "no autocorrelation peak (the highest is 0.00)": one stack held, no step to time."""
     m, _v = analyze(attached(held(WAITING, 8.0), io=[0, 0]))
-    assert m.attach is not None
-    assert m.attach.rate.reason == (
+    assert m.outside is not None
+    assert m.outside.rate.reason == (
         "the main thread held one stack for 100% of the 8.0 s sampled: no step to time"
     )
 
@@ -181,7 +181,7 @@ def test_a_worker_out_of_descriptors_is_named_with_the_limit_to_raise(
         ),
         8.0,
     )
-    monkeypatch.setattr(attach_analysis, "worker_spans", lambda _s: {1001: worker})
+    monkeypatch.setattr(from_stacks, "worker_spans", lambda _s: {1001: worker})
     v = verdict(attached(held(LOADER, 8.0), io=[0, 0], worker_fds=128))
     first = v.findings[0]
     assert first.title.endswith("a DataLoader worker ran out of file descriptors (ulimit -n 128)")
@@ -210,12 +210,12 @@ def test_each_ranks_rate_of_a_held_stack_says_why_there_is_none(
         (targets[1], held(other, 8.0)),
         (targets[2], stepping(8.0)),
     ]
-    monkeypatch.setattr(attach_analysis, "target_spans", lambda _s, _a: loaded)
+    monkeypatch.setattr(from_stacks, "target_spans", lambda _s, _a: loaded)
     sess = attached(held(WAITING, 8.0), io=[0, 0])
     sess.meta["attach"]["targets"] = targets
     m, _v = analyze(sess)
-    assert m.attach is not None
-    reasons = [r.rate.reason for r in m.attach.ranks]
+    assert m.outside is not None
+    reasons = [r.rate.reason for r in m.outside.ranks]
     said = "the main thread held one stack for 100% of the 8.0 s sampled: no step to time"
     assert reasons[:2] == [said, said], reasons
     assert reasons[2] != said, reasons

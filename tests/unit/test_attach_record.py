@@ -1,13 +1,13 @@
 """py-spy's whole-tree trace split into one trace per process (attach/record.py), and the
-`def` line attach names for a dataset's __getitem__ (attach/rules.py), on real files."""
+`def` line attach names for a dataset's __getitem__ (analysis/source_lines.py), on real files."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from trainprof.analysis.source_lines import def_line
 from trainprof.attach import record
-from trainprof.attach.rules import def_line
 from trainprof.store.stacks import load_spans
 
 

@@ -645,3 +645,157 @@ def test_thresholds_are_declared_with_their_rule() -> None:
     assert str(by_id["checkpoint-stall"].thresholds[0]) == "3%"
     assert str(by_id["loop-overhead"].thresholds[0]) == "25%"
     assert by_id["memory-growth"].thresholds[0].value == 2**20
+
+
+# ---- the stacks column: every rule that judges from stack samples alone (no probe) --------
+
+TRAIN = "/home/user/proj/train.py"
+TORCH = "/venv/site-packages/torch"
+Frames = tuple[tuple[str, str, int], ...]
+STEP: tuple[tuple[float, Frames], ...] = (
+    (0.004, (("<module>", TRAIN, 20), ("Module._call_impl", f"{TORCH}/nn/modules/module.py", 1))),
+    (0.005, (("<module>", TRAIN, 22), ("backward", f"{TORCH}/autograd/__init__.py", 1))),
+    (0.001, (("<module>", TRAIN, 23), ("SGD.step", f"{TORCH}/optim/sgd.py", 1))),
+)
+SOURCE = {(TRAIN, 80): "time.sleep(delay)"}
+
+
+def sampled(
+    work: tuple[Frames, ...], share: float, every: int = 1, steps: int = 600, **meta: object
+) -> Session:
+    """``steps`` steps of 10 ms sampled from outside at 100 Hz; after every ``every`` steps,
+    ``work`` (its stacks in turn, 10 ms each) for as long as makes ``share`` of the time."""
+    n = steps // every
+    d = share * steps * 0.01 / (n * (1 - share))
+    spans, t = [], 0.0
+    for i in range(steps):
+        for dur, frames in STEP:
+            spans.append(StackSpan(t, t + dur, frames))
+            t += dur
+        if (i + 1) % every == 0:
+            left, k = d, 0
+            while left > 1e-9:
+                chunk = min(0.01, left)
+                spans.append(StackSpan(t, t + chunk, work[k % len(work)]))
+                t, left, k = t + chunk, left - chunk, k + 1
+    sess = session(attach={"pid": 1000, "rate_hz": 100}, **meta)
+    sess.spans = spans
+    sess.source.update(SOURCE)
+    return sess
+
+
+def at(line: int, *frames: tuple[str, str, int]) -> Frames:
+    return (("<module>", TRAIN, line), *frames)
+
+
+FORWARD_AT = ("Module._call_impl", f"{TORCH}/nn/modules/module.py", 1)
+LAYER_AT = ("Linear.forward", f"{TORCH}/nn/modules/linear.py", 2)
+WORK: dict[str, tuple[tuple[Frames, ...], int]] = {
+    "input-bound": (
+        (
+            at(
+                18,
+                ("_next_data", f"{TORCH}/utils/data/dataloader.py", 1),
+                ("D.__getitem__", TRAIN, 60),
+            ),
+        ),
+        1,
+    ),
+    "sampler-overhead": (
+        (
+            at(
+                18,
+                ("_next_index", f"{TORCH}/utils/data/dataloader.py", 1),
+                ("S.__iter__", TRAIN, 90),
+            ),
+        ),
+        1,
+    ),
+    "logging-overhead": ((at(25, ("_str", f"{TORCH}/_tensor_str.py", 1)),), 1),
+    "loop-overhead": ((at(27, ("grad_stats", TRAIN, 40)),), 1),
+    "anomaly-detection": (
+        (at(20, FORWARD_AT, ("format_stack", f"{TORCH}/fx/traceback.py", 200)),),
+        1,
+    ),
+    "cpu-stall": ((at(30, ("search", TRAIN, 70)), at(30, ("search", TRAIN, 71))), 60),
+    "blocking-stall": ((at(31, ("upload", TRAIN, 80)),), 60),
+    "checkpoint-stall": ((at(40, ("save", f"{TORCH}/serialization.py", 1)),), 60),
+    "eval-stall": (
+        (
+            at(7, ("evaluate", TRAIN, 30), FORWARD_AT),
+            at(7, ("evaluate", TRAIN, 30), FORWARD_AT, LAYER_AT),
+        ),
+        100,
+    ),
+}
+
+
+def memory(mib_per_s: float, seconds: int = 12) -> Session:
+    rows = [
+        {"t": float(i), "procs": [{"pid": 1000, "rss": (300 + mib_per_s * i) * 2**20}]}
+        for i in range(seconds + 1)
+    ]
+    return sampled(WORK["loop-overhead"][0], 0.01, steps=100 * seconds, sample_rows=rows)
+
+
+def waits_for_a_cpu(runq: float) -> Session:
+    rows = [
+        {"t": float(i), "cpu": 100.0, "procs": [{"pid": 1000, "cpu": 400.0, "rq_wait": runq * i}]}
+        for i in range(7)
+    ]
+    return sampled(WORK["loop-overhead"][0], 0.01, sample_rows=rows, cpu_count=4)
+
+
+@dataclass(frozen=True)
+class StackCase:
+    rule: str
+    build: Callable[[float], Session]
+    above: float
+    below: float
+    reason: str  # why it is skipped with a quarter of a second of stacks, or no host samples
+
+
+def work(rule: str) -> Callable[[float], Session]:
+    frames, every = WORK[rule]
+    return lambda share: sampled(frames, share, every)
+
+
+TOO_LITTLE = "too little was sampled"
+STACK_CASES = [
+    StackCase("input-bound", work("input-bound"), 0.25, 0.15, TOO_LITTLE),
+    StackCase("sampler-overhead", work("sampler-overhead"), 0.13, 0.07, TOO_LITTLE),
+    StackCase("logging-overhead", work("logging-overhead"), 0.07, 0.03, TOO_LITTLE),
+    StackCase("loop-overhead", work("loop-overhead"), 0.3, 0.2, TOO_LITTLE),
+    StackCase("anomaly-detection", work("anomaly-detection"), 0.03, 0.01, TOO_LITTLE),
+    StackCase("cpu-stall", work("cpu-stall"), 0.065, 0.035, TOO_LITTLE),
+    StackCase("blocking-stall", work("blocking-stall"), 0.065, 0.035, TOO_LITTLE),
+    StackCase("checkpoint-stall", work("checkpoint-stall"), 0.04, 0.02, TOO_LITTLE),
+    StackCase("eval-stall", work("eval-stall"), 0.08, 0.04, TOO_LITTLE),
+    StackCase("memory-growth", memory, 6.0, 0.5, "no host samples"),
+    StackCase("cpu-starved", waits_for_a_cpu, 0.12, 0.08, "no host samples"),
+]
+
+
+def test_every_rule_that_judges_from_stacks_has_a_stacks_case() -> None:
+    assert {r.id for r in all_rules() if r.or_from} == {c.rule for c in STACK_CASES}
+
+
+@pytest.mark.parametrize("case", STACK_CASES, ids=lambda c: c.rule)
+def test_from_stacks_fires_above_threshold(case: StackCase) -> None:
+    found = analyze(case.build(case.above))[1].findings
+    assert case.rule in {f.id for f in found if f.severity != "info"}
+
+
+@pytest.mark.parametrize("case", STACK_CASES, ids=lambda c: c.rule)
+def test_from_stacks_quiet_just_below_threshold(case: StackCase) -> None:
+    assert case.rule not in ids(case.build(case.below))
+
+
+@pytest.mark.parametrize("case", STACK_CASES, ids=lambda c: c.rule)
+def test_from_stacks_skipped_with_a_reason_without_its_signal(case: StackCase) -> None:
+    sess = case.build(case.above)
+    sess.spans = [sp for sp in sess.spans if sp.t1 <= 0.25]
+    sess.samples = session(attach={"pid": 1000}).samples
+    reasons = skipped(sess)
+    assert case.rule in reasons, f"{case.rule} was not skipped"
+    assert case.reason in reasons[case.rule]

@@ -20,7 +20,6 @@ from typing import Any
 
 from trainprof.analysis import attribution, compiles, debug_modes, frameworks, ledger
 from trainprof.analysis import mfu as mfu_mod
-from trainprof.analysis.attach_view import AttachView
 from trainprof.analysis.compiles import CompileLog
 from trainprof.analysis.cpu_starvation import CpuStarvation, cpu_starvation
 from trainprof.analysis.debug_modes import DebugModes
@@ -34,6 +33,7 @@ from trainprof.analysis.device import (
 from trainprof.analysis.ledger import DATA, Ledger
 from trainprof.analysis.memory import Growth, growth
 from trainprof.analysis.mfu import Mfu
+from trainprof.analysis.outside_view import OutsideView
 from trainprof.analysis.ranks import DEVICE_BACKENDS, RankView, backend_of, rank_views
 from trainprof.analysis.stalls import (
     Segment,
@@ -181,6 +181,15 @@ class Activity:
 
 
 @dataclass(frozen=True)
+class Basis:
+    """What the window's time split was measured from, in the words a finding's evidence uses."""
+
+    by_stacks: bool  # stack samples alone (no probe timed the steps)
+    of: str  # "the steady run" | "the sampled time"
+    sampled: str  # "4.2 s of main-thread stack samples at 100 Hz"; "" by timed steps
+
+
+@dataclass(frozen=True)
 class Metrics:
     # "step" (optimizer steps), "batch" (a job without an optimizer) or "backward pass" (a
     # hand-written loop: neither an optimizer nor a DataLoader)
@@ -226,8 +235,17 @@ class Metrics:
     # the device's busy time, not measured apart
     collectives_on_device: str | None = None
     mfu: Mfu | None = None  # FLOPs of one counted step at the steady rate (CUDA jobs)
-    attach: AttachView | None = None  # `trainprof attach`: no probe steps, stacks only
+    # the job measured from outside alone (stacks, /proc, NVML): no probe in it timed steps
+    outside: OutsideView | None = None
     stack_rate_hz: float | None = None  # py-spy's sampling rate (None: not recorded)
+
+    @property
+    def basis(self) -> Basis:
+        o = self.outside
+        if o is None:
+            return Basis(False, "the steady run", "")
+        sampled = f"{o.sampled_s:.1f} s of main-thread stack samples at {o.rate_hz} Hz"
+        return Basis(True, "the sampled time", sampled)
 
     @property
     def streams_data(self) -> bool:
@@ -236,7 +254,7 @@ class Metrics:
 
     @property
     def on_cuda(self) -> bool:
-        if self.attach is not None:
+        if self.outside is not None:
             # No probe: NVML listing a process of the job on a GPU says it runs CUDA work there.
             return self.gpus is not None and self.gpus.by == "pid"
         return trains_on_cuda(self.activity.precision)
@@ -291,9 +309,9 @@ def warmup_steps(n: int) -> int:
 def compute(session: Session) -> Metrics:
     meta = session.meta
     if isinstance(meta.get("attach"), dict):  # `trainprof attach`: stacks and samples only
-        from trainprof.attach import analysis as attach_analysis
+        from trainprof.analysis import from_stacks
 
-        return attach_analysis.compute(session)
+        return from_stacks.compute(session)
     primary = session.primary
     unit, cols = _step_columns(primary)
     n = len(cols["t"]) if cols else 0

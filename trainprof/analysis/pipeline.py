@@ -33,7 +33,7 @@ def analyze(session: Session) -> tuple[Metrics, Verdict]:
     said = tuple(f for f in crashes if f.severity == "info")
     crashes = [f for f in crashes if f.severity != "info"]
     rest = tuple(f for f in found if f.id not in seen) + said
-    if m.attach is not None and crashes:
+    if m.outside is not None and crashes:
         # attach found the job hung: the rules that judge how the loop spends its time judged
         # a loop that did not run (a job hung waiting on its workers read as input-bound)
         hung = "nothing moved in the window sampled: the hang (first) explains it"

@@ -116,10 +116,10 @@ def outcome(meta: dict[str, Any]) -> tuple[str, str]:
 
 
 def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
-    if m.attach is not None:  # `trainprof attach`: what was sampled, and the estimated rate
-        from trainprof.attach.render import attach_summary
+    if m.outside is not None:  # `trainprof attach`: what was sampled, and the estimated rate
+        from trainprof.render.outside import outside_summary
 
-        return attach_summary(meta, m)
+        return outside_summary(meta, m)
     t = Table.grid(padding=(0, 2))
     t.add_column(style="dim", justify="right", no_wrap=True)
     t.add_column(overflow="fold")

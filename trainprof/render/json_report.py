@@ -37,12 +37,12 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
             "probe": meta.get("probe"),
             "exception": meta.get("exception"),
             # `trainprof attach`: what was sampled and what the stacks gave (null for `run`)
-            "attach": metrics.attach.to_json() if metrics.attach else None,
+            "attach": metrics.outside.to_json() if metrics.outside else None,
             "nodes": meta.get("nodes"),  # a merged multi-node report: its nodes and clocks
         },
         "summary": {
             # attach counts no steps, and without the probe none could be seen: null, not 0
-            "steps": None if metrics.attach or metrics.probe_missing else metrics.total_steps,
+            "steps": None if metrics.outside or metrics.probe_missing else metrics.total_steps,
             "unit": metrics.unit,
             "warmup_steps_excluded": metrics.warmup_steps,
             "steps_per_s": _num(s.steps_per_s) if s else None,

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from trainprof.analysis.attach_view import HeldStack, Stillness
 from trainprof.analysis.attribution import is_compiling
 from trainprof.analysis.crash.hang import split_dumps, told
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.outside_view import HeldStack, Stillness
 from trainprof.analysis.rules import hang as hang_rule
 from trainprof.store.dumps import ProcessDump, ThreadDump
 from trainprof.units import fmt_bytes, plural
@@ -33,7 +33,7 @@ def still_finding(still: Stillness, metrics: Metrics) -> Finding | None:
         or (still.io_bytes is not None and still.io_bytes >= hang_rule.MOVED.value)
         or (still.rss_change is not None and still.rss_change >= hang_rule.MOVED.value)
         or is_compiling(procs[0].frames)
-        or (metrics.attach is not None and metrics.attach.target_exit is not None)
+        or (metrics.outside is not None and metrics.outside.target_exit is not None)
     ):
         return None
     busy = still.cpus is not None and still.cpus >= hang_rule.ATTACH_BUSY.value

@@ -26,8 +26,8 @@ def crash_findings(session: Session, metrics: Metrics) -> list[Finding]:
     found = match_signatures(stderr, crash_context(session, metrics))
     if failed is not None:
         found = [failed[0], *found]
-    if metrics.attach is not None and metrics.attach.stillness is not None:
-        still = still_finding(metrics.attach.stillness, metrics)  # attach: no runner, no watch
+    if metrics.outside is not None and metrics.outside.stillness is not None:
+        still = still_finding(metrics.outside.stillness, metrics)  # attach: no runner, no watch
         return found + [still] if still is not None else found
     hang = session.meta.get("hang")
     if not hang:

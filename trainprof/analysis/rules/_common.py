@@ -3,10 +3,13 @@ a finding is about."""
 
 from __future__ import annotations
 
-from trainprof.analysis import ledger
+from collections import Counter
+
+from trainprof.analysis import attribution, ledger
 from trainprof.analysis.attribution import CallSite, call_site, caller_of, where
 from trainprof.analysis.metrics import LoaderView, Metrics
 from trainprof.analysis.rules.registry import Threshold
+from trainprof.analysis.source_lines import def_line
 from trainprof.analysis.stalls import Segment, period
 
 STEP_BUCKETS = ledger.STEP
@@ -87,7 +90,7 @@ def interval(m: Metrics, segments: list[Segment]) -> str:
     """'every N steps' from the stalled steps the segments fall in, else seconds between them.
     An attach whose step rate was not estimated has its stalls numbered in order only (no step
     numbers): counting them would read "every 1 steps"."""
-    counted = m.attach is None or m.attach.rate.steps_per_s is not None
+    counted = m.outside is None or m.outside.rate.steps_per_s is not None
     stalls = m.activity.stalls if counted else ()
     idx = sorted(st.index for st in stalls if any(s.t0 < st.t1 and s.t1 > st.t0 for s in segments))
     p = period(idx) if idx else None
@@ -97,3 +100,24 @@ def interval(m: Metrics, segments: list[Segment]) -> str:
         gaps = [b.t0 - a.t1 for a, b in zip(segments, segments[1:], strict=False)]
         return f"every {sum(gaps) / len(gaps):.1f} s"
     return "once"
+
+
+def loader_code(m: Metrics, part: str) -> str | None:
+    """``file:line (Class.__getitem__)`` of the dataset's __getitem__ (or the collate_fn), as
+    the probe names it: the line of its ``def``, found from the stacks' hot line."""
+    workers = m.outside.worker_spans if m.outside is not None else ()
+    spans = list(m.activity.spans) + list(workers)
+    counter: Counter[tuple[str, str, int]] = Counter()
+    for s in spans:
+        for f in reversed(s.frames):
+            name = attribution.short_name(f[0])
+            hit = (
+                name in ("__getitem__", "__getitems__") if part == "getitem" else "collate" in name
+            )
+            if hit and attribution.is_user_file(f[1]):
+                counter[f] += int((s.t1 - s.t0) * 1e6)
+                break
+    if not counter:
+        return None
+    qualname, path, line = counter.most_common(1)[0][0]
+    return f"{path}:{def_line(path, line, attribution.short_name(qualname))} ({qualname})"

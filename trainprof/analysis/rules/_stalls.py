@@ -50,6 +50,8 @@ def judge(m: Metrics, cause: str, bucket: str) -> Stalls | None:
 
 def evidence(m: Metrics, found: Stalls, doing: str) -> list[str]:
     """How often, how long, what it cost, what the main thread did, and where."""
+    if m.basis.by_stacks:
+        return _stacks_evidence(m, found, doing)
     assert m.steady is not None
     n, p = len(found.stalls), found.period
     length = sum(s.excess_s for s in found.stalls) / n
@@ -65,8 +67,40 @@ def evidence(m: Metrics, found: Stalls, doing: str) -> list[str]:
     return lines
 
 
-def every(found: Stalls) -> str:
-    return f"every {found.period} steps" if found.period else "repeatedly"
+def every(m: Metrics, found: Stalls) -> str:
+    """How often the stalls came: in steps, else in seconds where only stacks timed them."""
+    if found.period:
+        return (
+            f"every {found.period} steps"
+            if not m.basis.by_stacks
+            else f"every ~{found.period} steps"
+        )
+    gap = m.outside.stall_period_s if m.outside is not None else None
+    return f"every {gap:.2f} s" if gap else "repeatedly"
+
+
+def _stacks_evidence(m: Metrics, found: Stalls, doing: str) -> list[str]:
+    """The stalls as stack samples alone timed them: gaps between training steps' stacks."""
+    a = m.outside
+    assert a is not None
+    n = len(found.stalls)
+    length = sum(st.t1 - st.t0 for st in found.stalls) / n
+    when = ""
+    if found.period:
+        when = f", every ~{found.period} steps by the estimated step period"
+        if a.stall_period_s:
+            when += f" (every {a.stall_period_s:.2f} s)"
+    elif a.stall_period_s:
+        when = f", every {a.stall_period_s:.2f} s (the median time between their starts)"
+    lines = [
+        f"{plural(n, 'stall')} of {ms(length)} on average between training steps{when}",
+        f"the stalls cost {found.cost_s:.2f} s, {found.share:.0%} of {m.basis.of}; the main "
+        f"thread was {doing}",
+    ]
+    cs = found.site
+    if cs is not None:
+        lines.append(cs.sentence + (f"; the hot line is {cs.hot_where}" if cs.hot else ""))
+    return lines
 
 
 def _where_lines(m: Metrics, found: Stalls) -> list[str]:

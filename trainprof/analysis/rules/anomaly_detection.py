@@ -36,14 +36,14 @@ from trainprof.analysis.attribution import where
 from trainprof.analysis.debug_modes import how_long
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
 
 ON = Threshold("on", 0.5, "share", "anomaly detection was on for at least this share of the run")
 SEEN = Threshold(
     "seen",
     0.02,
     "share",
-    "attach (no probe): the main thread kept op stacks at least this share of the sampled time",
+    "from stack samples alone: the main thread kept op stacks at least this share of the time",
 )
 MEASURED = "stack samples in torch.fx.traceback.format_stack"
 FIX = (
@@ -59,11 +59,14 @@ FIX = (
     title="Anomaly detection left on",
     family="host",
     needs=("steps", "debug"),
+    or_from=FROM_STACKS,
     claims=("anomaly",),
     thresholds=(ON, SEEN),
     settings={"lightning": "Trainer(detect_anomaly=False), the default"},
 )
 def check(m: Metrics) -> Finding | None:
+    if m.basis.by_stacks:
+        return _from_stacks(m)
     debug, window = m.activity.debug, m.activity.window
     if debug is None or window is None:
         return None
@@ -109,3 +112,20 @@ def finding(kept: float | None, evidence: list[str], at: str | None) -> Finding:
         # without stack samples the step was not split: its cost is not measured, not 0
         wants=() if kept is not None else (("anomaly", 0.0),),
     )
+
+
+def _from_stacks(m: Metrics) -> Finding | None:
+    """Only autograd's anomaly detection keeps a stack for each op: stacks that do say it is
+    on (where it was turned on, and whether it checks for NaN, are the probe's to read)."""
+    led = m.ledger
+    assert led is not None
+    kept = led.share("anomaly")
+    if kept < SEEN.value:
+        return None
+    evidence = [
+        f"the main thread kept the Python stack of an op {kept:.0%} of the time "
+        f"({MEASURED}; {m.basis.sampled}): autograd does that only with anomaly detection on",
+        "it likely also checks every gradient of the backward pass for NaN (the default), in "
+        "C++, not measured apart",
+    ]
+    return finding(kept, evidence, None)

@@ -30,7 +30,7 @@ from trainprof.analysis.rules._stalls import (
     evidence,
     judge,
 )
-from trainprof.analysis.rules.registry import rule
+from trainprof.analysis.rules.registry import FROM_STACKS, rule
 
 
 @rule(
@@ -38,6 +38,7 @@ from trainprof.analysis.rules.registry import rule
     title="Blocking stall",
     family="stalls",
     needs=("steps", "stacks"),
+    or_from=FROM_STACKS,
     claims=("stall_blocked",),
     thresholds=(SLOW, EXCESS, MIN_COUNT, SHARE),
 )
@@ -46,11 +47,11 @@ def check(m: Metrics) -> Finding | None:
     if found is None:
         return None
     doing = "blocked waiting (its stack samples were idle: sleep, socket, lock or I/O)"
-    return finding(found, every(found), evidence(m, found, doing))
+    return finding(found, every(m, found), evidence(m, found, doing))
 
 
 def finding(found: Stalls, when: str, lines: list[str]) -> Finding:
-    """The finding for blocking stalls ``found``, recurring ``when``, from `run` or `attach`."""
+    """The finding for blocking stalls ``found``, recurring ``when``."""
     cs = found.site
     name = cs.work if cs else "the blocking call"
     return Finding(

@@ -20,10 +20,16 @@ from trainprof.analysis.attribution import dominant_user_frame, where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import interval, ms
-from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
 from trainprof.units import plural
 
 SHARE = Threshold("share", 0.03, "share", "share of the steady run inside checkpoint saves")
+FIX = (
+    "save less often (every N minutes, or only at the end of an epoch)",
+    "skip optimizer state when you will not resume; keep only the last N checkpoints",
+    "save asynchronously: torch.distributed.checkpoint.async_save, or copy the "
+    "state_dict to CPU and write it from a background thread",
+)
 
 
 @rule(
@@ -31,6 +37,7 @@ SHARE = Threshold("share", 0.03, "share", "share of the steady run inside checkp
     title="Checkpoint stall",
     family="stalls",
     needs=("steps",),
+    or_from=FROM_STACKS,
     claims=("save",),
     thresholds=(SHARE,),
     settings={
@@ -41,6 +48,8 @@ SHARE = Threshold("share", 0.03, "share", "share of the steady run inside checkp
     },
 )
 def check(m: Metrics) -> Finding | None:
+    if m.basis.by_stacks:
+        return _from_stacks(m)
     led = m.ledger
     w = m.activity.window
     if led is None or w is None:
@@ -66,12 +75,7 @@ def check(m: Metrics) -> Finding | None:
             f"{cost:.2f} s in all, {share:.0%} of the steady run; training waits for each save",
             f"last saved to {inside[-1][2]}",
         ),
-        fix=(
-            "save less often (every N minutes, or only at the end of an epoch)",
-            "skip optimizer state when you will not resume; keep only the last N checkpoints",
-            "save asynchronously: torch.distributed.checkpoint.async_save, or copy the "
-            "state_dict to CPU and write it from a background thread",
-        ),
+        fix=FIX,
         where=where(frame),
     )
 
@@ -85,3 +89,30 @@ def _sizes(sizes: list[int]) -> str:
     if f"{lo:.1f}" == f"{hi:.1f}":
         return f", {hi:.1f} MiB each"
     return f", {lo:.1f}–{hi:.1f} MiB each"
+
+
+def _from_stacks(m: Metrics) -> Finding | None:
+    """The saves as stack samples alone saw them: runs of stacks inside a save call."""
+    led = m.ledger
+    assert led is not None
+    saves = [seg for seg, _b, _p in m.activity.saves]
+    share = led.share("save")
+    if not saves or share < SHARE.value:
+        return None
+    cost = led.get("save")
+    frame = dominant_user_frame(m.activity.spans, [(s.t0, s.t1) for s in saves])
+    gaps = [b.t0 - a.t0 for a, b in zip(saves, saves[1:], strict=False)]
+    every = f", every {sum(gaps) / len(gaps):.1f} s" if gaps else ""
+    return Finding(
+        id="checkpoint-stall",
+        severity="warning",
+        title=f"Checkpoint saves block training: {share:.0%} of the time saving",
+        evidence=(
+            "checkpoint saves (torch.save, safetensors) held the main thread "
+            f"{cost:.2f} s, {share:.0%} of {m.basis.sampled}",
+            f"{plural(len(saves), 'save')} seen, {ms(cost / len(saves))} each{every}; "
+            "training waits for each save",
+        ),
+        fix=FIX,
+        where=where(frame),
+    )

@@ -34,7 +34,7 @@ from trainprof.analysis.rules._stalls import (
     evidence,
     judge,
 )
-from trainprof.analysis.rules.registry import rule
+from trainprof.analysis.rules.registry import FROM_STACKS, rule
 
 
 @rule(
@@ -42,6 +42,7 @@ from trainprof.analysis.rules.registry import rule
     title="CPU stall",
     family="stalls",
     needs=("steps",),
+    or_from=FROM_STACKS,
     claims=("stall_compute",),
     thresholds=(SLOW, EXCESS, MIN_COUNT, SHARE),
 )
@@ -50,7 +51,7 @@ def check(m: Metrics) -> Finding | None:
     if found is None:
         return None
     doing = "computing (not waiting for data, saving, evaluating or blocked)"
-    return finding(found, every(found), evidence(m, found, doing))
+    return finding(found, every(m, found), evidence(m, found, doing))
 
 
 def finding(found: Stalls, when: str, lines: list[str]) -> Finding:

@@ -59,6 +59,7 @@ OTHERS_MIN = 0.5  # CPUs other processes must use to count as the competition
     title="CPU-starved",
     family="host",
     needs=("steps", "samples", "schedstat"),
+    or_from=("samples", "schedstat", "sampled_window"),
     claims=("stall_wait",),
     thresholds=(RUNQ, THROTTLED, GPU_BUSY),
 )

@@ -24,7 +24,7 @@ from __future__ import annotations
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import interval, ms, site
-from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
 
 SHARE = Threshold("share", 0.05, "share", "share of the steady run spent evaluating")
 
@@ -34,6 +34,7 @@ SHARE = Threshold("share", 0.05, "share", "share of the steady run spent evaluat
     title="Eval stall",
     family="stalls",
     needs=("steps",),
+    or_from=FROM_STACKS,
     claims=("eval",),
     thresholds=(SHARE,),
     settings={
@@ -55,7 +56,7 @@ def check(m: Metrics) -> Finding | None:
     switched = all(e.how == "mode" for e in inside)
     # attach reads stacks only: a model.eval() call is too quick to be seen, so its absence
     # is no evidence (the zoo's eval_stall calls it, and attach advised calling it)
-    unseen = "" if m.attach is None else "; model.eval() cannot be seen from outside"
+    unseen = "" if not m.basis.by_stacks else "; model.eval() cannot be seen from outside"
     how = (
         "model.eval() … model.train()"
         if switched

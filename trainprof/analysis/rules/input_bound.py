@@ -33,11 +33,14 @@ from trainprof.analysis.rules._common import (
     GPU_BUSY,
     host_time_is_free,
     loader_caller,
+    loader_code,
     ms,
     primary_loader,
     suggested_workers,
 )
-from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
+from trainprof.analysis.rules.worker_startup import PERSISTENT_FIX
+from trainprof.analysis.rules.worker_startup import SHARE as RESTARTS
 from trainprof.analysis.worker_load import WorkerLoad
 from trainprof.units import plural
 
@@ -56,6 +59,7 @@ DATA = ("fetch", "collate", "pin", "transfer", "data_wait")
     title="Input-bound",
     family="input",
     needs=("steps", "loader"),
+    or_from=FROM_STACKS,
     claims=DATA,
     thresholds=(WAIT_FRAC, GPU_BUSY),
     settings={
@@ -65,6 +69,8 @@ DATA = ("fetch", "collate", "pin", "transfer", "data_wait")
     },
 )
 def check(m: Metrics) -> Finding | None:
+    if m.basis.by_stacks:
+        return _from_stacks(m)
     s, led = m.steady, m.ledger
     assert s is not None and led is not None
     if host_time_is_free(m):
@@ -419,3 +425,111 @@ def _worker_line(
         "cheaper workers, less per-sample work)"
     )
     return line, fix
+
+
+def _from_stacks(m: Metrics) -> Finding | None:
+    """The same judgement from stack samples alone: the main thread's share inside the
+    DataLoader, and the workers' stacks where they were sampled."""
+    a, led = m.outside, m.ledger
+    assert a is not None and led is not None
+    # beyond the sampler, as from timed steps: sampler-overhead judges the sampler's own time
+    share = led.share(*DATA)
+    if share < WAIT_FRAC.value or host_time_is_free(m):
+        return None
+    parts = [
+        (led.share("fetch"), "dataset __getitem__"),
+        (led.share("collate"), "collate_fn"),
+        (led.share("pin"), "pin_memory"),
+        (led.share("transfer"), "receiving batches from workers"),
+        (led.share("data_wait"), "waiting on workers or the loader's own code"),
+    ]
+    split = ", ".join(f"{name} {s:.0%}" for s, name in parts if s >= 0.01)
+    restarts = _restarts_cost(m)
+    evidence = [
+        f"the main thread was inside the DataLoader {share:.0%} of the time ({m.basis.sampled})",
+        f"of it: {split}" if split else "",
+        _workers_seen(m, restarts),
+    ]
+    part = "collate" if led.share("collate") > led.share("fetch") else "getitem"
+    # More workers cannot share the main thread's receiving; unless the workers are at
+    # capacity, and the main thread receives while they make the next batches.
+    busy = _workers_busy(m)
+    saturated = busy is not None and busy * SATURATED >= 1.0
+    receiving = led.get("transfer") >= 0.5 * led.get(*DATA)
+    waiting = m.worker_load if saturated and workers_wait(m) else None
+    if busy is not None and (receiving or saturated):  # the hand-over's or the workers'
+        limit = ": they are the limit" if saturated else ""
+        if saturated and receiving:
+            limit += ", and the main thread's wait inside receiving is a wait for them"
+        if waiting is not None:
+            limit += "; " + waiting_clause(waiting, "__getitem__")
+        evidence.append(
+            f"the workers' main threads were making batches {busy:.0%} of the time{limit}"
+        )
+    transfer = receiving and not saturated
+    if waiting is not None:
+        fix = waiting_fix(m, a.workers_at_once or a.workers, None)
+    elif transfer:
+        by_fd = any(f[0] == "rebuild_storage_fd" for s in m.activity.spans for f in s.frames)
+        fix = transfer_fix({"sharing_strategy": "file_descriptor"} if by_fd else {}, None, 0.0)
+    else:
+        at_once = a.workers_at_once if a.workers_at_once is not None else a.workers
+        fix = [workers_fix(m, at_once), *part_fix(part, None)]
+    if restarts >= RESTARTS.value:
+        fix = [PERSISTENT_FIX, *fix]
+    return Finding(
+        id="input-bound",
+        severity="warning",
+        title=f"Input-bound: the training loop waits for data {share:.0%} of the time",
+        evidence=tuple(e for e in evidence if e),
+        fix=tuple(fix),
+        where=loader_caller(m) if transfer else loader_code(m, part) or loader_caller(m),
+    )
+
+
+def _workers_busy(m: Metrics) -> float | None:
+    """The share of the DataLoader workers' main-thread time spent making batches (inside the
+    fetcher: the dataset and the collate), not waiting for the next index; None where their
+    stacks cover less than a second."""
+    spans = m.outside.worker_spans if m.outside is not None else ()
+    total = sum(s.t1 - s.t0 for s in spans)
+    if total < 1.0:
+        return None
+    busy = sum(
+        s.t1 - s.t0
+        for s in spans
+        if any(f[1].replace("\\", "/").endswith("utils/data/_utils/fetch.py") for f in s.frames)
+    )
+    return busy / total
+
+
+def _restarts_cost(m: Metrics) -> float:
+    """The main thread's share of the sampled time spent starting DataLoader workers again
+    (in the multi-process iterator's ``__init__``: forking them, sending each the dataset);
+    0 where they were not restarted."""
+    a = m.outside
+    if a is None or not a.workers_restarted or not a.sampled_s:
+        return 0.0
+    starting = sum(
+        s.t1 - s.t0
+        for s in m.activity.spans
+        if any(f[0] == "_MultiProcessingDataLoaderIter.__init__" for f in s.frames)
+    )
+    return starting / a.sampled_s
+
+
+def _workers_seen(m: Metrics, restarts: float) -> str:
+    """How many workers were seen; where restarting them cost the main thread (``restarts``,
+    its share), how many at once and what that cost."""
+    a = m.outside
+    assert a is not None
+    cpus = f" on {m.usable_cpus} usable CPUs" if m.usable_cpus else ""
+    seen = f"{plural(a.workers, 'DataLoader worker process')} seen under the job"
+    if restarts < 0.01:  # none, or a restart too rare to count (a new loader)
+        return seen + cpus
+    return (
+        f"{seen} in {a.sampled_s:.1f} s, at most {a.workers_at_once} at once{cpus}: workers "
+        "are started again and again (a new DataLoader iterator each epoch starts its workers "
+        f"unless persistent_workers=True); starting them held the main thread {restarts:.0%} "
+        "of the time, and their first batches are waited for"
+    )

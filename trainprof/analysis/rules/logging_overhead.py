@@ -21,7 +21,7 @@ from trainprof.analysis.attribution import Profile, where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free
-from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
 
 SHARE = Threshold("share", 0.05, "share", "share of the steady run printing/logging")
 LINES_PER_STEP = Threshold("lines_per_step", 0.5, "count", "lines of output per step at least")
@@ -32,6 +32,7 @@ LINES_PER_STEP = Threshold("lines_per_step", 0.5, "count", "lines of output per 
     title="Logging overhead",
     family="host",
     needs=("steps", "stacks"),
+    or_from=FROM_STACKS,
     claims=("logging",),
     thresholds=(SHARE, LINES_PER_STEP, GPU_BUSY),
     settings={
@@ -42,6 +43,8 @@ LINES_PER_STEP = Threshold("lines_per_step", 0.5, "count", "lines of output per 
     },
 )
 def check(m: Metrics) -> Finding | None:
+    if m.basis.by_stacks:
+        return _from_stacks(m)
     prof = m.activity.loop_profile or m.activity.profile
     lines = m.activity.output_lines
     led = m.ledger
@@ -63,8 +66,8 @@ def check(m: Metrics) -> Finding | None:
 
 
 def finding(title: str, evidence: tuple[str, ...], prof: Profile) -> Finding:
-    """The finding, at the line that logs the most, whether its output was counted (`run`) or
-    only its stacks were seen (`attach`)."""
+    """The finding, at the line that logs the most, whether its output was counted or only its
+    stacks were seen."""
     return Finding(
         id="logging-overhead",
         severity="warning",
@@ -77,3 +80,20 @@ def finding(title: str, evidence: tuple[str, ...], prof: Profile) -> Finding:
         ),
         where=where(prof.top_line("logging")),
     )
+
+
+def _from_stacks(m: Metrics) -> Finding | None:
+    """From the stacks alone: the share of the time the main thread printed, logged or
+    formatted tensors (how many lines it wrote is not seen without the job's output, so no
+    lines-per-step floor applies)."""
+    led, prof = m.ledger, m.activity.loop_profile or m.activity.profile
+    assert led is not None
+    share = led.share("logging")
+    if prof is None or share < SHARE.value or host_time_is_free(m):
+        return None
+    evidence = (
+        f"the main thread spent {share:.0%} of the time printing, logging or formatting "
+        f"tensors ({m.basis.sampled})",
+        "how many lines a step writes is not counted: attach does not see the job's output",
+    )
+    return finding(f"Logging takes {share:.0%} of the training loop", evidence, prof)

@@ -23,7 +23,7 @@ from trainprof.analysis.findings import Finding
 from trainprof.analysis.ledger import STALLS
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, loop_time
-from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
 
 SHARE = Threshold(
     "share", 0.25, "share", "share of the loop (outside stalls, saves, evals) in other host work"
@@ -43,6 +43,7 @@ NAMES = {"fetch": "__getitem__", "data_wait": "data wait", "stall_compute": "sta
     title="Loop overhead",
     family="host",
     needs=("steps", "stacks"),
+    or_from=FROM_STACKS,
     claims=("loop",),
     thresholds=(SHARE, MIN_SAMPLES, GPU_BUSY),
 )

@@ -28,8 +28,9 @@ from collections.abc import Iterable
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.memory import Growth
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules import profiler_left_on
+from trainprof.analysis.rules._profiler import recording
 from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.attach import DEFAULT_DURATION_S
 
 MB = 2**20
 MIN_BPS = Threshold("min_rate", 1 * MB, "bytes/s", "growth rate, in any run")
@@ -52,6 +53,7 @@ EXHAUST_ERROR_S = Threshold(
     title="Memory growth",
     family="memory",
     needs=("steps", "samples"),
+    or_from=("samples", "sampled_window"),
     thresholds=(
         MIN_BPS,
         SLOW_BPS,
@@ -64,8 +66,14 @@ EXHAUST_ERROR_S = Threshold(
     ),
 )
 def check(m: Metrics) -> Finding | None:
-    growing = steadily_growing(m.activity.growths)
-    if profiler_left_on.recording(m):
+    if m.basis.by_stacks:
+        return _over_what_was_sampled(m)
+    return _growing(m, m.activity.growths)
+
+
+def _growing(m: Metrics, growths: Iterable[Growth]) -> Finding | None:
+    growing = steadily_growing(growths)
+    if recording(m):
         # a recording profiler keeps every op's events in the main process: profiler-left-on
         # names that growth with its cause (it read as a cache to bound, beside it)
         growing = [g for g in growing if g.role != "main"]
@@ -128,4 +136,28 @@ def growth_line(g: Growth) -> str:
         f"{g.role} process {g.pid}: {g.metric.upper()} {g.start_bytes / MB:.0f} → "
         f"{g.end_bytes / MB:.0f} MiB over {g.seconds:.0f} s ({g.bytes_per_s * 60 / MB:.0f} MiB/min, "
         f"steady: R²={g.r2:.2f})"
+    )
+
+
+def _over_what_was_sampled(m: Metrics) -> Finding | None:
+    """Over a window sampled from outside, which may be a phase that allocates (a dataset
+    built, a first epoch's caches): a rise over less than ``SHORT_S`` is said as information,
+    not a leak."""
+    growing = steadily_growing(m.activity.growths)
+    if not growing:
+        return None
+    long_enough = tuple(g for g in growing if g.seconds >= SHORT_S.value)
+    if long_enough:
+        return _growing(m, long_enough)
+    return Finding(
+        id="memory-growth",
+        severity="info",
+        title="Host memory rose while sampled, over too short a time to call it a leak",
+        evidence=(
+            *(growth_line(g) for g in growing[:6]),
+            f"a rise over less than {SHORT_S.value:.0f} s may be a phase that allocates (a "
+            "dataset or a cache built, a first epoch): attach cannot tell where the job is in "
+            "its run",
+        ),
+        fix=(f"attach for longer (--duration {DEFAULT_DURATION_S:.0f} or more) to tell a leak",),
     )

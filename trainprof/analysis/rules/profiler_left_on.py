@@ -34,9 +34,8 @@ from trainprof.analysis.debug_modes import how_long
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules import memory_growth
-from trainprof.analysis.rules.registry import Threshold, rule
-
-ON = Threshold("on", 0.5, "share", "a profiler recorded for at least this share of the run")
+from trainprof.analysis.rules._profiler import ON, share
+from trainprof.analysis.rules.registry import rule
 
 
 @rule(
@@ -56,7 +55,7 @@ def check(m: Metrics) -> Finding | None:
         "keeps the events in memory until it stops",
         "what the recording costs a step runs in C++ and is not measured apart",
     ]
-    # memory-growth leaves the main process's growth to this finding (see recording)
+    # memory-growth leaves the main process's growth to this finding (_profiler.recording)
     grew = next((g for g in m.activity.growths if g.role == "main" and g.sustained), None)
     out_in = None
     if grew is not None:
@@ -81,18 +80,3 @@ def check(m: Metrics) -> Finding | None:
         ),
         where=where(debug.profiler_at),
     )
-
-
-def share(m: Metrics) -> float | None:
-    """The share of the steady run a profiler recorded (None: not read)."""
-    debug, window = m.activity.debug, m.activity.window
-    if debug is None or window is None:
-        return None
-    return debug.profiler_share(*window)
-
-
-def recording(m: Metrics) -> bool:
-    """A profiler recorded most of the steady run: the main process's memory growth is its
-    events (this rule says so, memory-growth leaves it out)."""
-    on = share(m)
-    return on is not None and on >= ON.value

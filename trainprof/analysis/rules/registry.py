@@ -41,13 +41,19 @@ def _loader(m: Metrics) -> str | None:
 def _stacks(m: Metrics) -> str | None:
     if m.activity.profile is None:
         return f"no stack samples: {m.activity.stacks_error or 'py-spy did not run'}"
-    if m.attach is not None and m.attach.sampled_s < MIN_STEADY_S:
-        # as `run` judges no steady state shorter: a job that exited 0.25 s into an attach
+    if m.outside is not None and m.outside.sampled_s < MIN_STEADY_S:
+        # as a steady state is not judged shorter: a job that exited 0.25 s into an attach
         # was called input-bound from its 50 stack samples
         return (
-            f"too little was sampled to judge ({m.attach.sampled_s * 1e3:.0f} ms of stacks; "
+            f"too little was sampled to judge ({m.outside.sampled_s * 1e3:.0f} ms of stacks; "
             f"rules need {MIN_STEADY_S:g} s)"
         )
+    return None
+
+
+def _sampled_window(m: Metrics) -> str | None:
+    if m.outside is None:
+        return "the window's time was split by the probe's timed steps, not by stack samples"
     return None
 
 
@@ -144,7 +150,23 @@ SIGNALS: dict[str, Callable[[Metrics], str | None]] = {
     "schedstat": _schedstat,
     "compiles": _compiles,
     "debug": _debug,
+    "sampled_window": _sampled_window,
 }
+
+# What a signal is, where no probe measured the job (`trainprof attach`, or a probe that did
+# not load): the most specific first, as a rule is skipped with the first it needs.
+PROBE_SIGNALS = {
+    "cuda": "the model's device, precision and layers come from the probe: needs `trainprof run`",
+    "model": "the model's parameters and optimizers come from the probe: needs `trainprof run`",
+    "ranks": "per-rank step times need `trainprof run`",
+    "loader": "the DataLoader's settings and per-batch counts need `trainprof run`",
+    "stderr": "attach does not see the job's output",
+    "compiles": "torch.compile's compiles are timed by the probe: needs `trainprof run`",
+    "debug": "torch's debug switches are read by the probe: needs `trainprof run`",
+    "steps": "per-step timing (step times, data wait per step) needs `trainprof run`",
+}
+# The signals a rule judges from stack samples alone, where no probe timed the steps.
+FROM_STACKS = ("stacks", "sampled_window")
 
 
 @dataclass(frozen=True)
@@ -190,6 +212,8 @@ class Rule:
     # framework (analysis/frameworks.py) → its own setting for the fix, added to a finding of
     # a job that framework runs
     settings: Mapping[str, str] = field(default_factory=dict)
+    # the signals its check judges from where ``needs`` are missing (stack samples alone)
+    or_from: tuple[str, ...] = ()
 
     @property
     def summary(self) -> str:
@@ -228,6 +252,7 @@ def rule(
     claims: tuple[str, ...] = (),
     thresholds: tuple[Threshold, ...] = (),
     settings: Mapping[str, str] | None = None,
+    or_from: tuple[str, ...] = (),
 ) -> Callable[[Check], Check]:
     """Register the decorated check as rule ``id`` (its module's docstring is its reference)."""
     declared = dict(
@@ -239,11 +264,12 @@ def rule(
         claims=claims,
         thresholds=thresholds,
         settings=settings or {},
+        or_from=or_from,
     )
 
     def register(check: Check) -> Check:
         doc = sys.modules[check.__module__].__doc__ or ""
-        define(**declared, check=_dispatch(id, check), doc=doc)  # type: ignore[arg-type]
+        define(**declared, check=check, doc=doc)  # type: ignore[arg-type]
         return check
 
     return register
@@ -261,8 +287,9 @@ def define(
     check: Check | None,
     doc: str,
     settings: Mapping[str, str] | None = None,
+    or_from: tuple[str, ...] = (),
 ) -> Rule:
-    unknown = [n for n in needs if n not in SIGNALS]
+    unknown = [n for n in (*needs, *or_from) if n not in SIGNALS]
     if unknown:
         raise RuleError(f"rule {id}: unknown signal(s) {unknown}; known: {sorted(SIGNALS)}")
     bad = [c for c in claims if c not in ledger.BUCKETS]
@@ -276,57 +303,33 @@ def define(
     unknown_fw = [f for f in settings or {} if f not in frameworks.NAMES]
     if unknown_fw:
         raise RuleError(f"rule {id}: unknown framework(s) {unknown_fw}")
-    r = Rule(id, title, family, severity, needs, claims, thresholds, check, doc, settings or {})
+    r = Rule(
+        id, title, family, severity, needs, claims, thresholds, check, doc, settings or {}, or_from
+    )
     REGISTRY[id] = r
     return r
 
 
-# `trainprof attach`: a rule whose check can judge from stacks and host samples alone has an
-# attach variant (trainprof/attach/rules.py registers it: same id, same `where`); any other
-# rule that needs a probe signal is skipped, saying what only `trainprof run` measures.
-ATTACH_VARIANTS: dict[str, tuple[tuple[str, ...], Check]] = {}
-PROBE_SIGNALS = {  # the most specific first: a rule is skipped with the first it needs
-    "cuda": "the model's device, precision and layers come from the probe: needs `trainprof run`",
-    "model": "the model's parameters and optimizers come from the probe: needs `trainprof run`",
-    "ranks": "per-rank step times need `trainprof run`",
-    "loader": "the DataLoader's settings and per-batch counts need `trainprof run`",
-    "stderr": "attach does not see the job's output",
-    "compiles": "torch.compile's compiles are timed by the probe: needs `trainprof run`",
-    "debug": "torch's debug switches are read by the probe: needs `trainprof run`",
-    "steps": "per-step timing (step times, data wait per step) needs `trainprof run`",
-}
-
-
-def _attach_variant(rule_id: str) -> tuple[tuple[str, ...], Check] | None:
-    import trainprof.attach.rules  # noqa: F401  (registers the variants)
-
-    return ATTACH_VARIANTS.get(rule_id)
-
-
-def _dispatch(rule_id: str, check: Check) -> Check:
-    """The rule's check, or its attach variant on an attach run."""
-
-    def run(m: Metrics) -> Finding | None:
-        variant = _attach_variant(rule_id) if m.attach is not None else None
-        return variant[1](m) if variant is not None else check(m)
-
-    run.__doc__ = check.__doc__
-    return run
-
-
 def missing_signal(r: Rule, m: Metrics) -> str | None:
-    needs = r.needs
-    if m.probe_missing is not None and any(n in PROBE_SIGNALS for n in needs):
+    """Why rule ``r`` cannot judge ``m`` (None: it can), from the first signal it lacks: its
+    ``needs``, or else its ``or_from`` signals where it can judge from those."""
+    reason = _first_missing(r.needs, m)
+    if reason is None or not r.or_from:
+        return reason
+    other = _first_missing(r.or_from, m)
+    if other is None:
+        return None
+    # measured from outside, what the stack samples lack is the reason, not the probe's absence
+    return other if m.outside is not None else reason
+
+
+def _first_missing(needs: tuple[str, ...], m: Metrics) -> str | None:
+    probe = [n for n in PROBE_SIGNALS if n in needs]
+    if probe and m.probe_missing is not None:
         # Not "too few steps (0 seen)": the steps were made, nothing was there to see them.
         return "the probe did not load in the job: nothing it measures was seen"
-    if m.attach is not None:
-        variant = _attach_variant(r.id)
-        if variant is None:
-            probe = [n for n in PROBE_SIGNALS if n in r.needs]
-            if probe:
-                return PROBE_SIGNALS[probe[0]]
-        else:
-            needs = variant[0]
+    if probe and m.outside is not None:
+        return PROBE_SIGNALS[probe[0]]
     for need in needs:
         reason = SIGNALS[need](m)
         if reason is not None:

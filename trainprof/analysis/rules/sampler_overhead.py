@@ -25,7 +25,7 @@ from trainprof.analysis.attribution import dominant_user_frame, where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, ms, primary_loader
-from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
 from trainprof.store.stacks import Frame
 
 SHARE = Threshold("share", 0.10, "share", "share of steady time inside the main-process sampler")
@@ -36,10 +36,13 @@ SHARE = Threshold("share", 0.10, "share", "share of steady time inside the main-
     title="Sampler overhead",
     family="input",
     needs=("steps", "loader"),
+    or_from=FROM_STACKS,
     claims=("sampler",),
     thresholds=(SHARE, GPU_BUSY),
 )
 def check(m: Metrics) -> Finding | None:
+    if m.basis.by_stacks:
+        return _from_stacks(m)
     s, led = m.steady, m.ledger
     assert s is not None and led is not None
     if host_time_is_free(m):
@@ -74,7 +77,7 @@ def sampler_frame(m: Metrics) -> Frame | None:
 
 
 def finding(share: float, evidence: tuple[str, ...], frame: Frame | None) -> Finding:
-    """The finding, whether the batches were counted (`run`) or only stacks seen (`attach`)."""
+    """The finding, whether the batches were counted or only their stacks seen."""
     return Finding(
         id="sampler-overhead",
         severity="warning",
@@ -87,3 +90,19 @@ def finding(share: float, evidence: tuple[str, ...], frame: Frame | None) -> Fin
         ),
         where=where(frame),
     )
+
+
+def _from_stacks(m: Metrics) -> Finding | None:
+    """From the stacks alone: the share of the time in the sampler's ``__iter__`` (per batch
+    needs the batches counted, which the probe does)."""
+    led = m.ledger
+    assert led is not None
+    share = led.share("sampler")
+    if share < SHARE.value or host_time_is_free(m):
+        return None
+    evidence = (
+        f"the main thread ran the sampler (DataLoader._next_index) {share:.0%} of the time "
+        f"({m.basis.sampled})",
+        RUNS_IN_MAIN,
+    )
+    return finding(share, evidence, sampler_frame(m))

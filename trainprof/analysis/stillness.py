@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trainprof.analysis.attach_view import HeldStack, Stillness
+from trainprof.analysis.outside_view import HeldStack, Stillness
 from trainprof.analysis.stats import finite, mean_between
 from trainprof.store.session import Session
 from trainprof.store.stacks import Frame, StackSpan

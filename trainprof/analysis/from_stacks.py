@@ -23,17 +23,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis import attribution, frameworks, ledger
-from trainprof.analysis.attach_view import (
-    AttachView,
-    HeldStack,
-    RankAttach,
-    RateEstimate,
-)
+from trainprof.analysis import attribution, frameworks, ledger, periodicity
 from trainprof.analysis.cpu_starvation import cpu_starvation
 from trainprof.analysis.ledger import BUCKETS, Ledger
 from trainprof.analysis.memory import growth
 from trainprof.analysis.metrics import Activity, Metrics
+from trainprof.analysis.outside_view import (
+    HeldStack,
+    OutsideView,
+    RankAttach,
+    RateEstimate,
+)
 from trainprof.analysis.rules import hang as hang_rule
 from trainprof.analysis.stalls import (
     OWN_SHARE,
@@ -47,9 +47,8 @@ from trainprof.analysis.stalls import (
     period,
 )
 from trainprof.analysis.stats import finite, mean
+from trainprof.analysis.stillness import stillness
 from trainprof.analysis.worker_load import worker_load
-from trainprof.attach import estimate
-from trainprof.attach.stillness import stillness
 from trainprof.store.gpus import machine_utils
 from trainprof.store.session import Session
 from trainprof.store.stacks import Frame, StackSpan, load_spans
@@ -72,10 +71,6 @@ _STALL_BUCKET = {**ledger.STALL_BUCKET, "eval": "eval", "checkpoint": "save"}
 _CATEGORY_BUCKET = {**ledger.CATEGORY_BUCKET, "save": "save"}
 
 
-def is_attach(meta: dict[str, Any]) -> bool:
-    return isinstance(meta.get("attach"), dict)
-
-
 def _key(source: dict[tuple[str, int], str]) -> Any:
     category = attribution.categoriser(source)
     return lambda s: category(s.frames)
@@ -86,10 +81,10 @@ def rate_of(
     source: dict[tuple[str, int], str],
     rate_hz: int,
     window: tuple[float, float],
-) -> tuple[estimate.Rhythm, list[Stall]]:
+) -> tuple[periodicity.Rhythm, list[Stall]]:
     """The loop's rhythm, judged outside its stalls (a stall is no step), and the stalls."""
     dt = 1.0 / max(1, rate_hz)
-    states = estimate.state_series(spans, window[0], window[1], dt, _key(source))
+    states = periodicity.state_series(spans, window[0], window[1], dt, _key(source))
     first = find_stalls(spans, source)
     for st in first:
         if st.cause == "data":
@@ -100,7 +95,7 @@ def rate_of(
         ):
             states[k] = -1
     loop_s = (window[1] - window[0]) - sum(st.t1 - st.t0 for st in first if st.cause != "data")
-    rhythm = estimate.rhythm(states, dt, loop_s)
+    rhythm = periodicity.rhythm(states, dt, loop_s)
     return rhythm, first
 
 
@@ -376,7 +371,7 @@ def shares_of(led: Ledger) -> dict[str, float]:
 
 
 def rate_estimate(
-    rhythm: estimate.Rhythm,
+    rhythm: periodicity.Rhythm,
     window: tuple[float, float],
     stalls: Sequence[Stall],
     runs: int = 0,
@@ -386,10 +381,10 @@ def rate_estimate(
         return _not_estimated(rhythm, _with_lower_bound(rhythm.reason, runs, span, rhythm.grid_s))
     lost = sum(st.excess_s for st in stalls if st.cause != "data")
     loop_s = span - lost
-    if loop_s < estimate.MIN_PERIODS * rhythm.period_s:
+    if loop_s < periodicity.MIN_PERIODS * rhythm.period_s:
         return _not_estimated(
             rhythm,
-            f"the loop ran {loop_s:.1f} s outside stalls: fewer than {estimate.MIN_PERIODS} "
+            f"the loop ran {loop_s:.1f} s outside stalls: fewer than {periodicity.MIN_PERIODS} "
             "periods",
             rhythm.period_s,
         )
@@ -411,7 +406,7 @@ def rate_estimate(
     return RateEstimate(
         steps / span,
         rhythm.period_s,
-        estimate.METHOD,
+        periodicity.METHOD,
         rhythm.confidence,
         rhythm.score,
         rhythm.harmonics,
@@ -420,10 +415,10 @@ def rate_estimate(
 
 
 def _not_estimated(
-    rhythm: estimate.Rhythm, reason: str | None, period_s: float | None = None
+    rhythm: periodicity.Rhythm, reason: str | None, period_s: float | None = None
 ) -> RateEstimate:
     return RateEstimate(
-        None, period_s, estimate.METHOD, "none", rhythm.score, rhythm.harmonics, reason
+        None, period_s, periodicity.METHOD, "none", rhythm.score, rhythm.harmonics, reason
     )
 
 
@@ -443,7 +438,7 @@ def _with_lower_bound(reason: str | None, runs: int, span: float, grid_s: float)
     197 Hz showed no rhythm, and the report said only that)."""
     if not runs or span <= 0:
         return reason
-    limit = 1.0 / (estimate.SAMPLES_PER_STEP * grid_s)
+    limit = 1.0 / (periodicity.SAMPLES_PER_STEP * grid_s)
     text = f"{reason}; {_proven(runs, span)}"
     if window_rate(runs, span) >= NEAR_LIMIT * limit:
         text += (
@@ -531,13 +526,13 @@ def compute(session: Session) -> Metrics:
     rhythm, stalls = (
         rate_of(spans, source, rate_hz, window)
         if window
-        else (estimate.Rhythm(None, 0.0, 0, 1.0 / rate_hz, "no stack samples"), [])
+        else (periodicity.Rhythm(None, 0.0, 0, 1.0 / rate_hz, "no stack samples"), [])
     )
     led = build_ledger(spans, source, window, stalls) if window else None
     rate = (
         rate_estimate(rhythm, window, stalls, progress_runs(spans, source, stalls, 1 / rate_hz))
         if window
-        else RateEstimate(None, None, estimate.METHOD, "none", 0.0, 0, rhythm.reason)
+        else RateEstimate(None, None, periodicity.METHOD, "none", 0.0, 0, rhythm.reason)
     )
     if window is not None:
         stalls = number_steps(stalls, window[0], rate.period_s if rate.steps_per_s else None)
@@ -593,7 +588,7 @@ def compute(session: Session) -> Metrics:
         ranks = tuple(
             replace(r, rate=_held_rate(r.rate, held.get(r.pid), still.window_s)) for r in ranks
         )
-    view = AttachView(
+    view = OutsideView(
         pid=int(att.get("pid") or 0),
         given_pid=int(att.get("given_pid") or att.get("pid") or 0),
         note=att.get("note") if isinstance(att.get("note"), str) else None,
@@ -642,7 +637,7 @@ def compute(session: Session) -> Metrics:
         stopped_by=meta.get("stopped_by"),
         activity=activity,
         ledger=led,
-        attach=view,
+        outside=view,
         stack_rate_hz=rate_hz,
     )
 

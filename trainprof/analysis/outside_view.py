@@ -94,7 +94,7 @@ class RankAttach:
 
 
 @dataclass(frozen=True)
-class AttachView:
+class OutsideView:
     pid: int  # the process analysed (rank 0 of several)
     given_pid: int
     note: str | None

@@ -10,8 +10,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from trainprof.analysis.attach_view import SHARES, AttachView, RateEstimate
 from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.outside_view import SHARES, OutsideView, RateEstimate
 from trainprof.render.console import add_host_rows
 from trainprof.render.text import literal, shell_join
 from trainprof.units import plural
@@ -37,8 +37,8 @@ def shares_text(shares: dict[str, float]) -> str:
     return " · ".join(parts) or "—"
 
 
-def attach_summary(meta: dict[str, Any], m: Metrics) -> Table:
-    a = m.attach
+def outside_summary(meta: dict[str, Any], m: Metrics) -> Table:
+    a = m.outside
     assert a is not None
     t = Table.grid(padding=(0, 2))
     t.add_column(style="dim", justify="right", no_wrap=True)
@@ -96,7 +96,7 @@ def attach_summary(meta: dict[str, Any], m: Metrics) -> Table:
     return t
 
 
-def workers_text(a: AttachView) -> str:
+def workers_text(a: OutsideView) -> str:
     """``2 DataLoader worker processes seen``, or, where they were started again and again,
     ``47 DataLoader worker processes seen in 3.9 s, at most 2 at once: restarted``."""
     seen = f"{plural(a.workers, 'DataLoader worker process')} seen"
