@@ -131,6 +131,44 @@ def test_report_and_doctor_json_that_cannot_be_written(
         assert p.stdout == ""  # refused before any check ran
 
 
+@pytest.mark.skipif(IS_ROOT, reason="root ignores directory permissions (the next test covers it)")
+@pytest.mark.parametrize(
+    "command",
+    [("run", "-q", "--json"), ("run", "-q", "--html"), ("run", "-q", "--trace"),
+     ("ci", "--json"), ("ci", "--junit")],
+)  # fmt: skip
+def test_report_files_into_a_chmod_000_directory(tmp_path: Path, command: tuple[str, ...]) -> None:
+    script, marker = marker_script(tmp_path)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o000)
+    p = tp(*command, str(locked / "out" / "f"), str(script), cwd=tmp_path)
+    assert_one_line(p, f"cannot write {command[-1]}", "Permission denied")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("option", ["--json", "--html", "--trace", "--junit"])
+def test_report_files_under_a_regular_file_or_into_a_fifo(tmp_path: Path, option: str) -> None:
+    script, marker = marker_script(tmp_path)
+    (tmp_path / "file").write_text("x")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # no reader: opening it for writing would block for ever
+    command = ("ci",) if option == "--junit" else ("run", "-q")
+    p = tp(*command, option, str(tmp_path / "file" / "deep" / "r"), str(script), cwd=tmp_path)
+    assert_one_line(p, f"cannot write {option}", f"Not a directory ({tmp_path}/file)")
+    p = tp(*command, option, str(fifo), str(script), cwd=tmp_path, timeout=60)
+    assert_one_line(p, f"{option} {fifo} is not a regular file")
+    assert not marker.exists()
+
+
+def test_report_refuses_a_fifo_before_reading_the_run(
+    full_run: dict[str, Any], tmp_path: Path
+) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    p = tp("report", str(full_run["run_dir"]), "--html", str(fifo), timeout=60)
+    assert_one_line(p, f"--html {fifo} is not a regular file")
+
+
 # ---- 7: numeric options are validated before anything starts --------------------------------
 
 

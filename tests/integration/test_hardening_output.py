@@ -3,11 +3,13 @@ stdout, NO_COLOR, and the live line from start-up to analysis."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,61 @@ def test_brackets_and_escape_bytes_in_arguments(tmp_path: Path) -> None:
     flat = re.sub(r"[│\s]+", "", r.stderr)
     assert "'data.dirs=[/data/a,/data/b]''split[train]'$'\\x1b[31mred'" in flat
     assert "\x1b" not in r.stderr
+
+
+SMALL_LOOP = """\
+import sys, time
+import torch
+
+assert sys.argv[1].encode("utf-8", "surrogateescape") == b"caf\\xe9-\\xff\\xfe"
+m = torch.nn.Linear(4, 1)
+o = torch.optim.SGD(m.parameters(), lr=0.1)
+for _ in range(100000):
+    o.zero_grad(); m(torch.randn(8, 4)).sum().backward(); o.step(); time.sleep(0.005)
+"""
+
+
+@pytest.mark.slow
+def test_argument_bytes_that_are_not_utf8_through_every_output(tmp_path: Path) -> None:
+    # GIVEN a job given an argument whose bytes are not UTF-8 (as Linux allows)
+    arg = os.fsdecode(b"caf\xe9-\xff\xfe")
+    script = write_script(tmp_path, "train.py", SMALL_LOOP)
+    shown = "caf\\xe9-\\xff\\xfe"
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "s.md")}
+
+    def tp(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "trainprof", *args], cwd=tmp_path, env=env, timeout=120,
+            capture_output=True, text=True, errors="surrogateescape",
+        )  # fmt: skip
+
+    # WHEN it runs with every output, is reported again, and runs under ci with --junit
+    run = tp(
+        "run", "--steps", "60", "--run-dir", "r", "--html", "r.html", "--trace", "t.json",
+        "--json", "r.json", str(script), arg,
+    )  # fmt: skip
+    report = tp("report", "r", "--html", "r2.html", "--trace", "t2.json", "--json", "r2.json")
+    ci = tp(
+        "ci", "--steps", "60", "--run-dir", "c", "--junit", "c.xml", "--json", "c.json",
+        str(script), arg,
+    )  # fmt: skip
+    # THEN each exits 0 and says nothing of a failure
+    for p in (run, report, ci):
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "trainprof bug" not in p.stderr and "Traceback" not in p.stderr
+    # AND every file is well-formed, the argument's bytes escaped where text must be UTF-8
+    for name in ("r.json", "r2.json", "c.json"):
+        assert json.loads((tmp_path / name).read_text())["run"]["command"][-1] == arg  # lossless
+    for name in ("t.json", "t2.json"):
+        assert json.loads((tmp_path / name).read_text())["traceEvents"]
+    for name in ("r.html", "r2.html"):
+        html = (tmp_path / name).read_text(encoding="utf-8")
+        assert shown in html and html.rstrip().endswith("</html>")
+    junit = ET.fromstring((tmp_path / "c.xml").read_bytes())
+    assert any(shown in (p.get("value") or "") for p in junit.iter("property"))
+    assert shown in (tmp_path / "s.md").read_text(encoding="utf-8")
+    # AND the terminal shows it as bash would paste it back
+    assert f"$'{shown}'" in re.sub(r"[│\s]+", "", run.stderr + report.stdout)
 
 
 def test_report_reprints_to_stdout_with_the_command_the_run_gave(tmp_path: Path) -> None:

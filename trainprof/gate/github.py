@@ -8,6 +8,7 @@ With ``GITHUB_STEP_SUMMARY`` set, a Markdown summary is appended to that file.
 
 from __future__ import annotations
 
+import html
 import os
 import re
 from collections.abc import Sequence
@@ -103,7 +104,7 @@ def step_summary(
     code = verdict.exit_code
     head = {0: "✅ all gates passed", 1: "❌ a gate failed", 3: "❌ the job crashed or hung"}
     summary = report.get("summary") or {}
-    facts = [f"`{_md(command)}`"]
+    facts = [f"`{_code(command)}`"]
     if summary.get("samples_per_s") is not None:
         facts.append(f"{summary['samples_per_s']:.1f} samples/s")
     if summary.get("steps"):
@@ -126,11 +127,16 @@ def step_summary(
         out += ["", "**Findings**", ""]
         for f in findings:
             at = location(f.get("where"), job_cwd)
-            where = f" at `{_md(f'{at[0]}:{at[1]}')}`" if at else ""
+            where = f" at `{_code(f'{at[0]}:{at[1]}')}`" if at else ""
             out.append(f"- **{f.get('severity')}** `{f.get('id')}`: {_md(f.get('title'))}{where}")
     return "\n".join(out) + "\n\n"
 
 
-def _md(text: object) -> str:
-    """Text for a Markdown table cell: one line, controls and undecodable bytes escaped."""
+def _code(text: object) -> str:
+    """Text for a Markdown code span in a table: one line, controls and bytes escaped."""
     return clean(str(text).replace("\n", " ")).replace("|", "\\|").replace("`", "'")
+
+
+def _md(text: object) -> str:
+    """Text for Markdown outside code: as ``_code``, and no HTML (``<`` ``>`` ``&`` as entities)."""
+    return html.escape(_code(text), quote=False)

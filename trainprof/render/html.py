@@ -112,7 +112,7 @@ def render(session: Session, m: Metrics, verdict: Verdict, trace_data: dict[str,
     body.append(_findings(verdict, meta, m))
     body.append("<h2>Plots</h2>")
     for heading, chart in _charts(session, m, verdict, trace_data, origin):
-        body.append(f"<figure><figcaption>{escape(heading)}</figcaption>{chart}</figure>")
+        body.append(f"<figure><figcaption>{escape(clean(heading))}</figcaption>{chart}</figure>")
     run_dir = console_render.relative_to(meta.get("cwd"))(
         str(meta.get("run_dir") or session.run_dir)
     )
@@ -137,7 +137,8 @@ def _pre(renderable: Any) -> str:
         file=buf, width=100, color_system=None, highlight=False, markup=False, emoji=False
     )
     con.print(renderable)
-    return f"<pre>{escape(buf.getvalue().rstrip())}</pre>"
+    lines = buf.getvalue().rstrip().split("\n")  # each line cleaned: they keep their breaks
+    return "<pre>" + "\n".join(escape(clean(line)) for line in lines) + "</pre>"
 
 
 def _findings(verdict: Verdict, meta: dict[str, Any], m: Metrics) -> str:
@@ -148,7 +149,7 @@ def _findings(verdict: Verdict, meta: dict[str, Any], m: Metrics) -> str:
     out = ['<section class="findings"><h2>Findings</h2>']
     if not shown:
         text, ok = console_render.quiet_note(meta, m)
-        out.append(f'<p class="{"ok" if ok else "warning"}">{escape(text)}</p>')
+        out.append(f'<p class="{"ok" if ok else "warning"}">{escape(clean(text))}</p>')
     out.append("<ol>")
     out.extend(_finding(f, rel) for f in shown)
     out.append("</ol>")

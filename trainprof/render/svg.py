@@ -14,9 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
+from trainprof.render.text import clean
+
 WIDTH, HEIGHT = 760, 230
 MAX_POINTS = 1600  # per line: about two points per pixel column
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 28, 38
+
+
+def _text(value: object) -> str:
+    """Text for SVG markup: secrets masked, controls and undecodable bytes as escapes."""
+    return escape(clean(value))
 
 
 @dataclass(frozen=True)
@@ -75,8 +82,8 @@ def fmt_tick(v: float) -> str:
 def _open(title: str, width: int, height: int) -> list[str]:
     return [
         f'<svg class="chart" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" role="img" aria-label="{escape(title)}">',
-        f"<title>{escape(title)}</title>",
+        f'width="{width}" height="{height}" role="img" aria-label="{_text(title)}">',
+        f"<title>{_text(title)}</title>",
     ]
 
 
@@ -85,7 +92,7 @@ def message(title: str, text: str, width: int = WIDTH, height: int = 80) -> str:
     out = _open(title, width, height)
     out.append(
         f'<text class="muted" x="{width / 2:.0f}" y="{height / 2:.0f}" '
-        f'text-anchor="middle">{escape(text)}</text>'
+        f'text-anchor="middle">{_text(text)}</text>'
     )
     out.append("</svg>")
     return "\n".join(out)
@@ -138,18 +145,18 @@ def line_chart(
         )
     out.append(
         f'<text class="label" x="{LEFT + pw / 2:.0f}" y="{height - 4}" text-anchor="middle">'
-        f"{escape(x_label)}</text>"
+        f"{_text(x_label)}</text>"
     )
     out.append(
         f'<text class="label" x="14" y="{top_m + ph / 2:.0f}" text-anchor="middle" '
-        f'transform="rotate(-90 14 {top_m + ph / 2:.0f})">{escape(y_label)}</text>'
+        f'transform="rotate(-90 14 {top_m + ph / 2:.0f})">{_text(y_label)}</text>'
     )
     for v, label in hlines:
         y = sy(v)
         out.append(
             f'<line class="ref" x1="{LEFT}" x2="{LEFT + pw}" y1="{y:.1f}" y2="{y:.1f}"/>'
             f'<text class="tick" x="{LEFT + pw - 4}" y="{y - 4:.1f}" text-anchor="end">'
-            f"{escape(label)}</text>"
+            f"{_text(label)}</text>"
         )
     for s in series:
         good = thin([p for p in s.points if math.isfinite(p[0]) and math.isfinite(p[1])])
@@ -157,13 +164,13 @@ def line_chart(
             continue
         if s.kind == "dots":
             dots = "".join(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3"/>' for x, y in good)
-            out.append(f'<g class="dots {s.cls}"><title>{escape(s.name)}</title>{dots}</g>')
+            out.append(f'<g class="dots {s.cls}"><title>{_text(s.name)}</title>{dots}</g>')
         else:
             d = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in good)
             dash = " dashed" if s.kind == "dashed" else ""
             out.append(
                 f'<polyline class="line {s.cls}{dash}" points="{d}">'
-                f"<title>{escape(s.name)}</title></polyline>"
+                f"<title>{_text(s.name)}</title></polyline>"
             )
     out.append(legend)
     out.append("</svg>")
@@ -200,7 +207,7 @@ def _legend(items: Sequence[tuple[str, str, str]], x: float, right: float) -> tu
                 f'<line class="line {cls}{dash}" x1="{at:.0f}" x2="{at + 12:.0f}" '
                 f'y1="{y - 4}" y2="{y - 4}"/>'
             )
-        parts.append(f'<text class="tick" x="{at + 16:.0f}" y="{y}">{escape(name)}</text>')
+        parts.append(f'<text class="tick" x="{at + 16:.0f}" y="{y}">{_text(name)}</text>')
         at += need
     parts.append("</g>")
     return "".join(parts), rows
@@ -217,7 +224,7 @@ def stacked_bar(title: str, bars: Sequence[Bar], width: int = WIDTH) -> str:
         w = max(0.0, b.share) * pw
         out.append(
             f'<rect class="{b.cls}" x="{at:.1f}" y="10" width="{w:.1f}" height="28">'
-            f"<title>{escape(b.label)} {b.share:.0%}</title></rect>"
+            f"<title>{_text(b.label)} {b.share:.0%}</title></rect>"
         )
         if w > 34:
             out.append(
@@ -229,7 +236,7 @@ def stacked_bar(title: str, bars: Sequence[Bar], width: int = WIDTH) -> str:
         y = 58 + 18 * i
         out.append(f'<rect class="{b.cls}" x="16" y="{y - 11}" width="12" height="12"/>')
         text = f"{b.share:>4.0%}  {b.label}" + (f"  ({b.note})" if b.note else "")
-        out.append(f'<text class="tick" x="36" y="{y}">{escape(text)}</text>')
+        out.append(f'<text class="tick" x="36" y="{y}">{_text(text)}</text>')
     out.append("</svg>")
     return "\n".join(out)
 
@@ -254,7 +261,7 @@ def timeline(
     for lane, h in zip(lanes, heights, strict=True):
         out.append(
             f'<line class="grid" x1="0" x2="{width}" y1="{y + h - 4}" y2="{y + h - 4}"/>'
-            f'<text class="label" x="4" y="{y + 12}">{escape(lane.name)}</text>'
+            f'<text class="label" x="4" y="{y + 12}">{_text(lane.name)}</text>'
         )
         for a, b, label, cls, depth in lane.spans:
             if b < t0 or a > t1:
@@ -263,15 +270,14 @@ def timeline(
             ry = y + depth * row
             out.append(
                 f'<rect class="{cls}" x="{x:.1f}" y="{ry}" width="{w:.1f}" height="{row - 2}">'
-                f"<title>{escape(label)} ({(b - a) * 1e3:.1f} ms)</title></rect>"
+                f"<title>{_text(label)} ({(b - a) * 1e3:.1f} ms)</title></rect>"
             )
             fits = int((w - 6) / 5.6)  # characters of 10 px text that fit in the span
             if fits >= 4:
                 shown = label if len(label) <= fits else label[: fits - 1] + "…"
                 ink = "on-light" if cls.startswith("f") else "on-bar"
                 out.append(
-                    f'<text class="{ink} small" x="{x + 3:.1f}" y="{ry + 11}">'
-                    f"{escape(shown)}</text>"
+                    f'<text class="{ink} small" x="{x + 3:.1f}" y="{ry + 11}">{_text(shown)}</text>'
                 )
         y += h
     for v in nice_ticks(t0, t1, 8):
@@ -281,7 +287,7 @@ def timeline(
         )
     out.append(
         f'<text class="label" x="{label_w + pw / 2:.0f}" y="{y + 32}" text-anchor="middle">'
-        f"{escape(x_label)}</text>"
+        f"{_text(x_label)}</text>"
     )
     out.append("</svg>")
     return "\n".join(out)

@@ -1,0 +1,310 @@
+"""One corpus of hostile input through every command and every output format, for real.
+
+A torch job whose script name, arguments, hot function, DataLoader class and exception message
+hold markup, quotes, ``::``, newlines, control characters, ESC sequences, bytes that are not
+UTF-8 and a secret; one job printing a 10 MB line; and damaged report.json and run.json files.
+Each goes through ``run``, ``report``, ``ci`` and ``compare`` with ``--json``, ``--html``,
+``--trace``, ``--junit``, GitHub annotations and the step summary. Every command exits with its
+contract's code (never a traceback), every file is well-formed, no secret is published, and the
+hostile text is still there, escaped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import trainprof_cmd
+
+pytestmark = pytest.mark.slow
+
+BAD_BYTES = os.fsdecode(b"caf\xe9-\xff\xfe")  # not UTF-8: a lone surrogate per byte in Python
+HOSTILE = "<script>alert(1)</script></style>\"'::error::x%0A,a:b\r\n\x1b[31mred\x07"
+SECRET = "hf_corpusSECRET12345"
+URL_PASSWORD = "s3cretPassw0rd"
+ARGS = (BAD_BYTES, HOSTILE, "--max_tokens", "512", "--hf_token", SECRET)
+# py-spy drops every stack whose file name or function name is not valid Unicode: the run and
+# report see them in names it can read; ci (no stacks needed) runs a script named in raw bytes.
+SCRIPT_NAME = "job<script>'\"::\x1b[1m.py"
+BYTES_SCRIPT_NAME = "job<script>" + os.fsdecode(b"\xff\xfe") + ".py"
+FUNC = "hot<script>\x1b[31m</style>::\n,a:b"
+LOADER = "Loader<script>\x1b]0;title\x07</style>"
+
+JOB = """\
+import os, sys, types
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+Hostile = type({loader!r}, (DataLoader,), {{}})
+
+
+def hot(x):
+    for _ in range(8):
+        x = torch.tanh(x @ x.T)
+    return x.sum()
+
+
+names = {{k: {func!r} for k in ("co_name", "co_qualname") if hasattr(hot.__code__, k)}}
+hot = types.FunctionType(hot.__code__.replace(**names), globals())
+model = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+ds = TensorDataset(torch.randn(512, 16), torch.randn(512, 1))
+for epoch in range(2):
+    for x, y in Hostile(ds, batch_size=16):
+        opt.zero_grad()
+        hot(torch.randn(256, 256))
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+print("trained", flush=True)
+raise RuntimeError(
+    {hostile!r} + " https://bob:{password}@hub.example/x " + os.environ["HF_TOKEN"] + " "
+    + sys.argv[-1]
+)
+"""
+
+
+def tp(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        trainprof_cmd(*args),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        errors="surrogateescape",
+        timeout=240,
+    )
+
+
+def no_trainprof_traceback(p: subprocess.CompletedProcess[str]) -> None:
+    """trainprof's own failure would say 'a trainprof bug' or show its frames."""
+    text = p.stdout + p.stderr
+    assert "a trainprof bug" not in text, text[-3000:]
+    assert "trainprof/" not in "".join(re.findall(r'File "[^"]*"', text)), text[-3000:]
+
+
+def assert_one_line(p: subprocess.CompletedProcess[str]) -> None:
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+    assert re.fullmatch(r"trainprof: [^\n]+\n", p.stderr), p.stderr[-2000:]
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        self.tags.append(tag)
+
+
+def check_html(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")  # strict: valid UTF-8
+    parser = _Tags()
+    parser.feed(text)
+    assert "script" not in parser.tags  # the page has none; none came from the data
+    assert text.count("</style>") == text.count("<style")
+    assert "<script" not in text and "\x1b" not in text
+    return text
+
+
+def check_annotations(stdout: str) -> list[str]:
+    """Each workflow command: properties escape % CR LF : and ,; the data escapes % CR LF."""
+    lines = [line for line in stdout.split("\n") if line.startswith("::")]
+    for line in lines:
+        assert "\r" not in line and "\x1b" not in line, line
+        m = re.fullmatch(r"::(error|warning)( [^:]*)?::(.*)", line)
+        assert m, line
+        for prop in (m.group(2) or "").strip().split(","):
+            if prop:
+                key, value = prop.split("=", 1)
+                assert re.fullmatch(r"([^%:,]|%25|%0D|%0A|%3A|%2C)*", value), (key, value)
+        assert re.fullmatch(r"([^%]|%25|%0D|%0A)*", m.group(3)), m.group(3)
+    return lines
+
+
+def published(paths: list[Path]) -> bytes:
+    out = b""
+    for path in paths:
+        if path.is_dir():
+            out += published(sorted(path.iterdir()))
+        elif path.is_file():
+            out += path.read_bytes()
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("hostile")
+    script, bytes_script = tmp / SCRIPT_NAME, tmp / BYTES_SCRIPT_NAME
+    script.write_text(JOB.format(loader=LOADER, func=FUNC, hostile=HOSTILE, password=URL_PASSWORD))
+    shutil.copy(script, bytes_script)
+    env = {**os.environ, "HF_TOKEN": SECRET, "GITHUB_ACTIONS": "true"}
+    env["GITHUB_STEP_SUMMARY"] = str(tmp / "summary.md")
+    env.pop("GITHUB_WORKSPACE", None)
+    out = tmp / "out"
+    run = tp(
+        "run", "--run-dir", str(tmp / "run"), "--json", str(out / "run.json"),
+        "--html", str(out / "run.html"), "--trace", str(out / "run.trace.json"),
+        str(script), *ARGS, cwd=tmp, env=env,
+    )  # fmt: skip
+    ci = tp(
+        "ci", "--steps", "100000", "--run-dir", str(tmp / "ci"), "--json", str(out / "ci.json"),
+        "--junit", str(out / "ci.xml"), str(bytes_script), *ARGS, cwd=tmp, env=env,
+    )  # fmt: skip
+    report = tp(
+        "report", str(tmp / "run"), "--json", str(out / "report.json"),
+        "--html", str(out / "report.html"), "--trace", str(out / "report.trace.json"),
+        cwd=tmp, env=env,
+    )  # fmt: skip
+    compare = tp("compare", str(tmp / "run"), str(out / "ci.json"), cwd=tmp, env=env)
+    return {"tmp": tmp, "out": out, "run": run, "ci": ci, "report": report, "compare": compare}
+
+
+def test_every_command_ends_by_its_contract(corpus: dict[str, Any]) -> None:
+    run, ci, report, compare = (corpus[k] for k in ("run", "ci", "report", "compare"))
+    assert run.returncode == 1, run.stderr[-3000:]  # the job's own exit code
+    assert ci.returncode == 3, ci.stderr[-3000:]  # the job crashed
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert compare.returncode in (0, 2), compare.stderr[-3000:]
+    for p in (run, ci, report, compare):
+        no_trainprof_traceback(p)
+    assert "\x1b[31mred" not in report.stdout + report.stderr  # trainprof's own output
+
+
+def test_every_file_is_well_formed_and_keeps_the_hostile_text(corpus: dict[str, Any]) -> None:
+    out: Path = corpus["out"]
+    for name in ("run.json", "ci.json", "report.json"):
+        data = json.loads((out / name).read_text(encoding="utf-8"))
+        command = data["run"]["command"]
+        # nothing lost: the bytes come back, exactly, from the JSON
+        assert command[-6:-4] == [BAD_BYTES, HOSTILE], (name, command)
+        assert command[-4:] == ["--max_tokens", "512", "--hf_token", "***"], name
+    for name in ("run.trace.json", "report.trace.json"):
+        trace = json.loads((out / name).read_text(encoding="utf-8"))
+        names = {e.get("name") for e in trace["traceEvents"]}
+        assert any(FUNC.split("\n")[0] in str(n) for n in names), name  # py-spy's function
+    for name in ("run.html", "report.html"):
+        text = check_html(out / name)
+        assert "caf\\xe9-\\xff\\xfe" in text  # the argument, its bytes escaped
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;/style&gt;" in text
+    junit = ET.fromstring((out / "ci.xml").read_bytes())
+    command = next(p for p in junit.iter("property") if p.get("name") == "command")
+    assert "caf\\xe9-\\xff\\xfe" in command.get("value", "")
+    assert any("RuntimeError" in (f.get("message") or "") for f in junit.iter("failure"))
+    summary = (corpus["tmp"] / "summary.md").read_text(encoding="utf-8")
+    assert "caf\\xe9-\\xff\\xfe" in summary
+    assert "<" not in re.sub(r"`[^`\n]*`", "", summary)  # markup only inside code spans
+
+
+def test_annotations_escape_their_properties_and_data(corpus: dict[str, Any]) -> None:
+    lines = check_annotations(corpus["ci"].stdout)
+    assert any(line.startswith("::error") and "RuntimeError" in line for line in lines), lines
+    crash = next(line for line in lines if "RuntimeError" in line)
+    # the job's message, whole: its % and line break escaped, its ESC shown as \x1b
+    assert "<script>alert(1)</script></style>\"'::error::x%250A,a:b%0D%0A\\x1b[31mred\\x07" in crash
+
+
+def test_no_secret_is_published(corpus: dict[str, Any]) -> None:
+    tmp: Path = corpus["tmp"]
+    everything = published([tmp / "run", tmp / "ci", corpus["out"], tmp / "summary.md"])
+    printed = "".join(corpus[k].stdout for k in ("ci", "report", "compare"))
+    printed += corpus["report"].stderr + corpus["compare"].stderr
+    for secret in (SECRET, URL_PASSWORD):
+        assert secret.encode() not in everything, secret
+        assert secret not in printed, secret
+    assert b"https://bob:***@hub.example" in everything  # masked, not dropped
+
+
+def test_the_console_shows_the_bytes_escaped(corpus: dict[str, Any]) -> None:
+    flat = re.sub(r"[│\s]+", "", corpus["report"].stdout)
+    assert "$'caf\\xe9-\\xff\\xfe'" in flat, corpus["report"].stdout[-3000:]
+
+
+def test_a_ten_megabyte_line_and_message(tmp_path: Path) -> None:
+    script = tmp_path / "big.py"
+    script.write_text(
+        "import sys\nline = '<script>' + 'x' * (10 * 1024 * 1024)\nprint(line)\n"
+        "raise ValueError(line)\n"
+    )
+    out = tmp_path / "out"
+    p = tp(
+        "run", "-q", "--run-dir", str(tmp_path / "run"), "--json", str(out / "r.json"),
+        "--html", str(out / "r.html"), "--trace", str(out / "t.json"), str(script),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr[-2000:]
+    no_trainprof_traceback(p)
+    report = json.loads((out / "r.json").read_text())
+    assert report["run"]["exception"]["type"] == "ValueError"
+    json.loads((out / "t.json").read_text())
+    check_html(out / "r.html")
+
+
+# ---- damaged stored files: one line, exit 2 (a baseline is refused before the job starts) ----
+
+
+def _damaged(good: dict[str, Any]) -> dict[str, str]:
+    future = {**good, "schema": "trainprof.report/9"}
+    typed = {**good, "summary": {**good["summary"], "steps_per_s": "fast"}, "findings": "x"}
+    text = json.dumps(good)
+    return {
+        "future schema": json.dumps(future),
+        "wrongly typed": json.dumps(typed),
+        "run not an object": json.dumps({**good, "run": [1]}),
+        "truncated": text[: len(text) // 2],
+        "nested": '{"schema": "trainprof.report/1", "x": ' + "[" * 10**6 + "]" * 10**6 + "}",
+        "not utf-8": text.replace("trainprof", "\udcff", 1).encode("utf-8", "surrogateescape")
+        .decode("latin-1"),
+    }  # fmt: skip
+
+
+def test_damaged_reports_through_compare_and_ci(corpus: dict[str, Any], tmp_path: Path) -> None:
+    good = json.loads((corpus["out"] / "report.json").read_text())
+    marker = tmp_path / "started"
+    job = tmp_path / "job.py"
+    job.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    for label, text in _damaged(good).items():
+        bad = tmp_path / f"{label.replace(' ', '-')}.json"
+        bad.write_text(text, encoding="latin-1" if label == "not utf-8" else "utf-8")
+        p = tp("compare", str(corpus["out"] / "report.json"), str(bad), cwd=tmp_path)
+        assert_one_line(p)
+        p = tp("ci", "--baseline", str(bad), str(job), cwd=tmp_path)
+        assert_one_line(p)
+        assert not marker.exists(), label  # refused before the job started
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        "[" * 10**6 + "]" * 10**6,
+        '{"command": {"a": 1}}',
+        '{"command": "python train.py", "exception": [1], "hang": "x", "stacks": 5}',
+        '{"command": [[1, [2]], null, 3], "output": {"stdout_bytes": "x"}, "cwd": 5}',
+        '{"command": ["py',
+    ],
+    ids=["nested", "command-object", "command-string", "command-nested", "truncated"],
+)
+def test_damaged_run_json_through_report(corpus: dict[str, Any], tmp_path: Path, meta: str) -> None:
+    run_dir = tmp_path / "copy"
+    shutil.copytree(corpus["tmp"] / "run", run_dir)
+    (run_dir / "run.json").write_text(meta)
+    p = tp(
+        "report", str(run_dir), "--json", str(tmp_path / "r.json"),
+        "--html", str(tmp_path / "r.html"), cwd=tmp_path,
+    )  # fmt: skip
+    if p.returncode == 2:
+        assert_one_line(p)
+    else:
+        assert p.returncode == 0, p.stderr[-3000:]
+        no_trainprof_traceback(p)
+        json.loads((tmp_path / "r.json").read_text())
+        check_html(tmp_path / "r.html")
