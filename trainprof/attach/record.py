@@ -79,6 +79,10 @@ class SpyRecorder:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def pid_of_run(self) -> int:
+        """The pid (and process group) of the latest py-spy run; 0 where none started."""
+        return self.proc.pid if self.proc is not None else 0
+
     def ended_by_itself(self) -> bool:
         """py-spy exited on its own and wrote what it had (a run that failed wrote nothing)."""
         proc = self.proc

@@ -17,7 +17,7 @@ import psutil
 
 from trainprof import signals
 from trainprof.attach import DEFAULT_DURATION_S, DEFAULT_RATE_HZ, access, record
-from trainprof.attach.target import Targets, resolve
+from trainprof.attach.target import Process, Targets, resolve
 from trainprof.doctor.cpu import usable_cpu_count
 from trainprof.errors import TrainprofError
 from trainprof.live import LiveView
@@ -33,6 +33,7 @@ from trainprof.store import rundir
 from trainprof.store.redact import redact
 from trainprof.store.session import Session
 from trainprof.version import __version__
+from trainprof.watchdog import Watchdog
 
 MAX_RATE_HZ = 1000
 SAMPLE_INTERVAL_S = 0.5
@@ -148,8 +149,11 @@ def _sample(
     spies = [
         record.SpyRecorder(t.pid, run_dir, opts.rate_hz, opts.duration_s) for t in targets.processes
     ]
+    guard = Watchdog()  # should trainprof die (kill -9), py-spy stops with it
+    guard.start()
     for spy in spies:
-        spy.start()
+        if spy.start():
+            guard.watch(spy.pid_of_run(), signal.SIGINT)  # SIGINT: it writes what it recorded
     interrupted: list[int] = []
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -163,7 +167,7 @@ def _sample(
         while not interrupted:
             now = time.monotonic()
             for t in targets.processes:
-                if t.pid not in exited and not _alive(t.pid):
+                if t.pid not in exited and not t.is_running():
                     exited[t.pid] = now - started
             if now - started >= opts.duration_s or len(exited) == len(targets.processes):
                 break
@@ -173,9 +177,11 @@ def _sample(
                     spy.ended_by_itself()
                     and len(spy.segments) <= MAX_RESTARTS
                     and left >= MIN_SEGMENT_S
-                    and _lives_on(t.pid)
+                    and _lives_on(t)
                 ):
-                    spy.start(left)
+                    guard.forget(spy.pid_of_run())
+                    if spy.start(left):
+                        guard.watch(spy.pid_of_run(), signal.SIGINT)
             if not any(spy.running() for spy in spies):
                 break
             status.latest_sample = sampler.latest
@@ -193,7 +199,7 @@ def _sample(
         wait_until = time.monotonic() + (EXIT_GRACE_S if ended_early else 0.0)
         while True:
             for t in targets.processes:
-                if t.pid not in exited and not _alive(t.pid):
+                if t.pid not in exited and not t.is_running():
                     exited[t.pid] = time.monotonic() - started
             if len(exited) == len(targets.processes) or time.monotonic() >= wait_until:
                 break
@@ -203,25 +209,19 @@ def _sample(
     finally:
         signals.restore(previous)
         sampler.stop()
+        guard.done()
     wall = time.monotonic() - started
     return _collect(spies, targets, run_dir, meta, exited, wall), (
         "interrupt" if interrupted else None
     )
 
 
-def _alive(pid: int) -> bool:
+def _lives_on(t: Process) -> bool:
+    """The same process, alive and not exiting. py-spy stops on a target whose executable it
+    can no longer read, which happens as the process exits, before it is a zombie: a job ending
+    must not look like py-spy stopping by itself."""
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _lives_on(pid: int) -> bool:
-    """Alive and not exiting. py-spy stops on a target whose executable it can no longer read,
-    which happens as the process exits, before it is a zombie: a job ending must not look like
-    py-spy stopping by itself."""
-    try:
-        return _alive(pid) and bool(psutil.Process(pid).exe())
+        return t.is_running() and bool(psutil.Process(t.pid).exe())
     except psutil.Error:
         return False
 

@@ -28,6 +28,17 @@ class Process:
     command: tuple[str, ...]
     cwd: str | None
     rank: int | None  # torchrun's RANK, when the environment can be read
+    started: float | None = None  # its start time: with the pid, which process it is
+
+    def is_running(self) -> bool:
+        """The same process still runs (not exited, not a zombie, and its pid not reused)."""
+        try:
+            p = psutil.Process(self.pid)
+            if self.started is not None and abs(p.create_time() - self.started) > 0.01:
+                return False  # the pid went to another process
+            return p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
 
 
 @dataclass(frozen=True)
@@ -95,7 +106,12 @@ def _describe(p: psutil.Process) -> Process:
         rank = int(value) if value is not None and value.isdigit() else None
     except (psutil.Error, OSError):
         pass
-    return Process(p.pid, tuple(_cmdline(p)), cwd, rank)
+    started: float | None
+    try:
+        started = p.create_time()
+    except psutil.Error:
+        started = None
+    return Process(p.pid, tuple(_cmdline(p)), cwd, rank, started)
 
 
 def has_torch(pid: int) -> bool | None:
@@ -149,6 +165,11 @@ def _trainers_under(p: psutil.Process, spawned: bool = False) -> list[psutil.Pro
 def resolve(pid: int, dump: Dump | None = None) -> Targets:
     if pid <= 0:
         raise TrainprofError(f"{pid} is not a process id")
+    if pid in (os.getpid(), os.getppid()):
+        who = "this trainprof process" if pid == os.getpid() else "the parent of this trainprof"
+        raise TrainprofError(
+            f"pid {pid} is {who}: give the PID of the training process (see `ps -ef --forest`)"
+        )
     try:
         p = psutil.Process(pid)
         name = p.name()
