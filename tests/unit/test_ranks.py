@@ -13,8 +13,9 @@ import pytest
 from rich.console import Console
 from synth import loop_spans, process, session
 
-from trainprof.analysis.pipeline import analyze
-from trainprof.analysis.ranks import span_text, spread, with_rank_hits
+from trainprof.analysis.pipeline import analyze, rank_findings
+from trainprof.analysis.rank_hits import with_rank_hits
+from trainprof.analysis.ranks import span_text, spread
 from trainprof.errors import TrainprofError
 from trainprof.render import console as console_render
 from trainprof.render.json_report import report_dict
@@ -224,7 +225,7 @@ def test_a_rule_that_hits_another_rank_only_is_named_for_it() -> None:
     # rank 1 waits for data 40 of 50 ms (num_workers=2): input-bound there, not on rank 0
     sess = job({0: 0.040, 1: 0.001}, data={1: 0.040})
     m, verdict = analyze(sess)
-    out = with_rank_hits(sess, m.activity.ranks, verdict)
+    out = with_rank_hits(sess, m.activity.ranks, verdict, rank_findings)
     f = next(f for f in out.findings if f.id == "input-bound")
     assert f.title.startswith("Rank 1: ") and f.impact is None
     assert any("seen on rank 1 of 2, not on rank 0" in e for e in f.evidence)
@@ -293,7 +294,7 @@ def test_beyond_64_ranks_the_most_different_are_judged_one_by_one() -> None:
     waits = {r: 0.020 for r in range(100)}
     sess = job(waits, data={90: 0.040})
     m, verdict = analyze(sess)
-    out = with_rank_hits(sess, m.activity.ranks, verdict)
+    out = with_rank_hits(sess, m.activity.ranks, verdict, rank_findings)
     f = next(f for f in out.findings if f.id == "input-bound")
     assert f.title.startswith("Rank 90: ")
     assert any("the 65 judged of 100 (the most different ranks)" in e for e in f.evidence)

@@ -308,10 +308,6 @@ def warmup_steps(n: int) -> int:
 
 def compute(session: Session) -> Metrics:
     meta = session.meta
-    if isinstance(meta.get("attach"), dict):  # `trainprof attach`: stacks and samples only
-        from trainprof.analysis import from_stacks
-
-        return from_stacks.compute(session)
     primary = session.primary
     unit, cols = _step_columns(primary)
     n = len(cols["t"]) if cols else 0

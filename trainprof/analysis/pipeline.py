@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trainprof.analysis import frameworks
-from trainprof.analysis import metrics as metrics_mod
 from trainprof.analysis.crash import crash_findings
 from trainprof.analysis.findings import Finding, Skipped, Verdict, rank
 from trainprof.analysis.ledger import Ledger, allocate
+from trainprof.analysis.measure import measure
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.ranks import with_rank_hits
+from trainprof.analysis.rank_hits import with_rank_hits
 from trainprof.analysis.rules import REGISTRY, all_rules
 from trainprof.analysis.rules._common import HOST_LOOP_RULES
 from trainprof.analysis.rules.registry import Rule, missing_signal
@@ -23,7 +23,7 @@ EXPLAINED = 0.005
 
 
 def analyze(session: Session) -> tuple[Metrics, Verdict]:
-    m = metrics_mod.compute(session)
+    m = measure(session)
     found, skipped = evaluate(m)
     crashes = crash_findings(session, m)
     # A crash or hang explains the run before any throughput rule: its findings come first,
@@ -40,7 +40,13 @@ def analyze(session: Session) -> tuple[Metrics, Verdict]:
         skipped = skipped + tuple(Skipped(f.id, hung) for f in rest)
         rest = ()
     # A torchrun job: every rule judged on every rank too; findings say which ranks they hit.
-    return m, with_rank_hits(session, m.activity.ranks, Verdict(tuple(crashes) + rest, skipped))
+    verdict = Verdict(tuple(crashes) + rest, skipped)
+    return m, with_rank_hits(session, m.activity.ranks, verdict, rank_findings)
+
+
+def rank_findings(session: Session) -> tuple[Finding, ...]:
+    """The findings of every rule on one rank's session (its steps, its loader, its node)."""
+    return evaluate(measure(session))[0]
 
 
 def evaluate(
