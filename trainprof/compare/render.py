@@ -22,17 +22,22 @@ TREND_STYLE = {
 
 
 def render_comparison(console: Console, c: Comparison) -> None:
+    """The runs' names and commands, each on a line of its own (never broken inside a word: a
+    narrow terminal wraps them, a copy still pastes whole), then the table, verdict, findings
+    and settings."""
     a, b = c.a, c.b
+    for letter, side in (("A", a), ("B", b)):
+        console.print(Text(clean(f"{letter}  {side.label}"), style="bold"), soft_wrap=True)
+        console.print(Text(clean(f"   {_command(side.report)}"), style="dim"), soft_wrap=True)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     table.add_column("", style="bold", no_wrap=True)
-    table.add_column(Text(clean(f"A  {a.label}")), overflow="fold")
-    table.add_column(Text(clean(f"B  {b.label}")), overflow="fold")
+    table.add_column("A", overflow="fold")  # a word wider than its column: folded, not cut
+    table.add_column("B", overflow="fold")
 
     def row(name: str, va: str, vb: str) -> None:
         table.add_row(Text(name), Text(clean(va)), Text(clean(vb)))
 
     ra, rb = a.report, b.report
-    row("command", _command(ra), _command(rb))
     row("samples/s", describe_spread(a.samples), describe_spread(b.samples))
     it_note = " (not comparable: see below)" if c.batch_note else ""
     row("it/s", describe_spread(a.steps) + it_note, describe_spread(b.steps) + it_note)
@@ -75,7 +80,9 @@ def render_comparison(console: Console, c: Comparison) -> None:
         for key, va, vb in c.settings:
             console.print(Text(clean(f"  {LABELS[key]}: {_v(va)} → {_v(vb)}")))
     else:
-        same = ", ".join(LABELS[k] for k in ("batch_size", "num_workers", "precision", "device"))
+        same = ", ".join(
+            LABELS[k] for k in ("batch_size", "num_workers", "torch_threads", "precision", "device")
+        )
         console.print(Text(f"settings: the same ({same}, torch version, ...)"))
 
 

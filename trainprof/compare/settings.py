@@ -25,7 +25,9 @@ LABELS = {
     "samples_per_step": "samples per step",
     "batches_per_step": "batches per step",
     "num_workers": "DataLoader workers",
+    "persistent_workers": "persistent_workers",
     "pin_memory": "pin_memory",
+    "torch_threads": "torch threads",
     "world_size": "world size",
     "device": "device",
     "precision": "precision",
@@ -37,7 +39,8 @@ _VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
 
 
 def run_settings(session: Session, metrics: Metrics) -> dict[str, Any]:
-    """The report's ``settings``: batch size, workers, precision, device, world size, torch."""
+    """The report's ``settings``: batch size, workers, threads, precision, device, world size,
+    torch."""
     steady = metrics.steady
     loader = metrics.loaders[0].config if metrics.loaders else {}
     precision = metrics.activity.precision or {}
@@ -51,13 +54,19 @@ def run_settings(session: Session, metrics: Metrics) -> dict[str, Any]:
         else None,
         "batches_per_step": batches_per_step(metrics),
         "num_workers": loader.get("num_workers"),
+        "persistent_workers": loader.get("persistent_workers"),
         "pin_memory": loader.get("pin_memory"),
+        "torch_threads": _int_or_none(precision.get("intra_op_threads")),
         "world_size": _world_size(session),
         "device": _device(precision),
         "precision": _precision(precision, metrics.activity.autocast),
         "torch_version": torch_version(session),
         "usable_cpus": session.meta.get("usable_cpus"),
     }
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _world_size(session: Session) -> int | None:
