@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +31,7 @@ RULES_DIR = ROOT / "docs" / "rules"
 README = ROOT / "README.md"
 EXAMPLES_PY = ROOT / "trainprof" / "render" / "rule_examples.py"
 DEMO_BEGIN, DEMO_END = "<!-- demo:begin -->", "<!-- demo:end -->"
+SHORTENED = "paths of the machine that ran it, as …/"
 COLUMNS = 90  # the width of every captured report: no line of the docs wider than that
 
 
@@ -88,17 +90,14 @@ def _run_copy(script: Path, args: list[str], timeout: float) -> tuple[str, str]:
         return proc.stdout, tmp
 
 
-def _shorten_tmp(text: str) -> tuple[str, bool]:
-    """A path under the temporary folder (a zoo script's own scratch files) as ``…/name``, the
-    panel's right border kept in place: (the text, whether anything was shortened)."""
-    pattern = re.escape(tempfile.gettempdir().rstrip(os.sep) + os.sep) + r"\S*/"
+def _shorten(text: str, folder: str) -> tuple[str, bool]:
+    """Paths of this machine (the run's folder, the checkout, the temporary folder, the home)
+    as ``…/rest``, a box's right border kept in place: (the text, whether any was shortened)."""
+    roots = {folder, str(ROOT), tempfile.gettempdir(), str(Path.home())}
+    pattern = "|".join(re.escape(r.rstrip(os.sep)) for r in sorted(roots, key=len, reverse=True))
     lines, short = [], False
     for line in text.splitlines():
-        new = re.sub(pattern, "…/", line)
-        if new != line:
-            short = True
-            if line.endswith("│"):
-                new = new[:-1].rstrip().ljust(len(line) - 1) + "│"
+        new = re.sub(rf"(?:{pattern}){re.escape(os.sep)}", "…/", line)
         lines.append(new)
     return "\n".join(lines), short
 
@@ -112,14 +111,18 @@ def write_readme_demo() -> None:
     """Run the shipped demo script and put its whole output between the README's markers."""
     script = ROOT / "trainprof" / "examples" / "demo_train.py"
     out, folder = _run_copy(script, [script.name], 300)
+    out, shortened = _shorten(out, folder)
     if _leaks(out, folder):
         sys.exit("tools.docs: the demo's output names a path of this machine; README unchanged")
     date = datetime.date.today().isoformat()
-    block = (
-        f"{DEMO_BEGIN}\n"
+    note = f" Shortened: {SHORTENED}." if shortened else ""
+    intro = textwrap.fill(
         f"`trainprof run demo_train.py` (what `make demo` runs), captured by `make docs` on "
-        f"{date} ({_machine()}):\n\n```\n{out.rstrip()}\n```\n{DEMO_END}"
+        f"{date} ({_machine()}).{note}",
+        width=96,
+        break_on_hyphens=False,
     )
+    block = f"{DEMO_BEGIN}\n{intro}\n\n```\n{out.rstrip()}\n```\n{DEMO_END}"
     text = README.read_text(encoding="utf-8")
     if text.count(DEMO_BEGIN) != 1 or text.count(DEMO_END) != 1:
         sys.exit(f"tools.docs: README.md needs one {DEMO_BEGIN} … {DEMO_END}")
@@ -183,7 +186,7 @@ def capture_examples(only: list[str]) -> dict[str, dict[str, str]]:
             text = finding_text(out, r.id)
             shortened = False
             if text is not None:
-                text, shortened = _shorten_tmp(text)
+                text, shortened = _shorten(text, folder)
             if text is None or _leaks(text, folder):
                 why = "no such finding" if text is None else "it names a path of this machine"
                 print(f"tools.docs: {r.id}: {case.name} not kept ({why})", file=sys.stderr)
@@ -193,7 +196,7 @@ def capture_examples(only: list[str]) -> dict[str, dict[str, str]]:
                 case=case.name, command=command, date=date, machine=machine, text=text
             )
             if shortened:
-                examples[r.id]["shortened"] = "paths under the temporary folder, as …/"
+                examples[r.id]["shortened"] = SHORTENED
             break
     return examples
 

@@ -1,9 +1,10 @@
-"""`trainprof rules` and the README's rules table, both generated from the rule registry: the
-README cannot drift from the registry, every rule documents itself, and the command reads well
-for a user (every id listed, one rule in full, a clear line for an unknown id)."""
+"""`trainprof rules` and the rule pages (docs/rules/), both generated from the rule registry: the
+pages cannot drift from the registry, `trainprof rules ID` says what the page says, every rule
+documents itself, and the command reads well (every id listed, a clear line for an unknown id)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -12,13 +13,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from trainprof.analysis.rules import all_rules
 from trainprof.analysis.rules.registry import Rule
+from trainprof.render import rules_reference as ref
+from trainprof.render.rule_examples import EXAMPLES
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
-BEGIN, END = "<!-- rules:begin -->", "<!-- rules:end -->"
+RULES_DIR = ROOT / "docs" / "rules"
 
 
 def trainprof(*args: str, columns: int = 80) -> subprocess.CompletedProcess[str]:
@@ -34,19 +37,64 @@ def trainprof(*args: str, columns: int = 80) -> subprocess.CompletedProcess[str]
     )
 
 
-def readme_block() -> str:
-    text = README.read_text(encoding="utf-8")
-    assert text.count(BEGIN) == 1 and text.count(END) == 1, f"README needs one {BEGIN} … {END}"
-    return text.split(BEGIN, 1)[1].split(END, 1)[0]
+def test_rule_pages_are_the_generated_ones() -> None:
+    wanted = ref.pages(all_rules())
+    on_disk = {p.name: p.read_text(encoding="utf-8") for p in RULES_DIR.glob("*.md")}
+    stale = sorted(n for n in wanted.keys() | on_disk.keys() if wanted.get(n) != on_disk.get(n))
+    assert not stale, f"docs/rules/ is out of date ({', '.join(stale)}): run `make docs`"
 
 
-def test_readme_rules_table_is_the_generated_one() -> None:
-    out = trainprof("rules", "--markdown")
+def _words(text: str) -> str:
+    """Text compared as words: no Markdown marks, no line breaks or padding of the terminal."""
+    return " ".join(re.sub(r"[`*\\]", "", text).split())
+
+
+def _shown(r: Rule) -> str:
+    """What `trainprof rules ID` prints at 200 columns (its renderer, in this process)."""
+    console = Console(file=io.StringIO(), width=200, no_color=True, highlight=False)
+    console.print(ref.rule_detail(r))
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_rules_id_prints_its_renderer_output() -> None:
+    out = trainprof("rules", "host-oom", columns=200)
     assert out.returncode == 0, out.stderr
-    assert readme_block().strip() == out.stdout.strip(), (
-        "README.md's rules table is out of date: replace what is between "
-        f"{BEGIN} and {END} with the output of `trainprof rules --markdown`"
-    )
+    assert _words(out.stdout) == _words(_shown(next(r for r in all_rules() if r.id == "host-oom")))
+
+
+@pytest.mark.parametrize("r", all_rules(), ids=lambda r: r.id)
+def test_rules_id_prints_what_its_page_says(r: Rule) -> None:
+    page = _words((RULES_DIR / f"{r.id}.md").read_text(encoding="utf-8"))
+    shown = _words(_shown(r))
+    pieces = [ref.summary_paragraph(r), *ref.details(r), ref.NEEDS_HEADING, ref.CLAIMS_HEADING]
+    pieces += [t.doc for t in r.thresholds] + [ref.SIGNAL_MEANING[n] for n in r.needs]
+    pieces += [line for h in ref.BLOCKS for line in r.block(h).splitlines() if line.strip()]
+    pieces += [*ref.zoo_lines(r), ref.example_intro(r)]
+    if r.id in EXAMPLES:
+        pieces += EXAMPLES[r.id]["text"].splitlines()
+    for piece in pieces:
+        assert _words(piece) in page, f"not on the page: {piece!r}"
+        assert _words(piece) in shown, f"not in `trainprof rules {r.id}`: {piece!r}"
+
+
+def test_markdown_for_one_rule_is_its_page() -> None:
+    out = trainprof("rules", "input-bound", "--markdown")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == (RULES_DIR / "input-bound.md").read_text(encoding="utf-8")
+
+
+def test_examples_are_real_findings_of_their_rule() -> None:
+    """Each example is a findings panel holding one finding, of its own rule, from the zoo
+    script it names, with no path of the machine that captured it."""
+    from trainprof.examples.zoo import ZOO
+
+    for rule_id, ex in EXAMPLES.items():
+        lines = ex["text"].splitlines()
+        assert lines[0].startswith("╭─ findings") and lines[-1].startswith("╰"), rule_id
+        assert re.match(r"│ 1?\d\. \[", lines[1]), rule_id
+        assert f"({rule_id}" in _words(ex["text"]), rule_id
+        assert ZOO[ex["case"]].expect == rule_id and ex["case"] in ex["command"], rule_id
+        assert "/tmp/" not in ex["text"] and "/home/" not in ex["text"], rule_id
 
 
 @pytest.mark.parametrize("r", all_rules(), ids=lambda r: r.id)
@@ -97,7 +145,7 @@ def test_unknown_id_names_close_matches() -> None:
 
 
 def test_json_is_the_registry() -> None:
-    out = trainprof("rules", "--json")
+    out = trainprof("rules", "--json", "-")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert [r["id"] for r in data["rules"]] == [r.id for r in all_rules()]
@@ -106,15 +154,25 @@ def test_json_is_the_registry() -> None:
     assert bound["anti_pattern"] and bound["best_practice"]
 
 
-def test_markdown_for_one_rule_is_its_row() -> None:
-    out = trainprof("rules", "input-bound", "--markdown")
+def test_json_takes_a_path_as_every_command_does(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "rules.json"
+    out = trainprof("rules", "cpu-stall", "--json", str(path))
     assert out.returncode == 0, out.stderr
-    rows = [line for line in out.stdout.splitlines() if line.startswith("| `")]
-    assert len(rows) == 1 and "`input-bound`" in rows[0] and "20%" in rows[0]
+    assert out.stdout == "" and str(path) in out.stderr
+    assert [r["id"] for r in json.loads(path.read_text())["rules"]] == ["cpu-stall"]
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_json_before_a_rule_id_still_prints_that_rule() -> None:
+    """`rules --json cpu-stall` (written when --json was a flag) prints the rule, not a file."""
+    out = trainprof("rules", "--json", "cpu-stall")
+    assert out.returncode == 0, out.stderr
+    assert [r["id"] for r in json.loads(out.stdout)["rules"]] == ["cpu-stall"]
+    assert not (ROOT / "cpu-stall").exists()
 
 
 def test_markdown_and_json_together_is_refused() -> None:
-    out = trainprof("rules", "--markdown", "--json")
+    out = trainprof("rules", "--markdown", "--json", "-")
     assert out.returncode == 2
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
