@@ -283,17 +283,21 @@ def test_damaged_reports_through_compare_and_ci(corpus: dict[str, Any], tmp_path
 
 
 @pytest.mark.parametrize(
-    "meta",
+    ("meta", "code"),
     [
-        "[" * 10**6 + "]" * 10**6,
-        '{"command": {"a": 1}}',
-        '{"command": "python train.py", "exception": [1], "hang": "x", "stacks": 5}',
-        '{"command": [[1, [2]], null, 3], "output": {"stdout_bytes": "x"}, "cwd": 5}',
-        '{"command": ["py',
+        ("[" * 10**6 + "]" * 10**6, 2),
+        ('{"command": {"a": 1}}', 2),
+        ('{"command": "python train.py"}', 2),
+        ('{"command": [["x", ["y"]], null, 3]}', 2),
+        ('{"command": ["py', 2),
+        ('{"command": ["python", "t.py"], "exception": [1], "hang": "x", "stacks": 5,'
+         ' "output": {"stdout_bytes": "x"}, "cwd": 5, "wall_s": "long"}', 0),
     ],
-    ids=["nested", "command-object", "command-string", "command-nested", "truncated"],
-)
-def test_damaged_run_json_through_report(corpus: dict[str, Any], tmp_path: Path, meta: str) -> None:
+    ids=["nested", "command-object", "command-string", "command-nested", "truncated", "typed"],
+)  # fmt: skip
+def test_damaged_run_json_through_report(
+    corpus: dict[str, Any], tmp_path: Path, meta: str, code: int
+) -> None:
     run_dir = tmp_path / "copy"
     shutil.copytree(corpus["tmp"] / "run", run_dir)
     (run_dir / "run.json").write_text(meta)
@@ -301,10 +305,12 @@ def test_damaged_run_json_through_report(corpus: dict[str, Any], tmp_path: Path,
         "report", str(run_dir), "--json", str(tmp_path / "r.json"),
         "--html", str(tmp_path / "r.html"), cwd=tmp_path,
     )  # fmt: skip
-    if p.returncode == 2:
+    if code == 2:
         assert_one_line(p)
-    else:
-        assert p.returncode == 0, p.stderr[-3000:]
-        no_trainprof_traceback(p)
-        json.loads((tmp_path / "r.json").read_text())
-        check_html(tmp_path / "r.html")
+        assert "run.json cannot be read as a run record" in p.stderr
+        return
+    # fields of the wrong type are read as unknown: the rest is still reported
+    assert p.returncode == 0, p.stderr[-3000:]
+    no_trainprof_traceback(p)
+    json.loads((tmp_path / "r.json").read_text())
+    check_html(tmp_path / "r.html")

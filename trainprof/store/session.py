@@ -313,6 +313,8 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "probe": (dict,),
     "recording": (dict,),
     "exception": (dict,),
+    "python": (dict,),
+    "hint": (str,),
     "killed_at_shutdown": (bool,),
     "redacted": (bool,),
     "trainprof_version": (str,),
@@ -379,6 +381,13 @@ def _load_meta(path: Path) -> dict[str, Any]:
         raise CorruptRunError(
             f"{path} cannot be read as a run record: it holds a JSON {type(meta).__name__}, "
             "not an object"
+        )
+    command = meta.get("command")
+    if "command" in meta and not (
+        isinstance(command, list) and not any(isinstance(a, (list, dict)) for a in command)
+    ):
+        raise CorruptRunError(
+            f"{path} cannot be read as a run record: its command is not a list of words"
         )
     out = _typed(meta, _META_TYPES)
     for key, types in _NESTED_TYPES.items():
