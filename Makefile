@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME := $(VENV)/.runtime
 
-.PHONY: demo test lint docs bench clean venv gpu-check gpu-wheels browser-check
+.PHONY: demo test test-fast lint docs bench clean venv gpu-check gpu-wheels browser-check
 
 # What `make demo` needs: trainprof and torch. `make test` adds the dev extras on top.
 $(RUNTIME): pyproject.toml
@@ -30,6 +30,13 @@ demo: $(RUNTIME)
 test: $(STAMP)
 	$(BIN)/python -m compileall -q trainprof
 	$(BIN)/python -m pytest -q --durations=15 tests
+
+# The fast lane, for every change (about 2 min on 2 cores): unit tests, and the analysis and its
+# reports on recorded run directories (tests/data); no training job. The tests that run one are
+# marked slow (tests/conftest.py) and left to `make test`.
+test-fast: $(STAMP)
+	$(BIN)/python -m compileall -q trainprof
+	$(BIN)/python -m pytest -q -m "not slow" --durations=10 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check trainprof tests bench tools

@@ -136,3 +136,46 @@ def live_group_members(pgid: int) -> list[int]:
         except (ProcessLookupError, psutil.Error):
             continue
     return members
+
+
+# ---- the fast lane (`make test-fast`: -m "not slow") ---------------------------------------
+
+# Folders whose tests run real training jobs (or need a GPU or a browser): slow, every one.
+SLOW_DIRS = ("integration", "gpu", "browser")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks every test under SLOW_DIRS `slow`, so the fast lane leaves them out by marker (a new
+    test there is slow without saying so)."""
+    tests = Path(__file__).resolve().parent
+    slow = [tests / d for d in SLOW_DIRS]
+    for item in items:
+        if any(item.path.is_relative_to(d) for d in slow):
+            item.add_marker(pytest.mark.slow)
+
+
+def assert_rules_ran(report: Any) -> None:
+    """A report that finds no problem must have judged the run: fails when the step rules were
+    skipped (too few steps, no probe). ``report`` is a report dict (`--json`) or a Verdict.
+
+    The step rules are those that need nothing but the steps (cpu-stall, checkpoint-stall,
+    eval-stall); for a report of `trainprof attach`, which times no step, those it judges
+    from stack samples instead."""
+    from trainprof.analysis.rules import all_rules
+
+    if isinstance(report, dict):
+        skipped = {s["id"]: s["reason"] for s in report.get("skipped") or []}
+        attach = (report.get("run") or {}).get("attach") is not None
+    else:
+        skipped = {s.id: s.reason for s in report.skipped}
+        attach = False
+    rules = all_rules()
+    if attach:
+        judged = {r.id for r in rules if "stacks" in getattr(r, "or_from", ())}
+    else:
+        judged = {r.id for r in rules if r.needs == ("steps",)}
+    assert judged, "no step rule is registered: the check would pass on anything"
+    not_run = sorted(judged & skipped.keys())
+    assert not not_run, "the rules did not judge this run: " + "; ".join(
+        f"{i} skipped ({skipped[i]})" for i in not_run
+    )

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import repeated, trainprof_cmd
+from conftest import assert_rules_ran, repeated, trainprof_cmd
 from gpu_helpers import cuda_available, gpu_env
 
 from trainprof.examples.zoo import script_path
@@ -93,6 +93,7 @@ def test_the_healthy_control_attached_gets_no_warning(tmp_path: Path) -> None:
     listed_on_its_gpu(report)
     assert report["summary"]["gpu_util_mean"] is not None
     assert problems(report) == [], json.dumps(report["findings"], indent=1)[:4000]
+    assert_rules_ran(report)
 
 
 def test_a_gpu_job_waiting_for_data_attached_is_input_bound(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Result, run_trainprof
+from conftest import Result, assert_rules_ran, run_trainprof
 from gpu_helpers import cuda_available, gpu_env, keep
 
 from trainprof.examples.zoo import ZOO, script_path
@@ -94,6 +94,7 @@ def test_gpu_zoo_case(name: str, zoo_tmp: Path) -> None:
     expect = ZOO[name].expect
     if expect is None:
         assert r.problems == [], f"{name} must get no warning\n{digest(r)}"
+        assert_rules_ran(r.report)
         verdict = (r.report["summary"].get("bottleneck") or {}).get("verdict")
         assert verdict == "gpu-bound", f"{name}\n{digest(r)}"
         return

@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import as_a_terminal_job, repeated, trainprof_cmd
+from conftest import as_a_terminal_job, assert_rules_ran, repeated, trainprof_cmd
 from test_hardening_cli import SCHEMA_PATH, check
 
 from trainprof.examples.zoo import ZOO_DIR
@@ -330,6 +330,7 @@ def test_a_healthy_job_gets_no_warning_through_its_worker(tmp: Path) -> None:
     assert f"is a DataLoader worker of pid {job.proc.pid}" in r.stderr
     assert r.info["pid"] == job.proc.pid and r.info["workers"] >= 1
     assert r.problems == [], r.report["findings"]
+    assert_rules_ran(r.report)
     assert r.info["shares"]["forward"] + r.info["shares"]["backward"] > 0.5
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import trainprof_cmd
+from conftest import assert_rules_ran, trainprof_cmd
 from junitparser import Failure, JUnitXml
 
 from trainprof.examples.zoo import ZOO, script_path
@@ -126,6 +126,7 @@ def test_healthy_run_passes_every_gate_and_stores_its_windows(tmp: Path) -> None
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.gate("max-data-wait")["status"] == "pass"
     assert r.report is not None
+    assert_rules_ran(r.report)  # the findings gate passed on a judged run
     windows = r.report["ci"]["windows"]
     assert len(windows) == 3 and all(w["samples_per_s"] > 0 for w in windows)
     assert r.report["settings"]["batch_size"] == 32

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Result, run_trainprof, trainprof_cmd, write_script
+from conftest import Result, assert_rules_ran, run_trainprof, trainprof_cmd, write_script
 from test_hardening_cli import SCHEMA_PATH, check
 
 from trainprof.examples.zoo import script_path
@@ -131,6 +131,7 @@ def test_ddp_accumulation_outside_no_sync_is_named_at_its_backward_line(tmp_path
     )
     assert fixed.report is not None, fixed.stderr[-3000:]
     assert fixed.report["findings"] == [], describe(fixed.report)
+    assert_rules_ran(fixed.report)
 
 
 def test_ranks_waiting_in_different_collectives_are_a_hang_named_at_both_lines(
@@ -397,6 +398,7 @@ def test_a_healthy_ddp_job_gets_no_warning(two_nodes: Any) -> None:
     assert "sampler-set-epoch" not in skipped, report["skipped"]  # its set_epoch: judged
     problems = [f["id"] for f in report["findings"] if f["severity"] != "info"]
     assert problems == [], describe(report)
+    assert_rules_ran(report)
     assert report["ranks"]["slowest"]["lost_share"] < 0.15
 
 

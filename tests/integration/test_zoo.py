@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Result, live_group_members, run_trainprof
+from conftest import Result, assert_rules_ran, live_group_members, run_trainprof
 
 from trainprof.examples.zoo import ZOO, script_path
 
@@ -67,6 +67,7 @@ def test_healthy_zoo_case_gets_no_warning(name: str, zoo_tmp: Path) -> None:
     r = run_case(name, zoo_tmp)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.problems == [], f"false alarm on {name}:\n{_describe(r)}"
+    assert_rules_ran(r.report)
 
 
 @pytest.mark.parametrize("name", BROKEN)
@@ -320,6 +321,7 @@ def test_recompiles_say_what_changed_and_padding_to_one_length_is_left_alone(
     )
     assert control.returncode == 0, control.stderr[-3000:]
     assert control.problems == [], _describe(control)
+    assert_rules_ran(control.report)
     assert control.report["summary"]["compile_s"] > 0  # it compiled, once, in warm-up
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import assert_rules_ran
 from synth import DEFAULT_LOADER, process, session
 
 from trainprof.analysis.pipeline import analyze
@@ -35,6 +36,7 @@ def test_too_few_steps_skips_rules_instead_of_guessing() -> None:
 def test_healthy_session_has_no_findings() -> None:
     _, verdict = analyze(session(process(200, step_s=0.1, wait_s=0.005)))
     assert verdict.findings == ()
+    assert_rules_ran(verdict)
 
 
 def test_input_bound_fires_with_evidence_and_fix() -> None:
@@ -78,6 +80,7 @@ def test_input_bound_on_an_iterable_dataset_names_its_iter_and_warns_of_unsharde
 def test_input_bound_threshold_is_not_crossed_at_15_percent() -> None:
     _, verdict = analyze(session(process(200, step_s=0.1, wait_s=0.015)))
     assert [f.id for f in verdict.findings] == []
+    assert_rules_ran(verdict)
 
 
 def test_fake_batching_fires_on_batch_of_one_and_many_fetches() -> None:
@@ -106,6 +109,7 @@ def test_a_batch_sampler_of_ones_is_named_as_what_makes_the_batches() -> None:
 def test_real_batches_with_gradient_accumulation_are_not_fake_batching() -> None:
     _, verdict = analyze(session(process(100, batch_size=32, fetches=4)))
     assert verdict.findings == ()
+    assert_rules_ran(verdict)
 
 
 def test_gpu_unavailable_is_none_not_zero() -> None:
