@@ -30,6 +30,13 @@ LONG_RUN_RATE_HZ = 10
 # report parses them in ~1 s. The price: stacks of a stall in the middle of a long run are gone
 # by its end (recent ones stay).
 KEEP_LAST_CHUNKS = 3
+# py-spy's own CPU, as a share of one CPU, above which it samples less often: it reads every
+# thread of the job at each sample, so a job of hundreds of threads makes it costly (18 % of a
+# CPU at 50 Hz for 500 idle threads, against 0.5 % for one thread).
+SPY_BUDGET = 0.05
+COST_WINDOW_S = 2.0  # py-spy's CPU is measured over this long
+MIN_RATE_HZ = 2
+SPY_STARTUP_S = 1.0
 
 
 class StackRecorder:
@@ -50,6 +57,8 @@ class StackRecorder:
         self.error: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log = run_dir / (f"py-spy-{label}.log" if label else "py-spy.log")
+        self._cost_mark: tuple[float, float] | None = None  # (monotonic, py-spy's CPU seconds)
+        self.notes: list[str] = []  # for the runner to say: the rate lowered, and why
 
     @property
     def spy_pid(self) -> int | None:
@@ -75,19 +84,59 @@ class StackRecorder:
             self.error = proc
             return False
         self._proc = proc
+        self._cost_mark = None
         self.chunks.append({"file": name, "started_at": started, "rate_hz": rate})
         self._started += 1
         return True
 
     def poll(self) -> None:
         """While the job runs: when a chunk has finished, start the next one (first, so that
-        packing the finished one leaves no gap in the stacks)."""
+        packing the finished one leaves no gap in the stacks); when py-spy costs more than
+        ``SPY_BUDGET`` of a CPU, go on in a new chunk at a rate within it."""
         if self._proc is not None and self._proc.poll() is not None and self.error is None:
             finished = self.chunks[-1] if self.chunks else None
             self.start()
             if finished is not None:
                 self._pack(finished)
             self._forget_middle_chunks()
+        elif self._proc is not None and self.error is None:
+            self._keep_within_budget(self._proc)
+
+    def _keep_within_budget(self, proc: subprocess.Popen[bytes]) -> None:
+        """Measure py-spy's CPU (each chunk's ``spy_cpu``: a share of one CPU); above the
+        budget, sample in a new chunk at the rate that fits it (not under MIN_RATE_HZ)."""
+        cpu, now = _cpu_seconds(proc.pid), time.monotonic()
+        if cpu is None:
+            return
+        if self._cost_mark is None:
+            started = float(self.chunks[-1]["started_at"])  # type: ignore[arg-type]
+            if now - started >= SPY_STARTUP_S:  # not its start-up, which reads the binaries
+                self._cost_mark = (now, cpu)
+            return
+        then, before = self._cost_mark
+        if now - then < COST_WINDOW_S:
+            return
+        self._cost_mark = (now, cpu)
+        share = (cpu - before) / (now - then)
+        chunk = self.chunks[-1]
+        chunk["spy_cpu"] = round(share, 3)
+        rate = int(chunk["rate_hz"])  # type: ignore[call-overload]
+        if share <= SPY_BUDGET or rate <= MIN_RATE_HZ:
+            return
+        self.rate_hz = max(MIN_RATE_HZ, int(rate * SPY_BUDGET / share))
+        if not self.start():  # the new chunk first: no gap in the stacks
+            return
+        interrupt(proc, 10.0)
+        if (self.run_dir / str(chunk["file"])).is_file():
+            self._pack(chunk)
+        else:
+            self.chunks.remove(chunk)
+        self._forget_middle_chunks()
+        self.notes.append(
+            f"py-spy used {share:.0%} of a CPU sampling pid {self.pid} at {rate} Hz (a sample "
+            f"reads every thread): sampling at {self.rate_hz} Hz from now on, so that trainprof "
+            "costs the job little"
+        )
 
     def _pack(self, chunk: dict[str, object]) -> None:
         """Gzip a finished chunk; run.json names it by its new name from the next write on."""
@@ -118,3 +167,13 @@ class StackRecorder:
                 self.error = self._log.read_text(errors="replace").strip().splitlines()[-1][:300]
             except (OSError, IndexError):
                 self.error = "py-spy wrote no samples"
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User and system CPU time of a process so far (None: it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
