@@ -13,7 +13,6 @@ from trainprof.analysis.measure import measure
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rank_hits import with_rank_hits
 from trainprof.analysis.rules import REGISTRY, all_rules
-from trainprof.analysis.rules._common import HOST_LOOP_RULES
 from trainprof.analysis.rules.registry import Rule, missing_signal
 from trainprof.store.session import Session
 
@@ -78,7 +77,11 @@ def evaluate(
 def on_the_device(findings: list[Finding], idle: float) -> list[Finding]:
     """On a GPU job, host time while the GPU is busy costs nothing: the steady-loop host
     findings together cost at most the GPU's idle share of a step, shared in proportion."""
-    host = [f for f in findings if f.id in HOST_LOOP_RULES and f.impact is not None]
+    host = [
+        f
+        for f in findings
+        if f.id in REGISTRY and REGISTRY[f.id].costs == "host" and f.impact is not None
+    ]
     total = sum(f.impact or 0.0 for f in host)
     if total <= idle or total <= 0:
         return findings
@@ -120,6 +123,10 @@ def claim(ledger: Ledger, findings: list[Finding]) -> list[Finding]:
 
 
 def _only_if_unexplained(findings: list[Finding]) -> list[Finding]:
-    """gpu-underutilized is the rule of last resort: dropped when a specific cause was found."""
-    specific = [f for f in findings if f.id != "gpu-underutilized" and f.severity != "info"]
-    return [f for f in findings if f.id != "gpu-underutilized" or not specific]
+    """A rule of last resort's finding is dropped when a specific cause was found."""
+
+    def last_resort(f: Finding) -> bool:
+        return f.id in REGISTRY and REGISTRY[f.id].last_resort
+
+    specific = [f for f in findings if not last_resort(f) and f.severity != "info"]
+    return [f for f in findings if not last_resort(f) or not specific]

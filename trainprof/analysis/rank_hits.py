@@ -39,7 +39,6 @@ def with_rank_hits(
         for f in judge(_rank_session(session, log)):
             hits.setdefault(f.id, []).append(r.rank)
             found_on.setdefault(f.id, (r.rank, f))
-    job_level = {"straggler-rank"}
     of = (
         f"{len(ranks)}"
         if len(judged) + 1 >= len(ranks)
@@ -48,7 +47,7 @@ def with_rank_hits(
     out: list[Finding] = []
     for f in verdict.findings:
         rule = REGISTRY.get(f.id)
-        if rule is None or rule.family in ("crash", "hang") or f.id in job_level:
+        if rule is None or not rule.per_rank:
             out.append(f)
             continue
         on = ([primary.rank] if primary else []) + hits.get(f.id, [])
@@ -58,7 +57,8 @@ def with_rank_hits(
         out.append(replace(f, evidence=(*f.evidence, note)))
     shown = {f.id for f in verdict.findings}
     for fid, (who, f) in sorted(found_on.items()):
-        if fid in shown or fid in job_level or f.severity == "info":
+        rule = REGISTRY.get(fid)
+        if fid in shown or (rule is not None and not rule.per_rank) or f.severity == "info":
             continue
         on = hits[fid]
         out.append(

@@ -13,17 +13,6 @@ from trainprof.analysis.source_lines import def_line
 from trainprof.analysis.stalls import Segment, period
 
 STEP_BUCKETS = ledger.STEP
-# Rules about the host's steady loop: on a GPU job they cost only the GPU's idle time.
-HOST_LOOP_RULES = frozenset(
-    {
-        "input-bound",
-        "sampler-overhead",
-        "loop-overhead",
-        "host-sync",
-        "logging-overhead",
-        "anomaly-detection",
-    }
-)
 GPU_BUSY = Threshold(
     "gpu_idle",
     0.10,

@@ -58,6 +58,7 @@ FIX = (
     id="anomaly-detection",
     title="Anomaly detection left on",
     family="host",
+    costs="host",
     needs=("steps", "debug"),
     or_from=FROM_STACKS,
     claims=("anomaly",),

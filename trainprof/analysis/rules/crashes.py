@@ -75,6 +75,7 @@ for _id, (_title, _anti, _best) in _CRASHES.items():
         id=_id,
         title=_title,
         family="crash",
+        per_rank=False,
         severity="error",
         needs=("stderr",),
         claims=(),

@@ -29,6 +29,7 @@ UTIL_LOW = Threshold("util_low", 50.0, "%", "mean GPU utilization below this")
     id="gpu-underutilized",
     title="GPU under-utilized",
     family="gpu",
+    last_resort=True,
     needs=("steps", "gpu"),
     claims=BUCKETS,
     thresholds=(UTIL_LOW,),

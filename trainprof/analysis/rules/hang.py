@@ -62,6 +62,7 @@ define(
     id="hang",
     title="Hang",
     family="hang",
+    per_rank=False,
     severity="error",
     needs=(),
     claims=(),

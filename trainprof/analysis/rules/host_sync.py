@@ -31,6 +31,7 @@ SHARE = Threshold("share", 0.10, "share", "share of the loop on lines that copy 
     id="host-sync",
     title="Host syncs",
     family="gpu",
+    costs="host",
     needs=("steps", "cuda", "stacks"),
     claims=("sync",),
     thresholds=(SHARE, GPU_BUSY),

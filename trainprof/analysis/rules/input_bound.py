@@ -58,6 +58,7 @@ DATA = ("fetch", "collate", "pin", "transfer", "data_wait")
     id="input-bound",
     title="Input-bound",
     family="input",
+    costs="host",
     needs=("steps", "loader"),
     or_from=FROM_STACKS,
     claims=DATA,

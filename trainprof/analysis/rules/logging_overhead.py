@@ -31,6 +31,7 @@ LINES_PER_STEP = Threshold("lines_per_step", 0.5, "count", "lines of output per 
     id="logging-overhead",
     title="Logging overhead",
     family="host",
+    costs="host",
     needs=("steps", "stacks"),
     or_from=FROM_STACKS,
     claims=("logging",),

@@ -42,6 +42,7 @@ NAMES = {"fetch": "__getitem__", "data_wait": "data wait", "stall_compute": "sta
     id="loop-overhead",
     title="Loop overhead",
     family="host",
+    costs="host",
     needs=("steps", "stacks"),
     or_from=FROM_STACKS,
     claims=("loop",),

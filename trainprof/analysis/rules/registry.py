@@ -214,6 +214,11 @@ class Rule:
     settings: Mapping[str, str] = field(default_factory=dict)
     # the signals its check judges from where ``needs`` are missing (stack samples alone)
     or_from: tuple[str, ...] = ()
+    # "host": its cost is host time in the steady loop, which a busy GPU hides (on a GPU job
+    # such findings together cost at most the GPU's idle share); "run": time the run loses
+    costs: Literal["run", "host"] = "run"
+    last_resort: bool = False  # dropped when any specific cause (a warning or error) was found
+    per_rank: bool = True  # judged on each rank's own steps too (not: a finding about the job)
 
     @property
     def summary(self) -> str:
@@ -253,6 +258,9 @@ def rule(
     thresholds: tuple[Threshold, ...] = (),
     settings: Mapping[str, str] | None = None,
     or_from: tuple[str, ...] = (),
+    costs: Literal["run", "host"] = "run",
+    last_resort: bool = False,
+    per_rank: bool = True,
 ) -> Callable[[Check], Check]:
     """Register the decorated check as rule ``id`` (its module's docstring is its reference)."""
     declared = dict(
@@ -265,6 +273,9 @@ def rule(
         thresholds=thresholds,
         settings=settings or {},
         or_from=or_from,
+        costs=costs,
+        last_resort=last_resort,
+        per_rank=per_rank,
     )
 
     def register(check: Check) -> Check:
@@ -288,6 +299,9 @@ def define(
     doc: str,
     settings: Mapping[str, str] | None = None,
     or_from: tuple[str, ...] = (),
+    costs: Literal["run", "host"] = "run",
+    last_resort: bool = False,
+    per_rank: bool = True,
 ) -> Rule:
     unknown = [n for n in (*needs, *or_from) if n not in SIGNALS]
     if unknown:
@@ -304,7 +318,20 @@ def define(
     if unknown_fw:
         raise RuleError(f"rule {id}: unknown framework(s) {unknown_fw}")
     r = Rule(
-        id, title, family, severity, needs, claims, thresholds, check, doc, settings or {}, or_from
+        id,
+        title,
+        family,
+        severity,
+        needs,
+        claims,
+        thresholds,
+        check,
+        doc,
+        settings or {},
+        or_from,
+        costs,
+        last_resort,
+        per_rank,
     )
     REGISTRY[id] = r
     return r

@@ -35,6 +35,7 @@ SHARE = Threshold("share", 0.10, "share", "share of steady time inside the main-
     id="sampler-overhead",
     title="Sampler overhead",
     family="input",
+    costs="host",
     needs=("steps", "loader"),
     or_from=FROM_STACKS,
     claims=("sampler",),

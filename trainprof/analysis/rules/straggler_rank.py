@@ -63,6 +63,7 @@ CAUSE_BUCKETS = {
     id="straggler-rank",
     title="Straggler rank",
     family="distributed",
+    per_rank=False,
     needs=("steps", "ranks"),
     claims=STEP_BUCKETS + DATA + ("save", "stall_compute"),
     thresholds=(LOST, MIN_LOST, EXTRA_WAIT, GPU_BUSIER),
