@@ -331,6 +331,7 @@ def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) 
         n_block = max(3, int(round(tr.run(0.2, min_steps=2)[0] / 0.2 * block_s)))
         blocks: dict[str, list[float]] = {name: [] for name, _ in modes}
         steps: dict[str, list[float]] = {name: [] for name, _ in modes}
+        cpu: dict[str, list[float]] = {name: [] for name, _ in modes}  # thread CPU s a step
 
         def block(
             name: str,
@@ -339,13 +340,16 @@ def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) 
             n: int = n_block,
             blocks: Any = blocks,
             steps: Any = steps,
+            cpu: Any = cpu,
         ) -> None:
             switch.set(
                 off, frozenset({name[: -len(" empty")]}) if name.endswith(" empty") else frozenset()
             )
             tr.run_each(1, [])  # the first step after a switch pays the type-cache refill
             got: list[float] = []
+            c0 = time.thread_time()
             tr.run_each(n, got)
+            cpu[name].append((time.thread_time() - c0) / n)
             steps[name] += got
             blocks[name].append(_median(got))
 
@@ -353,12 +357,15 @@ def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) 
         switch.set(frozenset())
         med = {name: _median(v) for name, v in steps.items()}
 
-        def paired(a: str, b: str, blocks: Any = blocks) -> list[float]:
-            return [v * 1e6 for v in paired_difference(blocks[a], blocks[b])]
+        def costs(blocks: dict[str, list[float]]) -> dict[str, list[float]]:
+            def paired(a: str, b: str) -> list[float]:
+                return [v * 1e6 for v in paired_difference(blocks[a], blocks[b])]
 
-        cost = {"same": paired("on", "same"), "all": paired("on", "all")}
-        cost.update({p: paired(f"{p} alone", "all") for p in parts})
-        cost.update({f"{p} empty": paired(f"{p} empty", "all") for p in empties})
+            cost = {"same": paired("on", "same"), "all": paired("on", "all")}
+            cost.update({p: paired(f"{p} alone", "all") for p in parts})
+            cost.update({f"{p} empty": paired(f"{p} empty", "all") for p in empties})
+            return cost
+
         out.append(
             {
                 "size": h,
@@ -367,8 +374,11 @@ def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) 
                 "cycles": cycle,
                 "steps_per_mode": len(steps["on"]),
                 # [median µs a step, ~95 % half-width]: "same" the A/A noise, "all" every hook,
-                # each part its own cost (alone against all off), "p empty" its empty wrappers
-                "cost_us_paired": cost,
+                # each part its own cost (alone against all off), "p empty" its empty wrappers;
+                # from the loop thread's CPU time a block (preemption does not count in it), and
+                # from the median wall step of a block
+                "cost_us_cpu": costs(cpu),
+                "cost_us_paired": costs(blocks),
                 "cost_us": {name: (med["on"] - med[name]) * 1e6 for name, _ in modes[1:3]},
             }
         )

@@ -44,12 +44,66 @@ _clock = time.monotonic
 WATCH_STEPS = 2
 
 
+def _nobody() -> None:
+    """A dead weak reference: no optimizer is counted yet."""
+    return None
+
+
 class _State:
     """Counters for the step in progress (one set per process)."""
+
+    # Slots: a fixed layout, read by offset (an instance dict of more than 30 keys is not shared
+    # and its reads take the slow path); the hooks read a few of these every step.
+    __slots__ = (
+        "writer",
+        "primary_opt_id",
+        "primary_ref",
+        "primary_entry",
+        "last_boundary",
+        "steps",
+        "batches_seen",
+        "loader_caller_recorded",
+        "wait",
+        "sampler",
+        "fetches",
+        "samples",
+        "batch_size",
+        "max_steps",
+        "steps_min_s",
+        "first_step_t",
+        "optimizer_made",
+        "early_steps",
+        "backward_seen",
+        "loader_keys",
+        "shuffled_datasets",
+        "training",
+        "train_depth",
+        "fetch_count",
+        "fetch_time",
+        "collate_time",
+        "pin_time",
+        "fetch_reported",
+        "timeline",
+        "pre_step_hooks",
+        "pre_step_key",
+        "pre_step_in",
+        "optimizer_log",
+        "optimizers",
+        "other_stepped_twice",
+        "optimizers_reported",
+        "model_ref",
+        "made_optimizers",
+        "zero_grad_kept",
+        "device_off",
+        "flops",
+    )
 
     def __init__(self) -> None:
         self.writer: Any = None  # the probe's EventWriter, read once at install
         self.primary_opt_id: int | None = None
+        # the counted optimizer's weak reference and [label, steps] entry (its step's fast path)
+        self.primary_ref: Any = _nobody
+        self.primary_entry: list[Any] = ["", 0]
         self.last_boundary = 0.0
         self.steps = 0
         self.batches_seen = False  # a DataLoader batch came before any optimizer step
@@ -198,13 +252,14 @@ def _weak(obj: Any) -> Any:
 
 def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     s = _state
-    key = id(optimizer)
-    known = s.optimizers.get(key)
-    if known is not None and key == s.primary_opt_id and known[0]() is optimizer:
-        known[1][1] += 1  # the common case: the counted optimizer stepped again
+    if s.primary_ref() is optimizer:
+        s.primary_entry[1] += 1  # the common case: the counted optimizer stepped again
         s.other_stepped_twice = None
-    elif not _counts_as_step(s, optimizer, key, known):
-        return
+    else:
+        key = id(optimizer)
+        if not _counts_as_step(s, optimizer, key, s.optimizers.get(key)):
+            return
+        s.primary_ref, s.primary_entry = s.optimizers[key]
     now = _clock()
     w = s.writer
     if w is None:
@@ -436,16 +491,17 @@ def _wrap_loader(dl: Any) -> None:
         if started is not None:
             self._tp_epoch_start = None
             _record_epoch(self, started, dt)
-        if s.steps and not s.loader_caller_recorded:
-            s.loader_caller_recorded = True
-            _record_loader_callers()
-        if s.steps == 0:
-            s.batches_seen = True
-            w = probe.writer()
-            if w is not None:
-                w.add(f"{BATCH} {w.us(t0 + dt)} {int(dt * 1e6)} {int(s.sampler * 1e6)} {n}\n")
-                if s.max_steps is not None:
-                    _early_step(s, t0 + dt, w, trains=s.backward_seen)
+        if not s.loader_caller_recorded:  # steps never fall: after this, nothing to test
+            if s.steps:
+                s.loader_caller_recorded = True
+                _record_loader_callers()
+            else:
+                s.batches_seen = True
+                w = probe.writer()
+                if w is not None:
+                    w.add(f"{BATCH} {w.us(t0 + dt)} {int(dt * 1e6)} {int(s.sampler * 1e6)} {n}\n")
+                    if s.max_steps is not None:
+                        _early_step(s, t0 + dt, w, trains=s.backward_seen)
         # Last: on a GPU that waits for the host, the time of the probe's own work above would
         # count as the step's forward on the device; after the mark it is the gap's, like the fetch
         tl = s.timeline

@@ -143,14 +143,7 @@ class EventWriter:
             return
         parts = [q.popleft() for _ in range(n)]
         if ns:
-            t0 = self.t0
-            parts += [
-                f"{STEP} {int((t - t0) * 1e6)} {int((t - prev) * 1e6)} {int(wait * 1e6)} "
-                f"{int(sampler * 1e6)} {bs} {fetches} {samples}\n"
-                for t, prev, wait, sampler, bs, fetches, samples in [
-                    sq.popleft() for _ in range(ns)
-                ]
-            ]
+            parts.append(_step_lines([sq.popleft() for _ in range(ns)], self.t0))
         data = self._pending + "".join(parts).encode("utf-8", "replace")
         self._pending = b""
         if self._fd is None:
@@ -253,6 +246,19 @@ def _argv() -> list[str]:
     """This process's argv, secret values masked unless the run said --no-redact."""
     argv = [str(a) for a in getattr(sys, "argv", [])]
     return argv if os.environ.get(ENV_NO_REDACT) == "1" else redact(argv)
+
+
+_STEP_LINE = f"{STEP} %d %d %d %d %d %d %d\n"
+
+
+def _step_lines(records: list[tuple[float, float, float, float, int, int, int]], t0: float) -> str:
+    """Step records as event lines, µs truncated as ``int`` does, in one ``%`` (a quarter
+    cheaper than an f-string a record)."""
+    values: list[float] = []
+    extend = values.extend
+    for t, prev, wait, sampler, bs, fetches, samples in records:
+        extend(((t - t0) * 1e6, (t - prev) * 1e6, wait * 1e6, sampler * 1e6, bs, fetches, samples))
+    return (_STEP_LINE * len(records)) % tuple(values)
 
 
 def _write_all(fd: int, data: bytes) -> None:
