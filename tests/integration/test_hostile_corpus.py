@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -314,3 +315,39 @@ def test_damaged_run_json_through_report(
     no_trainprof_traceback(p)
     json.loads((tmp_path / "r.json").read_text())
     check_html(tmp_path / "r.html")
+
+
+# py-spy cannot read a process whose command line is not UTF-8: attach says so in one line.
+@pytest.mark.parametrize("args", [ARGS, ARGS[1:]], ids=["bytes", "utf-8"])
+def test_attach_to_a_process_with_hostile_arguments(tmp_path: Path, args: tuple[str, ...]) -> None:
+    # GIVEN a running process whose script, function and arguments are hostile
+    script = tmp_path / SCRIPT_NAME
+    script.write_text(
+        "import sys, time, types\n"
+        "def spin():\n    t = time.monotonic()\n    while time.monotonic() - t < 30:\n"
+        "        sum(range(1000))\n"
+        f"names = {{k: {FUNC!r} for k in ('co_name', 'co_qualname') if hasattr(spin.__code__, k)}}\n"
+        "types.FunctionType(spin.__code__.replace(**names), globals())()\n"
+    )
+    env = {**os.environ, "HF_TOKEN": SECRET}
+    job = subprocess.Popen([sys.executable, str(script), *args], env=env)
+    try:
+        p = tp(
+            "attach", "-q", "--duration", "2", "--run-dir", str(tmp_path / "run"),
+            "--json", str(tmp_path / "a.json"), str(job.pid), cwd=tmp_path, env=env,
+        )  # fmt: skip
+    finally:
+        job.kill()
+        job.wait()
+    # THEN nothing it stored or printed holds the secret or a raw ESC
+    no_trainprof_traceback(p)
+    assert SECRET not in p.stdout + p.stderr and "\x1b[31m" not in p.stdout + p.stderr
+    if BAD_BYTES in args:
+        assert_one_line(p)
+        assert "py-spy cannot read the Python stacks" in p.stderr
+        return
+    assert p.returncode == 0, p.stderr[-3000:]
+    report = json.loads((tmp_path / "a.json").read_text())
+    assert report["run"]["command"][-5] == HOSTILE  # CR LF and all
+    assert report["run"]["command"][-1] == "***"
+    assert SECRET.encode() not in published([tmp_path / "run", tmp_path / "a.json"])

@@ -51,6 +51,15 @@ class Targets:
 
 
 def _cmdline(p: psutil.Process) -> list[str]:
+    """The command line as the process was given it: read as bytes (psutil reads it as text,
+    which turns a CR LF inside an argument into LF)."""
+    try:
+        with open(f"/proc/{p.pid}/cmdline", "rb") as f:
+            raw = f.read()
+        if raw.endswith(b"\0"):  # NUL-separated (a rewritten title may not be: psutil's way)
+            return [os.fsdecode(a) for a in raw[:-1].split(b"\0")]
+    except OSError:
+        pass
     try:
         return p.cmdline()
     except psutil.Error:
