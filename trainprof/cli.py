@@ -13,6 +13,7 @@ import typer.core
 from trainprof.commands import attach, ci, compare, demo, doctor, report, rules, run
 from trainprof.commands.options import OUTPUT, NoColor
 from trainprof.errors import TrainprofError
+from trainprof.render.text import clean
 
 
 class _Argument(typer.core.TyperArgument):
@@ -155,5 +156,5 @@ def main() -> None:
     try:
         app()
     except TrainprofError as exc:
-        print(f"trainprof: {exc}", file=sys.stderr)
+        print(f"trainprof: {clean(str(exc))}", file=sys.stderr)  # one line, whatever it quotes
         sys.exit(exc.exit_code)

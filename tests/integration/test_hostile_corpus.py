@@ -351,3 +351,16 @@ def test_attach_to_a_process_with_hostile_arguments(tmp_path: Path, args: tuple[
     assert report["run"]["command"][-5] == HOSTILE  # CR LF and all
     assert report["run"]["command"][-1] == "***"
     assert SECRET.encode() not in published([tmp_path / "run", tmp_path / "a.json"])
+
+
+@pytest.mark.parametrize("command", [("report",), ("compare",), ("rules",), ("ci", "--baseline")])
+def test_hostile_paths_and_names_in_error_lines(tmp_path: Path, command: tuple[str, ...]) -> None:
+    # a path or rule id that does not exist, holding ESC, a line break and a non-UTF-8 byte
+    hostile = "x\x1b[31mred\n<b>" + os.fsdecode(b"\xff")
+    after = {"ci": ["job.py"], "compare": ["."]}.get(command[0], [])
+    p = tp(*command, hostile, *after, cwd=tmp_path)
+    assert p.returncode in (0, 2), p.stderr[-2000:]
+    line = p.stderr if p.returncode == 2 else p.stdout
+    assert re.fullmatch(r"trainprof: [^\n]+\n", line), line
+    assert "x\\x1b[31mred\\n<b>\\" in line and "\x1b" not in line
+    assert not re.search("[\ud800-\udfff]", line)  # the byte is written as an escape
