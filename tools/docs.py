@@ -31,7 +31,7 @@ RULES_DIR = ROOT / "docs" / "rules"
 README = ROOT / "README.md"
 EXAMPLES_PY = ROOT / "trainprof" / "render" / "rule_examples.py"
 DEMO_BEGIN, DEMO_END = "<!-- demo:begin -->", "<!-- demo:end -->"
-SHORTENED = "paths of the machine that ran it, as …/"
+SHORTENED = "the paths of the machine that ran it, to `…/`"
 COLUMNS = 90  # the width of every captured report: no line of the docs wider than that
 
 
@@ -98,6 +98,10 @@ def _shorten(text: str, folder: str) -> tuple[str, bool]:
     lines, short = [], False
     for line in text.splitlines():
         new = re.sub(rf"(?:{pattern}){re.escape(os.sep)}", "…/", line)
+        if new != line:
+            short = True
+            if line.endswith("│"):
+                new = new[:-1].rstrip().ljust(len(line) - 1) + "│"
         lines.append(new)
     return "\n".join(lines), short
 
@@ -110,6 +114,7 @@ def _leaks(text: str, folder: str) -> bool:
 def write_readme_demo() -> None:
     """Run the shipped demo script and put its whole output between the README's markers."""
     script = ROOT / "trainprof" / "examples" / "demo_train.py"
+    load = os.getloadavg()[0]  # other work on the machine shows in the report (cpu-starved)
     out, folder = _run_copy(script, [script.name], 300)
     out, shortened = _shorten(out, folder)
     if _leaks(out, folder):
@@ -118,7 +123,7 @@ def write_readme_demo() -> None:
     note = f" Shortened: {SHORTENED}." if shortened else ""
     intro = textwrap.fill(
         f"`trainprof run demo_train.py` (what `make demo` runs), captured by `make docs` on "
-        f"{date} ({_machine()}).{note}",
+        f"{date} ({_machine()}; load average {load:.1f} before it).{note}",
         width=96,
         break_on_hyphens=False,
     )

@@ -1,5 +1,5 @@
-"""The user docs stay true: every `trainprof ...` command line shown in README.md and docs/guide/
-parses with trainprof's own parser, the README stays short and holds the demo's real report,
+"""The user docs stay true: every `trainprof ...` command line shown in README.md, docs/guide/,
+docs/rules/ and CONTRIBUTING.md parses with trainprof's own parser, the README stays short and holds the demo's real report,
 and no doc tells a user to install trainprof from the package index."""
 
 from __future__ import annotations
@@ -77,7 +77,12 @@ def parse(argv: list[str]) -> None:
             pass
 
 
-CASES = [(doc, line) for doc in DOCS for line in _command_lines(doc.read_text(encoding="utf-8"))]
+RULE_PAGES = sorted((ROOT / "docs" / "rules").glob("*.md"))
+CASES = [
+    (doc, line)
+    for doc in [*DOCS, ROOT / "CONTRIBUTING.md", *RULE_PAGES]
+    for line in _command_lines(doc.read_text(encoding="utf-8"))
+]
 
 
 def test_the_docs_show_commands() -> None:
@@ -122,6 +127,9 @@ def test_readme_holds_one_whole_demo_report() -> None:
     ):
         assert part in block, f"the demo report lacks {part!r}: run `make docs`"
     assert re.search(r"^report again: trainprof report trainprof-runs/\S+$", block, re.MULTILINE)
+    boxed = [line for line in block.splitlines() if line.startswith(("╭", "│", "╰"))]
+    assert len({len(line) for line in boxed}) == 1, "the report's panels are not whole"
+    assert "/tmp/" not in block and "/home/" not in block
 
 
 @pytest.mark.parametrize("doc", [*DOCS, *sorted((ROOT / "examples" / "ci").glob("*"))])

@@ -95,6 +95,7 @@ def test_examples_are_real_findings_of_their_rule() -> None:
         assert f"({rule_id}" in _words(ex["text"]), rule_id
         assert ZOO[ex["case"]].expect == rule_id and ex["case"] in ex["command"], rule_id
         assert "/tmp/" not in ex["text"] and "/home/" not in ex["text"], rule_id
+        assert len({len(line) for line in lines}) == 1, f"{rule_id}: the panel's border is broken"
 
 
 @pytest.mark.parametrize("r", all_rules(), ids=lambda r: r.id)

@@ -49,7 +49,7 @@ SIGNAL_MEANING: dict[str, str] = {
     "model": "the models (what the job called train() on, what its training loop holds) and its optimizers at the first step",
 }
 
-NEEDS_HEADING = "needs (without these the rule is skipped; `trainprof run -v` says why)"
+NEEDS_HEADING = "needs (without these the rule is skipped, and a report with -v says why)"
 CLAIMS_HEADING = "claims (ledger buckets of steady time: its finding's impact)"
 OR_FROM_HEADING = (
     "or, without them, it judges from (measured from outside, as `trainprof attach` does)"
