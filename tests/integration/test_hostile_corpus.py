@@ -45,6 +45,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 Hostile = type({loader!r}, (DataLoader,), {{}})
+Data = type({loader!r} + "Data", (TensorDataset,), {{}})  # the probe records its qualname
 
 
 def hot(x):
@@ -57,7 +58,7 @@ names = {{k: {func!r} for k in ("co_name", "co_qualname") if hasattr(hot.__code_
 hot = types.FunctionType(hot.__code__.replace(**names), globals())
 model = torch.nn.Linear(16, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-ds = TensorDataset(torch.randn(512, 16), torch.randn(512, 1))
+ds = Data(torch.randn(512, 16), torch.randn(512, 1))
 for epoch in range(2):
     for x, y in Hostile(ds, batch_size=16):
         opt.zero_grad()
