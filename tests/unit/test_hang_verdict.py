@@ -6,7 +6,7 @@ from __future__ import annotations
 from synth import process, session
 
 from trainprof.analysis.crash.hang import hang_finding
-from trainprof.analysis.metrics import compute
+from trainprof.analysis.from_steps import compute
 from trainprof.store.dumps import parse
 
 PY = "/usr/lib/python3.11"

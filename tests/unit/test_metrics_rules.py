@@ -247,7 +247,7 @@ def test_the_data_wait_shown_is_the_training_steps_where_evaluations_ran() -> No
     (a Lightning job: "89% of step time" beside a ledger whose data was 19%)."""
     from rich.console import Console
 
-    from trainprof.analysis.metrics import compute
+    from trainprof.analysis.from_steps import compute
     from trainprof.render.console import summary_table
 
     sess = _steps_with_evaluations(eval_us=500_000, wait_us=20_000)
@@ -283,7 +283,7 @@ def test_an_evaluation_s_batches_are_not_training_samples() -> None:
     """Steps of 32 samples; every 20th holds an evaluation whose loader's 20 batches of 32 the
     probe counted into that step: samples/s is still 32 a step (was 2.5x higher with evals
     every few steps in a Trainer run)."""
-    from trainprof.analysis.metrics import compute
+    from trainprof.analysis.from_steps import compute
     from trainprof.store.events import ProcessLog
 
     log = ProcessLog({"pid": 1000, "role": "main", "t0": 100.0, "version": 1})

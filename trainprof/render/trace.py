@@ -42,7 +42,8 @@ from typing import Any
 
 from trainprof.analysis import attribution
 from trainprof.analysis.compiles import CompileLog
-from trainprof.analysis.metrics import Metrics, training_loader_key
+from trainprof.analysis.loaders import training_loader_key
+from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.stalls import Stall
 from trainprof.store.events import ProcessLog
 from trainprof.store.rundir import SAMPLES, write_user_file

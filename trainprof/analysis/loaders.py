@@ -1,0 +1,88 @@
+"""The job's DataLoaders as the probe recorded them: which is the training loader, and its
+settings, per-batch counts and workers."""
+
+from __future__ import annotations
+
+import bisect
+
+from trainprof.analysis.metrics import (
+    LoaderView,
+)
+from trainprof.store.events import ProcessLog
+from trainprof.store.session import Session
+
+
+def epoch_first_steps(log: ProcessLog) -> list[int]:
+    """Each worker's first batch of an epoch carries that worker's start-up: the first
+    num_workers steps after every epoch start of the training loader."""
+    ts = log.steps["t"]
+    workers = num_workers(log)
+    out: list[int] = []
+    for key, t_iter, _w in log.epochs:
+        if key == training_loader_key(log):
+            i = bisect.bisect_right(ts, t_iter)
+            out.extend(range(i, min(i + workers, len(ts))))
+    return out
+
+
+def num_workers(log: ProcessLog) -> int:
+    """The training loader's workers, at least 1 (a corrupt count reads as 1)."""
+    n = (log.loaders.get(0) or {}).get("num_workers")
+    return n if isinstance(n, int) and 1 <= n <= 1024 else 1
+
+
+def training_loader_key(log: ProcessLog) -> int:
+    """The loader that feeds training: the last one to start an epoch before the first step
+    (a sanity-check validation loader may start earlier, but it has finished by then)."""
+    ts = log.steps["t"]
+    first = ts[0] if len(ts) else None
+    key = 0
+    for k, t_iter, _w in log.epochs:
+        if first is not None and t_iter > first:
+            break
+        key = k
+    return key
+
+
+def loader_views(session: Session, primary: ProcessLog | None) -> tuple[LoaderView, ...]:
+    if primary is None:
+        return ()
+    workers = session.workers
+    w_count = sum(w.fetch_count for w in workers)
+    w_us = sum(w.fetch_us for w in workers)
+    w_collate = sum(w.collate_us for w in workers)
+    views = []
+    for key, cfg in sorted(primary.loaders.items()):
+        uses_workers = (cfg.get("num_workers") or 0) > 0
+        main_ms = (
+            primary.fetch_us / primary.fetch_count / 1e3
+            if primary.fetch_count and not uses_workers
+            else None
+        )
+        worker_ms = w_us / w_count / 1e3 if w_count and uses_workers else None
+        firsts = tuple(w / 1e6 for k, _t, w in primary.epochs if k == key)
+        sampler_epochs = tuple(
+            int(i["sampler_epoch"][1])
+            for i in primary.infos
+            if isinstance(i.get("sampler_epoch"), list)
+            and len(i["sampler_epoch"]) == 2
+            and i["sampler_epoch"][0] == key
+            and type(i["sampler_epoch"][1]) is int
+        )
+        views.append(
+            LoaderView(
+                cfg,
+                main_ms,
+                worker_ms,
+                firsts,
+                main_collate_ms=primary.collate_us / primary.fetch_count / 1e3
+                if main_ms is not None
+                else None,
+                worker_collate_ms=w_collate / w_count / 1e3 if worker_ms is not None else None,
+                main_pin_ms=primary.pin_us / primary.fetch_count / 1e3
+                if main_ms is not None
+                else None,
+                sampler_epochs=sampler_epochs,
+            )
+        )
+    return tuple(views)
