@@ -185,7 +185,7 @@ def write_user_file(path: Path, text: str) -> None:
     """Write a file the user named (``--json PATH``): parents made as needed (0700), the file
     created 0600 (an existing file keeps its mode). ``-`` is standard output. Known secrets are
     masked; a lone surrogate (an undecodable byte) the writer left is written as ``\\udcXX``.
-    A path that exists and is not a regular file (a FIFO, a device) is refused: it could block.
+    A FIFO or a socket is refused (it could block for ever); /dev/null and a terminal are not.
     """
     text = redact_text(text)
     if str(path) == "-":
@@ -221,8 +221,13 @@ def _refuse_special(path: Path) -> None:
         st = os.stat(path)
     except OSError:
         return
-    if not stat.S_ISREG(st.st_mode):
-        raise OSError(errno.EINVAL, "not a regular file (a pipe or a device)", str(path))
+    if not _writable_kind(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file (a pipe or a socket)", str(path))
+
+
+def _writable_kind(mode: int) -> bool:
+    """A regular file, or a character device (/dev/null, a terminal): never a FIFO or socket."""
+    return stat.S_ISREG(mode) or stat.S_ISCHR(mode)
 
 
 def check_user_file(path: Path, option: str = "--json") -> None:
@@ -250,8 +255,11 @@ def _check_writable(path: Path, option: str) -> None:
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
             raise TrainprofError(f"{option} {path} is a directory; give a file path")
-        if not stat.S_ISREG(st.st_mode):
-            raise TrainprofError(f"{option} {path} is not a regular file (a pipe or a device)")
+        if not _writable_kind(st.st_mode):
+            raise TrainprofError(
+                f"{option} {path} is not a regular file (a pipe or a socket, which could block "
+                "for ever); give a file path, or - where standard output is allowed"
+            )
         with open(path, "a", encoding="utf-8"):
             pass  # opened for writing, not truncated: the old content stays until the end
         return
