@@ -52,7 +52,7 @@ def _words(text: str) -> str:
 def _shown(r: Rule) -> str:
     """What `trainprof rules ID` prints at 200 columns (its renderer, in this process)."""
     console = Console(file=io.StringIO(), width=200, no_color=True, highlight=False)
-    console.print(ref.rule_detail(r))
+    ref.print_rule(console, r)
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 

@@ -117,4 +117,4 @@ def rules(
             highlight=False,
         )
     else:
-        make_console().print(ref.rule_detail(picked[0]))
+        ref.print_rule(make_console(), picked[0])

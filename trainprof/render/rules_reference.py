@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.syntax import Syntax
 from rich.table import Table
@@ -412,8 +412,8 @@ def code_block(code: str) -> Syntax:
 
 
 def rule_detail(r: Rule) -> Group:
-    """The rule in full, as its page has it: summary, details, needs, thresholds, claims, the
-    framework settings, both blocks and the example."""
+    """The rule as its page has it: summary, details, needs, thresholds, claims, the framework
+    settings, both blocks and the example's zoo scripts (`print_rule` adds its finding)."""
     head = Text.assemble((r.id, "bold"), "  ", r.title)
     meta = Text.assemble(("family ", "dim"), r.family, ("  severity ", "dim"), _severity(r))
     parts: list[RenderableType] = [head, meta, Text(""), Text(summary_paragraph(r)), Text("")]
@@ -468,7 +468,13 @@ def rule_detail(r: Rule) -> Group:
             bullets.add_row("•", Text(line))
         parts.append(Padding(Group(Text("The zoo reproduces it:"), bullets), (0, 0, 1, 2)))
     parts.append(Padding(Text(example_intro(r)), (0, 0, 0, 2)))
+    return Group(*parts)
+
+
+def print_rule(console: Console, r: Rule) -> None:
+    """The rule in full; its example finding as captured, never cut: a terminal narrower than
+    the capture wraps its lines itself."""
+    console.print(rule_detail(r))
     ex = EXAMPLES.get(r.id)
     if ex is not None:
-        parts.append(Text(ex["text"], no_wrap=True, overflow="ignore"))
-    return Group(*parts)
+        console.print(Text(ex["text"]), soft_wrap=True, markup=False, highlight=False)
