@@ -17,6 +17,9 @@ import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The suite's environment as an activated one: `trainprof run train.py` runs a script with the
+# python on PATH, which must be this one (it has torch), however pytest was started.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 # A job script that imports a helper from this folder (stand_in_timeline) runs with this env
 JOB_HELPERS_ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)}
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import trainprof
 from trainprof.errors import TrainprofError
+from trainprof.interpreter import script_python
 from trainprof.output import StreamPump, TerminalLock
 from trainprof.store.rundir import STDERR_LOG, STDOUT_LOG
 from trainprof.store.schema import ENV_MAX_STEPS, ENV_PKG_PARENT, ENV_RUN_DIR, ENV_STEPS_MIN_S
@@ -33,14 +34,15 @@ PKG_PARENT = Path(trainprof.__file__).parent.parent
 
 
 def resolve_command(args: list[str]) -> list[str]:
-    """A script runs with this Python; anything else must be a program on PATH or a path."""
+    """A script runs with the ``python`` on PATH (else trainprof's own); anything else must be a
+    program on PATH or a path."""
     if not args:
         raise TrainprofError("nothing to run: give a script (train.py) or `-- <command>`")
     first = args[0]
     if first.endswith(".py"):
         if not Path(first).is_file():
             raise TrainprofError(f"no such script: {first}")
-        return [sys.executable, *args]
+        return [script_python()[0], *args]
     if os.sep in first:
         if not (Path(first).is_file() and os.access(first, os.X_OK)):
             raise TrainprofError(f"not an executable file: {first}")

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from trainprof import signals
 from trainprof.doctor.cpu import usable_cpu_count
+from trainprof.interpreter import job_python, startup_hint
 from trainprof.launcher import Job, exit_code_of, probe_blocked_by, probe_env, resolve_command
 from trainprof.live import LiveStats, LiveView
 from trainprof.output import TerminalLock
@@ -91,6 +92,7 @@ def run(opts: RunOptions) -> int:
     meta: dict[str, Any] = {
         "trainprof_version": __version__,
         "command": shown,
+        "python": job_python(opts.command, command),  # the job's interpreter (None: not Python)
         "redacted": not opts.no_redact,
         "cwd": os.getcwd(),
         "run_dir": str(run_dir),
@@ -201,6 +203,7 @@ def run(opts: RunOptions) -> int:
         session = Session.load(run_dir)
         meta["stopped_by"] = stopped_by or _stop_reason(session)
         meta["exception"] = _job_exception(session)
+        meta["hint"] = startup_hint(meta, session.stderr_tail)
         meta["killed_at_shutdown"] = _killed_at_shutdown(session)
         session.meta = meta
         recording.save_meta(meta)

@@ -21,6 +21,7 @@ from trainprof.analysis.ledger import DATA, STALLS, STEP
 from trainprof.analysis.metrics import Metrics, batches_per_step
 from trainprof.analysis.rules.registry import SIGNALS
 from trainprof.analysis.stats import bins
+from trainprof.interpreter import describe as describe_python
 from trainprof.render.ranks import rank_table
 from trainprof.render.text import clean, literal, shell_join, shell_quote
 from trainprof.units import fmt_bytes, fmt_duration, plural, plural_of
@@ -128,6 +129,9 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     if command:  # the interpreter's full path is noise: "python train.py" reads as typed
         command[0] = Path(command[0]).name
     t.add_row("command", literal(shell_join(command)))
+    python = meta.get("python")
+    if python:  # which interpreter ran the job, and how to choose another
+        t.add_row("python", literal(describe_python(python)))
     what += f" in {_dur(meta.get('wall_s'))}"
     if shut_down(meta):
         what += ", as Python shut down after the script ended"
@@ -151,6 +155,8 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
                 style="red",
             ),
         )
+    if meta.get("hint"):  # the job failed because of how it was started
+        t.add_row("hint", Text(clean(str(meta["hint"])), style="yellow"))
     s = m.steady
     if m.probe_missing is not None:
         # Steps are the probe's to see: without it, none were seen, not "0 steps were made".

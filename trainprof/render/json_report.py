@@ -26,6 +26,8 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
         "trainprof_version": __version__,
         "run": {
             "command": meta.get("command", []),
+            "python": meta.get("python"),  # the job's interpreter: {"path", "chosen"}, or null
+            "hint": meta.get("hint"),  # why the job failed because of how it was started
             "exit_code": meta.get("exit_code"),
             "signal": meta.get("signal"),
             "killed_at_shutdown": meta.get("killed_at_shutdown"),

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainprof.interpreter import script_python
 from trainprof.samplers.stacks import StackRecorder
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class StackStarter:
         # (starter, the recorder, its previous chunk's py-spy pid) at each chunk of each recorder
         self.on_start = on_start
         self.followed = False  # switched to rank 0 (a script that launched torchrun itself)
-        if command[0] == sys.executable:
+        if command[0] in (sys.executable, script_python()[0]):  # a script: `python train.py`
             self._start_main(job.pid)
 
     def poll(self, live: LiveView) -> None:
