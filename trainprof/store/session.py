@@ -315,8 +315,6 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "exception": (dict,),
     "python": (dict,),
     "hint": (str,),
-    "python": (dict,),
-    "hint": (str,),
     "killed_at_shutdown": (bool,),
     "redacted": (bool,),
     "trainprof_version": (str,),
