@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from trainprof.analysis import from_stacks, periodicity
+from trainprof.analysis import periodicity, rate_estimate
 from trainprof.store.stacks import StackSpan
 
 PHASES = (("data", 0.3), ("forward", 0.3), ("backward", 0.3), ("optimizer", 0.1))
@@ -73,11 +73,11 @@ def test_fewer_steps_than_the_stacks_prove_is_not_a_rate() -> None:
     """A rhythm of 10 it/s while 200 separate backward/optimizer stretches were seen in 5 s:
     the rhythm is a pattern over several steps."""
     rhythm = periodicity.Rhythm(0.1, 0.4, 5, 0.005)
-    r = from_stacks.rate_estimate(rhythm, (0.0, 5.0), [], runs=200)
+    r = rate_estimate.rate_estimate(rhythm, (0.0, 5.0), [], runs=200)
     assert r.steps_per_s is None and "at least 40 it/s" in (r.reason or "")
     assert "(200 separate backward/optimizer stretches in 5.0 s)" in (r.reason or "")
     assert "repeat only every 100 ms" in (r.reason or "")
-    ok = from_stacks.rate_estimate(rhythm, (0.0, 5.0), [], runs=45)
+    ok = rate_estimate.rate_estimate(rhythm, (0.0, 5.0), [], runs=45)
     assert ok.steps_per_s == pytest.approx(10.0)
 
 
@@ -86,14 +86,14 @@ def test_no_rhythm_still_gives_the_steps_the_stacks_prove() -> None:
     backward/optimizer stretches still prove 33 it/s, near the 79 it/s that sampling resolves,
     so the reason says a higher --rate is needed. A slow irregular loop gets the bound alone."""
     none = periodicity.Rhythm(None, 0.04, 0, 1 / 197, "no steady rhythm")
-    fast = from_stacks.rate_estimate(none, (0.0, 120.0), [], runs=3906)
+    fast = rate_estimate.rate_estimate(none, (0.0, 120.0), [], runs=3906)
     assert fast.steps_per_s is None and fast.confidence == "none"
     assert (fast.reason or "").startswith("no steady rhythm; the loop runs at least 33 it/s")
     assert "up to ≈ 79 it/s: a faster loop needs a higher --rate" in (fast.reason or "")
-    slow = from_stacks.rate_estimate(none, (0.0, 120.0), [], runs=180)
+    slow = rate_estimate.rate_estimate(none, (0.0, 120.0), [], runs=180)
     assert "at least 1.5 it/s (180 separate" in (slow.reason or "")
     assert "--rate" not in (slow.reason or "")
-    assert from_stacks.rate_estimate(none, (0.0, 120.0), [], runs=0).reason == "no steady rhythm"
+    assert rate_estimate.rate_estimate(none, (0.0, 120.0), [], runs=0).reason == "no steady rhythm"
 
 
 def test_a_short_window_s_partial_steps_at_its_edges_are_not_held_against_the_rhythm() -> None:
@@ -101,9 +101,11 @@ def test_a_short_window_s_partial_steps_at_its_edges_are_not_held_against_the_rh
     part of a step at each end): the rhythm is right (the CI failure this guards against). A
     rhythm of twice the period, a pattern over two steps, is still rejected."""
     window = (0.0, 3.85)
-    right = from_stacks.rate_estimate(periodicity.Rhythm(0.51, 0.7, 2, 1 / 197), window, [], runs=9)
+    right = rate_estimate.rate_estimate(
+        periodicity.Rhythm(0.51, 0.7, 2, 1 / 197), window, [], runs=9
+    )
     assert right.steps_per_s == pytest.approx(7.55 / 3.85, rel=0.01)
-    double = from_stacks.rate_estimate(
+    double = rate_estimate.rate_estimate(
         periodicity.Rhythm(1.02, 0.7, 2, 1 / 197), (0.0, 8.0), [], runs=17
     )
     assert double.steps_per_s is None and "every 1020 ms" in (double.reason or "")

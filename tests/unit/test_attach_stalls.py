@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from trainprof.analysis.attribution import category
-from trainprof.analysis.from_stacks import find_stalls
+from trainprof.analysis.gap_stalls import find_stalls
 from trainprof.store.stacks import StackSpan
 
 TRAIN = "/home/user/proj/train.py"

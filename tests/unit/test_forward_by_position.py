@@ -68,7 +68,7 @@ def test_the_last_backward_call_of_a_function_bounds_its_forward() -> None:
 def test_attachs_ledger_splits_the_step_the_same_way() -> None:
     """attach's time ledger, from the same stacks: a functional model's forward was "other
     host work in the loop" there (26 % of a healthy job), while `run`'s split said forward."""
-    from trainprof.analysis.from_stacks import build_ledger
+    from trainprof.analysis.ledger_from_stacks import build_ledger
 
     led = build_ledger(_spans(FORWARD, FORWARD, BACKWARD, AFTER), SOURCE, (0.0, 0.04), [])
     assert round(led.seconds["forward"], 3) == 0.02
