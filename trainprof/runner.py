@@ -22,6 +22,7 @@ from trainprof import signals
 from trainprof.doctor.cpu import usable_cpu_count
 from trainprof.interpreter import job_python, startup_hint
 from trainprof.launcher import Job, exit_code_of, probe_blocked_by, probe_env, resolve_command
+from trainprof.limits import HANG_SILENCE_S, HANG_STEP_MULTIPLE
 from trainprof.live import LiveStats, LiveView
 from trainprof.output import TerminalLock
 from trainprof.probe_state import ProbeWatch, probe_state
@@ -300,8 +301,8 @@ class HangWatch:
     checkpoint written: its stack moves or it reads or writes, samplers/at_work.py): the watch
     looks again one silence later."""
 
-    MIN_SILENCE_S = 10.0
-    STEP_MULTIPLE = 20.0
+    MIN_SILENCE_S = HANG_SILENCE_S
+    STEP_MULTIPLE = HANG_STEP_MULTIPLE
     RECORDED_LAG_S = 2.0  # a probe's records reach its file this late (its flush timer)
     ARM_AFTER_BATCHES = 3  # a job that never steps an optimizer: its first batches (or backward
     # passes) warm up

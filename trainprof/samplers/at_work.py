@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import psutil
 
 from trainprof.analysis.attribution import is_user_file, short_name
+from trainprof.limits import MOVED_BYTES
 from trainprof.samplers.hang import dump_one
 from trainprof.samplers.proctree import process_tree
 from trainprof.samplers.pyspy import py_spy_path
@@ -30,7 +31,6 @@ from trainprof.store.dumps import parse
 from trainprof.store.stacks import Frame
 from trainprof.units import fmt_bytes
 
-MOVED_BYTES = 1 << 20  # read or written by the job's processes between the first and last look
 LOOK_FOR_S = 2.0  # the looks span this long before the watch decides
 MAX_STACKED = 16  # processes whose stacks are looked at (of a big job: its first ranks first)
 

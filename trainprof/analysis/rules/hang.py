@@ -31,10 +31,12 @@ Best practice::
 from __future__ import annotations
 
 from trainprof.analysis.rules.registry import Threshold, define
-from trainprof.samplers.at_work import MOVED_BYTES
+from trainprof.limits import HANG_SILENCE_S, HANG_STEP_MULTIPLE, MOVED_BYTES
 
-SILENCE_S = Threshold("silence", 10.0, "s", "no optimizer step for this long (at least)")
-STEP_MULTIPLE = Threshold("step_multiple", 20.0, "ratio", "or this many median steps, if longer")
+SILENCE_S = Threshold("silence", HANG_SILENCE_S, "s", "no optimizer step for this long (at least)")
+STEP_MULTIPLE = Threshold(
+    "step_multiple", HANG_STEP_MULTIPLE, "ratio", "or this many median steps, if longer"
+)
 MOVED = Threshold(
     "moved",
     float(MOVED_BYTES),

@@ -30,7 +30,7 @@ from trainprof.analysis.memory import Growth
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._profiler import recording
 from trainprof.analysis.rules.registry import Threshold, rule
-from trainprof.attach import DEFAULT_DURATION_S
+from trainprof.limits import ATTACH_DURATION_S
 
 MB = 2**20
 MIN_BPS = Threshold("min_rate", 1 * MB, "bytes/s", "growth rate, in any run")
@@ -159,5 +159,5 @@ def _over_what_was_sampled(m: Metrics) -> Finding | None:
             "dataset or a cache built, a first epoch): attach cannot tell where the job is in "
             "its run",
         ),
-        fix=(f"attach for longer (--duration {DEFAULT_DURATION_S:.0f} or more) to tell a leak",),
+        fix=(f"attach for longer (--duration {ATTACH_DURATION_S:.0f} or more) to tell a leak",),
     )
