@@ -22,9 +22,11 @@ from trainprof.analysis.metrics import Metrics, batches_per_step
 from trainprof.analysis.rules.registry import SIGNALS
 from trainprof.analysis.stats import bins
 from trainprof.interpreter import describe as describe_python
+from trainprof.render.host_rows import add_host_rows
+from trainprof.render.outside import outside_summary
 from trainprof.render.ranks import rank_table
 from trainprof.render.text import clean, literal, shell_join, shell_quote
-from trainprof.units import fmt_bytes, fmt_duration, plural, plural_of
+from trainprof.units import fmt_duration, plural, plural_of
 
 SPARK = "▁▂▃▄▅▆▇█"
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -118,8 +120,6 @@ def outcome(meta: dict[str, Any]) -> tuple[str, str]:
 
 def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     if m.outside is not None:  # `trainprof attach`: what was sampled, and the estimated rate
-        from trainprof.render.outside import outside_summary
-
         return outside_summary(meta, m)
     t = Table.grid(padding=(0, 2))
     t.add_column(style="dim", justify="right", no_wrap=True)
@@ -231,32 +231,6 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     if not m.torch_seen:
         t.add_row("", Text("torch was never imported: host metrics only", style="dim"))
     return t
-
-
-def add_host_rows(t: Table, m: Metrics) -> None:
-    """CPU, peak memory and GPU utilization, as sampled from outside (run and attach alike)."""
-    unsampled = "not measured: no host sample was taken while the job ran"
-    own = m.trainprof_cpu_percent_mean
-    t.add_row(
-        "CPU",
-        unsampled
-        if m.cpu_percent_mean is None
-        else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)"
-        + (f" · trainprof itself {own:.0f}%" if own is not None else ""),
-    )
-    t.add_row(
-        "peak memory",
-        unsampled
-        if m.peak_rss_bytes is None
-        else f"{fmt_bytes(m.peak_rss_bytes)} RSS (job and workers)",
-    )
-    gpu = (
-        f"{m.gpu_util_mean:.0f}% mean"
-        + (f" ({m.gpus.describe()})" if m.gpus and m.gpus.of > 1 else "")
-        if m.gpu_util_mean is not None
-        else f"not measured: {m.gpu_unavailable or 'no GPU samples'}"
-    )
-    t.add_row("GPU", literal(gpu))
 
 
 LEDGER_GROUPS = (("data", DATA), ("stalls", STALLS), ("step", STEP), ("", ("unattributed",)))

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.outside_view import SHARES, OutsideView, RateEstimate
-from trainprof.render.console import add_host_rows
+from trainprof.render.host_rows import add_host_rows
 from trainprof.render.text import literal, shell_join
 from trainprof.units import plural
 
