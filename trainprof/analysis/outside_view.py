@@ -65,7 +65,7 @@ class HeldStack:
 @dataclass(frozen=True)
 class Stillness:
     """Whether the attached job moved at all: each sampled process's most-held stack, and what
-    the job's processes read and wrote meanwhile (attach/stillness.py reads it; the hang
+    the job's processes read and wrote meanwhile (analysis/stillness.py reads it; the hang
     verdict judges it)."""
 
     window_s: float

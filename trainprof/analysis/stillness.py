@@ -4,7 +4,7 @@ thread held longest and for what share of its sampled time; what the job's proce
 wrote over the window, and how much their memory changed; the CPUs they used. A hung job holds
 one stack in every process and reads, writes and allocates nothing; a working one moves one or
 another (the hang verdict, analysis/crash/still.still_finding, judges it). Pure: reads the
-Session and the stacks attach/analysis.py loaded."""
+Session and the stacks analysis/from_stacks.py loaded."""
 
 from __future__ import annotations
 

@@ -144,7 +144,7 @@ def _sample(
     meta["t_launch"] = started
     sampler.start()
     # the job's reads and writes over the window: a job whose stacks keep still but that reads
-    # or writes is at work (a long download or save), not hung (attach/stillness.py)
+    # or writes is at work (a long download or save), not hung (analysis/stillness.py)
     io_at_start = io_bytes(process_tree(root))
     spies = [
         record.SpyRecorder(t.pid, run_dir, opts.rate_hz, opts.duration_s) for t in targets.processes

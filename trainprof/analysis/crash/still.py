@@ -1,5 +1,5 @@
 """``trainprof attach``'s hang verdict: over the window sampled, every process's main thread
-held one stack and the job read, wrote and allocated next to nothing (attach/stillness.py reads
+held one stack and the job read, wrote and allocated next to nothing (analysis/stillness.py reads
 it). Told from each process's held stack as the runner's hang dumps are (hang.told), with what
 only attach measures beside: the window, the I/O, the CPU, a process out of file descriptors.
 Pure."""
