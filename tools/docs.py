@@ -1,14 +1,14 @@
-"""Regenerate the generated docs: the rule pages, and the README's report from a real demo run.
+"""Regenerate the generated docs: the rule pages, and the README's reports from real runs.
 
-    python -m tools.docs              # docs/rules/*.md, and README.md's demo report (runs it)
+    python -m tools.docs              # docs/rules/*.md, README.md's demo report and excerpts
     python -m tools.docs --pages      # docs/rules/*.md only (no job runs)
     python -m tools.docs --examples [ID ...]   # run the zoo: each rule's example finding
 
 ``make docs`` runs the first. ``--examples`` runs each rule's first zoo script this machine can
 run (no GPU scripts without a GPU) under ``trainprof run``, keeps the finding as printed in
 ``trainprof/render/rule_examples.py``, then writes the pages; rules it could not run keep their
-last example. Every captured text is real output; one that names a path of this machine is
-refused, not edited.
+last example. Every captured text is real output: a path of this machine in it is shortened to
+``…/`` (and the page says so), and a capture that still names one is refused.
 """
 
 from __future__ import annotations
@@ -136,6 +136,107 @@ def write_readme_demo() -> None:
     README.write_text(head + block + tail, encoding="utf-8")
 
 
+# ---- the README's short excerpts: each a few lines of a real run, picked by pattern ---------
+
+ZOO = ROOT / "trainprof" / "examples" / "zoo"
+# name → the lines to keep: (a pattern of the first line, how many lines from it)
+PICKS: dict[str, tuple[tuple[str, int], ...]] = {
+    "attach": ((r"^│ 1\. \[error\]", 2), (r"^│\s+where: ", 1)),
+    "report": ((r"^trace: ", 1), (r"^HTML report: ", 1)),
+    "ci": ((r"^ findings ", 1), (r"^ max-data-wait ", 1), (r"^trainprof ci: exit", 1)),
+    "compare": ((r"^verdict: ", 1), (r"^settings that differ:", 1), (r"^  batch size: ", 1)),
+    "doctor": ((r"^ cpu ", 1), (r"^\d+ ok, \d+ warn, \d+ fail", 1)),
+}
+
+
+def _trainprof(folder: Path, *args: str, timeout: float = 300) -> str:
+    cmd = [sys.executable, "-m", "trainprof", *args]
+    proc = subprocess.run(
+        cmd,
+        cwd=folder,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return proc.stdout
+
+
+def _attach_hung(folder: Path) -> str:
+    """The zoo's hang_worker_blocked.py, started plainly, attached once its log says it hung."""
+    shutil.copy(ZOO / "hang_worker_blocked.py", folder)
+    job = subprocess.Popen(
+        [sys.executable, "hang_worker_blocked.py"],
+        cwd=folder,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert job.stdout is not None
+        for line in job.stdout:  # its last line before its workers block for good
+            if "step 20:" in line:
+                break
+        return _trainprof(folder, "attach", str(job.pid), "--duration", "10")
+    finally:
+        os.killpg(job.pid, 9)
+        job.wait()
+
+
+def _excerpt_outputs(folder: Path) -> dict[str, str]:
+    """Each excerpt's whole output, from real runs in folder."""
+    for name in ("cpu_stall.py", "input_bound.py", "ci_smoke.py"):
+        shutil.copy(ZOO / name, folder)
+    out = {"attach": _attach_hung(folder)}
+    out["report"] = _trainprof(
+        folder, "run", "-q", "--trace", "cpu-stall.trace.json", "--html", "cpu-stall.html",
+        "cpu_stall.py",
+    )  # fmt: skip
+    out["ci"] = _trainprof(
+        folder, "ci", "-q", "--steps", "40", "--max-data-wait", "0.2", "--fail-on", "warning",
+        "input_bound.py",
+    )  # fmt: skip
+    for size in ("4", "16"):
+        _trainprof(folder, "run", "-q", "--run-dir", f"runs/bs{size}", "ci_smoke.py",
+                   "--batch-size", size)  # fmt: skip
+    out["compare"] = _trainprof(folder, "compare", "runs/bs4", "runs/bs16")
+    out["doctor"] = _trainprof(folder, "doctor")
+    return out
+
+
+def pick(output: str, name: str) -> str:
+    """The excerpt's lines of output; a pattern that finds nothing stops `make docs`."""
+    lines = output.splitlines()
+    kept: list[str] = []
+    for pattern, count in PICKS[name]:
+        at = next((i for i, line in enumerate(lines) if re.search(pattern, line)), None)
+        if at is None:
+            sys.exit(f"tools.docs: the {name} excerpt: no line matches {pattern!r}:\n{output}")
+        kept += [line.rstrip() for line in lines[at : at + count]]
+    return "\n".join(kept)
+
+
+def write_readme_excerpts() -> None:
+    """Run each excerpt's commands for real, and put its lines between its README markers."""
+    text = README.read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="trainprof-docs-") as tmp:
+        outputs = _excerpt_outputs(Path(tmp))
+        for name in PICKS:
+            excerpt, _ = _shorten(pick(outputs[name], name), tmp)
+            if _leaks(excerpt, tmp):
+                sys.exit(f"tools.docs: the {name} excerpt names a path of this machine")
+            begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+            if text.count(begin) != 1 or text.count(end) != 1:
+                sys.exit(f"tools.docs: README.md needs one {begin} … {end}")
+            head, rest = text.split(begin, 1)
+            text = f"{head}{begin}\n```\n{excerpt}\n```\n{end}{rest.split(end, 1)[1]}"
+    README.write_text(text, encoding="utf-8")
+
+
 # ---- example findings -----------------------------------------------------------------------
 
 
@@ -230,7 +331,8 @@ def main() -> None:
     print(f"tools.docs: {len(changed)} rule pages written", file=sys.stderr)
     if not args.pages:
         write_readme_demo()
-        print("tools.docs: README.md's demo report captured again", file=sys.stderr)
+        write_readme_excerpts()
+        print("tools.docs: README.md's demo report and excerpts captured again", file=sys.stderr)
 
 
 if __name__ == "__main__":

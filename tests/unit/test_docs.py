@@ -145,3 +145,14 @@ def test_every_relative_link_leads_to_a_file(doc: Path) -> None:
             continue
         path = (doc.parent / target.split("#", 1)[0]).resolve()
         assert path.exists(), f"{doc.name} links to {target}, which does not exist"
+
+
+@pytest.mark.parametrize("name", ["attach", "report", "ci", "compare", "doctor"])
+def test_readme_excerpts_are_captured(name: str) -> None:
+    """`make docs` fills each excerpt from a real run; an empty one was never captured."""
+    text = README.read_text(encoding="utf-8")
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    assert text.count(begin) == 1 and text.count(end) == 1
+    block = text.split(begin, 1)[1].split(end, 1)[0].strip()
+    assert block.startswith("```\n") and block.endswith("\n```") and len(block) > 10, block
+    assert "/tmp/" not in block and "/home/" not in block
