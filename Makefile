@@ -44,8 +44,9 @@ lint: $(STAMP)
 	$(BIN)/mypy trainprof
 	$(BIN)/python -m tools.commit_subjects
 
-# The generated docs: docs/rules/*.md from the rule registry, and README.md's demo report from a
-# real run of the demo. `python -m tools.docs --examples` reruns the zoo for the rules' examples.
+# The generated docs (about 4 min on 2 cores): docs/rules/*.md from the rule registry, and the
+# README's demo report and command excerpts from real runs. `python -m tools.docs --examples`
+# reruns the zoo for the rules' example findings; `--pages` only writes the rule pages.
 docs: $(STAMP)
 	$(BIN)/python -m tools.docs
 
