@@ -1,8 +1,11 @@
-"""The Python a script runs with: the user's ``python`` on PATH, as ``python train.py`` would.
+"""The Python a script runs with: the one the user would run it with, as ``python train.py``.
 
-trainprof may live in an environment of its own (pipx): its interpreter is used only when
-there is no ``python`` on PATH. Also here: what to say when the job failed because of how it
-was started (a module its interpreter lacks, a trainprof option given after the script).
+That is the ``python`` on PATH when an environment is active (a venv, conda) or when
+trainprof's own environment has no torch (trainprof in an environment of its own, as pipx
+installs it). With no environment active, trainprof's own Python when it has torch (a venv's
+``bin/trainprof`` called by its path, ``make demo``), and when no python is on PATH. Also
+here: what to say when the job failed because of how it was started (a module its
+interpreter lacks, a trainprof option given after the script).
 """
 
 from __future__ import annotations
@@ -25,13 +28,18 @@ _UNRECOGNIZED = re.compile(
 )
 
 
+ACTIVE_ENV = ("VIRTUAL_ENV", "CONDA_PREFIX")  # set by `activate`, `conda activate`
+
+
 def script_python() -> tuple[str, str]:
-    """(the interpreter for a script, how it was chosen: ``PATH``, or ``trainprof`` when no
-    ``python`` or ``python3`` is on PATH and trainprof's own runs it)."""
-    for name in PATH_NAMES:
-        found = shutil.which(name)
-        if found:
-            return os.path.abspath(found), "PATH"
+    """(the interpreter for a script, how it was chosen: ``PATH``, or ``trainprof`` for
+    trainprof's own), by the rules in this module's docstring."""
+    active = any(os.environ.get(name) for name in ACTIVE_ENV)
+    if active or not _has_module("torch"):
+        for name in PATH_NAMES:
+            found = shutil.which(name)
+            if found:
+                return os.path.abspath(found), "PATH"
     return sys.executable, "trainprof"
 
 
@@ -54,7 +62,7 @@ def describe(python: dict[str, Any]) -> str:
     chosen = python.get("chosen")
     if chosen == "command":
         return path
-    why = "the python on PATH" if chosen == "PATH" else "trainprof's own: no python on PATH"
+    why = "the python on PATH" if chosen == "PATH" else "trainprof's own"
     return f"{path} ({why}; another: `{CHOOSE.format(script='train.py')}`)"
 
 
@@ -87,8 +95,8 @@ def _missing_module(meta: dict[str, Any]) -> str | None:
     own = os.path.abspath(sys.executable)
     if path == own:  # not by the resolved path: every venv's python links to one interpreter
         return (
-            f"{said}; it is trainprof's own Python. Install {module} there, or run the script "
-            f"with the Python of its environment: `{CHOOSE.format(script=script)}`"
+            f"{said}; it is trainprof's own Python. Install {module} there, activate the "
+            f"environment the script needs, or name its Python: `{CHOOSE.format(script=script)}`"
         )
     if _has_module(module):
         return (

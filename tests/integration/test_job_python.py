@@ -1,9 +1,9 @@
-"""`trainprof run train.py` runs the script with the python a user would: the one on PATH.
+"""`trainprof run train.py` runs the script with the python a user would run it with.
 
-GIVEN trainprof in an environment of its own (pipx) and the user's python first on PATH, THEN
-the script runs with the user's, the report names it and how to choose another; a job that
-fails on a module its interpreter lacks, or on a trainprof option given after the script,
-is told why.
+GIVEN an active environment, THEN the script runs with its python (on PATH), and the report
+names it and how to choose another; with none active, trainprof's own (it has torch). A job
+that fails on a module its interpreter lacks, or on a trainprof option given after the
+script, is told why.
 """
 
 from __future__ import annotations
@@ -22,12 +22,18 @@ print(json.dumps({"executable": sys.executable, "probe": "trainprof.probe" in sy
 """
 
 
-def _path_with(first: Path) -> dict[str, str]:
-    return {**os.environ, "PATH": f"{first}{os.pathsep}{os.environ.get('PATH', '')}"}
+def _activated(bin_dir: Path) -> dict[str, str]:
+    """The environment of a shell that activated the venv whose scripts are in ``bin_dir``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    return {
+        **env,
+        "VIRTUAL_ENV": str(bin_dir.parent),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
 
 
 def test_a_script_runs_with_the_python_on_path(tmp_path: Path) -> None:
-    # GIVEN a `python` first on PATH that notes it ran, then runs this interpreter
+    # GIVEN an active environment whose `python` notes it ran, then runs this interpreter
     bin_dir = tmp_path / "user env" / "bin"
     bin_dir.mkdir(parents=True)
     used = tmp_path / "used.log"
@@ -35,7 +41,7 @@ def test_a_script_runs_with_the_python_on_path(tmp_path: Path) -> None:
     wrapper.write_text(f'#!/bin/sh\necho "$@" >> "{used}"\nexec "{sys.executable}" "$@"\n')
     wrapper.chmod(0o755)
     script = write_script(tmp_path, "which.py", WHICH)
-    r = run_trainprof(tmp_path, str(script), env=_path_with(bin_dir))
+    r = run_trainprof(tmp_path, str(script), env=_activated(bin_dir))
     assert r.returncode == 0, r.stderr[-2000:]
     # THEN the job ran with it, the probe loaded in it, and the report names it
     assert used.read_text().split() == [str(script)]
@@ -43,15 +49,23 @@ def test_a_script_runs_with_the_python_on_path(tmp_path: Path) -> None:
     assert r.report is not None
     assert r.report["run"]["python"] == {"path": str(wrapper), "chosen": "PATH"}
     assert r.report["run"]["hint"] is None
+    # AND with no environment active, trainprof's own Python (it has torch) runs it
+    env = _activated(bin_dir)
+    del env["VIRTUAL_ENV"]
+    r = run_trainprof(tmp_path, str(script), env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert used.read_text().split() == [str(script)]  # not used again
+    assert r.report is not None
+    assert r.report["run"]["python"] == {"path": sys.executable, "chosen": "trainprof"}
 
 
 def test_a_python_that_lacks_a_module_is_named(tmp_path: Path) -> None:
-    # GIVEN a bare venv first on PATH (no packages) and a script that imports torch
+    # GIVEN a bare venv activated (no packages) and a script that imports torch
     pytest.importorskip("torch")
     venv = tmp_path / "bare env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     script = write_script(tmp_path, "needs_torch.py", "import torch\n")
-    r = run_trainprof(tmp_path, str(script), env=_path_with(venv / "bin"))
+    r = run_trainprof(tmp_path, str(script), env=_activated(venv / "bin"))
     # THEN the job failed on the import, and the report says whose Python lacks torch, that
     # trainprof's own has it, and how to run the script with that one
     assert r.returncode == 1

@@ -1,15 +1,26 @@
-"""The job's interpreter (interpreter.py): the python on PATH for a script, else trainprof's own;
-the Python a command names; and the hints for a job that failed because of how it started."""
+"""The job's interpreter (interpreter.py): for a script, the python on PATH of an active
+environment, or trainprof's own when it has torch and none is active; the Python a command
+names; and the hints for a job that failed because of how it started."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from trainprof.interpreter import describe, job_python, own_options, script_python, startup_hint
+import trainprof
+from trainprof.interpreter import (
+    ACTIVE_ENV,
+    describe,
+    job_python,
+    own_options,
+    script_python,
+    startup_hint,
+)
 from trainprof.launcher import resolve_command
 
 
@@ -21,24 +32,60 @@ def _python_in(directory: Path, name: str = "python") -> Path:
     return exe
 
 
-def test_a_script_gets_the_python_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def no_active_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ACTIVE_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("no_active_env")
+def test_an_active_environment_runs_the_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = _python_in(tmp_path / "env" / "bin")
     monkeypatch.setenv("PATH", f"{first.parent}{os.pathsep}{os.environ['PATH']}")
     script = tmp_path / "train.py"
     script.write_text("")
-    command = resolve_command([str(script), "--lr", "1"])
-    assert command == [str(first), str(script), "--lr", "1"]
-    assert job_python([str(script)], command) == {"path": str(first), "chosen": "PATH"}
+    # GIVEN no active environment, and trainprof's own has torch: trainprof's own
+    assert importlib.util.find_spec("torch") is not None, "this test needs torch here"
+    assert resolve_command([str(script)]) == [sys.executable, str(script)]
+    # GIVEN the environment activated (a venv's or conda's variable): its python on PATH
+    for name in ACTIVE_ENV:
+        monkeypatch.setenv(name, str(first.parent.parent))
+        command = resolve_command([str(script), "--lr", "1"])
+        assert command == [str(first), str(script), "--lr", "1"]
+        assert job_python([str(script)], command) == {"path": str(first), "chosen": "PATH"}
+        monkeypatch.delenv(name)
 
 
+@pytest.mark.usefixtures("no_active_env")
 def test_python3_when_no_python_and_trainprofs_own_when_neither(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path))
     only3 = _python_in(tmp_path / "a", "python3")
     monkeypatch.setenv("PATH", str(only3.parent))
     assert script_python() == (str(only3), "PATH")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert script_python() == (sys.executable, "trainprof")
+
+
+def test_trainprof_without_torch_runs_the_python_on_path(tmp_path: Path) -> None:
+    """trainprof in an environment of its own (pipx), with no environment active: the python
+    on PATH. Its own environment is stood for by this Python without site-packages (-S)."""
+    first = _python_in(tmp_path / "user env" / "bin")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from trainprof.interpreter import script_python; print(list(script_python()))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ACTIVE_ENV}
+    env["PATH"] = f"{first.parent}{os.pathsep}{env.get('PATH', '')}"
+    root = str(Path(trainprof.__file__).parent.parent)
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code, root], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str([str(first), "PATH"])
 
 
 def test_a_named_python_is_the_commands_and_another_program_has_none(
@@ -55,7 +102,7 @@ def test_the_header_line_says_why_and_how_to_choose_another() -> None:
     line = describe({"path": "/env/bin/python", "chosen": "PATH"})
     assert line.startswith("/env/bin/python (the python on PATH;")
     assert "`trainprof run -- /path/to/python train.py`" in line
-    assert "no python on PATH" in describe({"path": "/x/python", "chosen": "trainprof"})
+    assert "(trainprof's own;" in describe({"path": "/x/python", "chosen": "trainprof"})
     assert describe({"path": "/x/python", "chosen": "command"}) == "/x/python"
 
 
