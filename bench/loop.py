@@ -297,7 +297,9 @@ def _defined_in(fn: Any, module: str) -> bool:
     return getattr(fn, "__globals__", {}).get("__name__") == module
 
 
-def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) -> dict[str, Any]:
+def toggle(
+    sizes: list[str], warmup_s: float, measure_s: float, block_s: float, by_part: bool = False
+) -> dict[str, Any]:
     """Per size: the probe's in-loop cost per step (µs), all hooks and each hook part alone, from
     interleaved blocks of real steps with the hooks on, unchanged (an A/A control), all off, and
     all off but one part. A block's step time is the median of its steps (a preempted step does
@@ -321,9 +323,11 @@ def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) 
         ("same", frozenset()),
         ("all", frozenset(parts)),
     ]
-    modes += [(f"{p} alone", frozenset(parts) - {p}) for p in parts]
-    # "p empty" is all off but p, which calls what it wraps and nothing else (its floor)
-    empties = [p for p in ("steps", "loader", "fetch") if p in parts]
+    # (with ``by_part``; fewer modes give each more blocks) "p empty" is all off but p, which
+    # calls what it wraps and nothing else (its floor)
+    alone = parts if by_part else []
+    empties = [p for p in ("steps", "loader", "fetch") if p in alone]
+    modes += [(f"{p} alone", frozenset(parts) - {p}) for p in alone]
     modes += [(f"{p} empty", frozenset(parts) - {p}) for p in empties]
     out = []
     for h, tr in zip(sizes, trainers, strict=True):
@@ -362,7 +366,7 @@ def toggle(sizes: list[str], warmup_s: float, measure_s: float, block_s: float) 
                 return [v * 1e6 for v in paired_difference(blocks[a], blocks[b])]
 
             cost = {"same": paired("on", "same"), "all": paired("on", "all")}
-            cost.update({p: paired(f"{p} alone", "all") for p in parts})
+            cost.update({p: paired(f"{p} alone", "all") for p in alone})
             cost.update({f"{p} empty": paired(f"{p} empty", "all") for p in empties})
             return cost
 
@@ -455,10 +459,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibrate", default="", help="target steps/s, comma-separated")
     ap.add_argument("--toggle", action="store_true", help="in-process probe on/off blocks")
     ap.add_argument("--block-s", type=float, default=0.01, help="--toggle: seconds per block")
+    ap.add_argument("--by-part", action="store_true", help="--toggle: each part alone, and empty")
     args = ap.parse_args(argv)
     if args.toggle:
         sizes = args.sizes.split(",")
-        out = toggle(sizes, args.warmup_s, args.measure_s, args.block_s)
+        out = toggle(sizes, args.warmup_s, args.measure_s, args.block_s, args.by_part)
     elif args.calibrate:
         out = calibrate([float(x) for x in args.calibrate.split(",")])
     else:

@@ -364,20 +364,34 @@ TOGGLE_KEY = "cost_us_paired"
 
 
 def toggle(size: str, measure_s: float, runs: int = TOGGLE_RUNS) -> dict[str, Any]:
-    """``runs`` toggle runs of ``measure_s`` each: every run's rows, and per hook the median of
-    the runs' paired costs (``hooks``: name -> [median µs a step, median half-width])."""
+    """``runs`` toggle runs of ``measure_s`` with all hooks (on, A/A, all off), then ``runs``
+    by part: every run's rows, and per hook the median of the runs' paired costs (``hooks``:
+    name -> [median µs a step, median half-width]; "all" and "same" from the first runs)."""
     done: list[dict[str, Any]] = []
-    for _ in range(runs):
-        out = run_in_probe(
-            [sys.executable, str(LOOP), "--toggle", "--sizes", size, "--measure-s", str(measure_s)]
-        )
-        if "error" in out:
-            return out
-        done.append(out)
-    rows = [r["toggle"][0] for r in done]
-    names = list(rows[0][TOGGLE_KEY])
-    hooks = {n: [stats.median(r[TOGGLE_KEY][n][i] for r in rows) for i in (0, 1)] for n in names}
-    return {"runs": done, "toggle": rows, "hooks": hooks, "parts_found": done[0]["parts_found"]}
+    for by_part in (False, True):
+        for _ in range(runs):
+            cmd = [sys.executable, str(LOOP), "--toggle", "--sizes", size]
+            cmd += ["--measure-s", str(measure_s), *(["--by-part"] if by_part else [])]
+            out = run_in_probe(cmd)
+            if "error" in out:
+                return out
+            out["by_part"] = by_part
+            done.append(out)
+    totals = [r["toggle"][0] for r in done if not r["by_part"]]
+    parts = [r["toggle"][0] for r in done if r["by_part"]]
+
+    def med(rows: list[dict[str, Any]], name: str) -> list[float]:
+        return [stats.median(r[TOGGLE_KEY][name][i] for r in rows) for i in (0, 1)]
+
+    hooks = {name: med(totals, name) for name in ("same", "all")}
+    hooks.update({n: med(parts, n) for n in parts[0][TOGGLE_KEY] if n not in hooks})
+    return {
+        "runs": done,
+        "toggle": totals,
+        "toggle_by_part": parts,
+        "hooks": hooks,
+        "parts_found": done[0]["parts_found"],
+    }
 
 
 def micro_table(m: dict[str, Any], rates: list[float]) -> str:
@@ -435,26 +449,27 @@ def toggle_table(t: dict[str, Any]) -> str:
     """The hooks' in-loop cost: each run's paired median and the median of the runs."""
     if "error" in t:
         return f"toggle: failed: {t['error']}"
-    rows = t["toggle"]
-    period_us = 1e6 / stats.median(r["steps_per_s"] for r in rows)
+    totals, parts = t["toggle"], t["toggle_by_part"]
+    period_us = 1e6 / stats.median(r["steps_per_s"] for r in totals)
     lines = [
         [
             "in-loop cost (µs a step)",
-            *[f"run {i + 1}" for i in range(len(rows))],
+            *[f"run {i + 1}" for i in range(len(totals))],
             "median of runs",
             "share of a step",
         ]
     ]
     for name, (us, half) in t["hooks"].items():
+        rows = totals if name in ("same", "all") else parts
         runs = [f"{r[TOGGLE_KEY][name][0]:+.1f}" for r in rows]
         label = TOGGLE_LABELS.get(name, name)
         lines.append([label, *runs, f"{us:+.1f} ± {half:.1f}", f"{us / period_us * 100:+.2f} %"])
-    r0 = rows[0]
+    r0, p0 = totals[0], parts[0]
     head = (
-        f"in-loop, {r0['size']} at {1e6 / period_us:.0f} steps/s, {len(rows)} runs: interleaved "
-        f"blocks of {r0['block_steps']} steps, {r0['cycles']} cycles a run; a block's median "
-        "step, paired with the reference's block of its cycle (all hooks: "
-        "on − all off; a part: it alone − all off; A/A: on − on), median of the pairs ± its "
-        "~95 % half-width"
+        f"in-loop, {r0['size']} at {1e6 / period_us:.0f} steps/s: {len(totals)} runs of 3 modes "
+        f"(on, on again, all off; {r0['cycles']} cycles a run), then {len(parts)} runs by part "
+        f"({p0['cycles']} cycles a run); blocks of {r0['block_steps']} steps. A block's median "
+        "step, paired with the reference's block of its cycle (all hooks: on − all off; A/A: "
+        "on − on; a part: it alone − all off), median of the pairs ± its ~95 % half-width"
     )
     return head + "\n" + stats.format_table(lines)

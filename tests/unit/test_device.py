@@ -198,7 +198,10 @@ def test_a_started_timeline_marks_a_real_optimizers_steps(
     from trainprof.probe import torch_hooks
 
     class Writer:
-        def add_step(self, rec: object) -> None:
+        steps: list[object] = []
+        step_check_at = float("inf")
+
+        def steps_queued(self, now: float) -> None:
             pass
 
         def add(self, line: str) -> None:

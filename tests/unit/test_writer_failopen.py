@@ -58,7 +58,7 @@ def test_a_late_timer_is_made_up_for_where_records_are_queued(tmp_path: Path) ->
     w = EventWriter(str(tmp_path))
     _step(w)  # starts the timer
     w._thread = None  # as if it had died
-    w._due = time.monotonic() - 0.01  # and missed its flush
+    w._due = w.step_check_at = time.monotonic() - 0.01  # and missed its flush
     _step(w)  # flushed here, and a timer started again
     (path,) = tmp_path.iterdir()
     assert sum(1 for ln in path.read_text().splitlines() if ln.startswith("S ")) == 2

@@ -26,6 +26,7 @@ from trainprof import probe
 from trainprof.probe import debug_modes, models, optimized, saves, structure, worker_info
 from trainprof.probe.device import Timeline, cuda_timeline
 from trainprof.probe.flops import StepFlops
+from trainprof.probe.writer import FLUSH_EVERY_RECORDS
 from trainprof.store.schema import (
     BACKWARD,
     BATCH,
@@ -62,6 +63,7 @@ class _State:
         "last_boundary",
         "steps",
         "batches_seen",
+        "epochs_pending",
         "loader_caller_recorded",
         "wait",
         "sampler",
@@ -107,6 +109,8 @@ class _State:
         self.last_boundary = 0.0
         self.steps = 0
         self.batches_seen = False  # a DataLoader batch came before any optimizer step
+        # iterators made by DataLoader.__iter__ whose first batch (its epoch record) is to come
+        self.epochs_pending = 0
         self.loader_caller_recorded = False
         self.wait = 0.0
         self.sampler = 0.0
@@ -265,7 +269,11 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     if w is None:
         return
     s.steps += 1
-    w.add_step((now, s.last_boundary, s.wait, s.sampler, s.batch_size, s.fetches, s.samples))
+    # the writer's add_step, inline (a call a step is dear on cold caches)
+    queued = w.steps
+    queued.append((now, s.last_boundary, s.wait, s.sampler, s.batch_size, s.fetches, s.samples))
+    if len(queued) >= FLUSH_EVERY_RECORDS or now >= w.step_check_at:
+        w.steps_queued(now)
     s.last_boundary = now
     s.wait = s.sampler = 0.0
     s.fetches = s.samples = 0
@@ -487,10 +495,12 @@ def _wrap_loader(dl: Any) -> None:
             s.batch_size = n
         if n > 0:
             s.samples += n
-        started = getattr(self, "_tp_epoch_start", None)
-        if started is not None:
-            self._tp_epoch_start = None
-            _record_epoch(self, started, dt)
+        if s.epochs_pending:  # an iterator of __iter__'s whose first batch is not recorded
+            started = getattr(self, "_tp_epoch_start", None)
+            if started is not None:
+                self._tp_epoch_start = None
+                s.epochs_pending -= 1
+                _record_epoch(self, started, dt)
         if not s.loader_caller_recorded:  # steps never fall: after this, nothing to test
             if s.steps:
                 s.loader_caller_recorded = True
@@ -525,6 +535,7 @@ def _wrap_loader(dl: Any) -> None:
             key = _loader_key(self)
             it._tp_epoch_start = t0
             it._tp_loader_key = key
+            _state.epochs_pending += 1
             _record_sampler_epoch(self, key)
         except Exception as exc:  # no epoch record for this loader: say why, once
             probe.record_error("DataLoader.__iter__", exc)

@@ -63,6 +63,9 @@ class EventWriter:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._due = float("inf")  # flush where a record is queued from then on (timer late)
+        # A step record queued at or after this time (or the 256th) goes through _queued: the
+        # timer's due time, or at once while no timer runs (see add_step)
+        self.step_check_at = float("-inf")
         self._pending = b""  # formatted records whose file could not be opened yet
         self.stopped: tuple[float, str] | None = None  # (monotonic time, why) recording stopped
         self.on_tick: list[Callable[[], None]] = []  # run before each timed flush and at exit
@@ -79,9 +82,18 @@ class EventWriter:
         """(end, previous end, wait s, sampler s, batch size, fetches, samples) of one step."""
         steps = self._steps
         steps.append(rec)
-        # _queued's tests, inline: this runs once per step, and a call is dear on cold caches
-        if len(steps) >= FLUSH_EVERY_RECORDS or rec[0] >= self._due or self._thread is None:
+        # _queued's tests, in two: this runs once per step (the step hook does the same inline)
+        if len(steps) >= FLUSH_EVERY_RECORDS or rec[0] >= self.step_check_at:
             self._queued(len(steps), rec[0])
+
+    @property
+    def steps(self) -> collections.deque[tuple[float, float, float, float, int, int, int]]:
+        """The queued step records (a new deque after a fork: read it each time)."""
+        return self._steps
+
+    def steps_queued(self, now: float) -> None:
+        """After a step record was queued where ``add_step`` would call ``_queued``."""
+        self._queued(len(self._steps), now)
 
     def _queued(self, waiting: int, now: float) -> None:
         """After a record was queued: flush a full queue or one the timer left waiting too long,
@@ -112,6 +124,7 @@ class EventWriter:
         if self.stopped is not None:
             return  # recording stopped (a full disk): the child drops its records too
         self._due = float("inf")
+        self.step_check_at = float("-inf")
         self._pending = b""
         self._queue = collections.deque()
         self._steps = collections.deque()
@@ -130,6 +143,7 @@ class EventWriter:
             return  # the records stay queued
         try:
             self._due = time.monotonic() + MAX_AGE_S
+            self.step_check_at = self._due if self._thread is not None else float("-inf")
             self._write_queued()
         except Exception as exc:
             self._failed(exc)
@@ -161,7 +175,7 @@ class EventWriter:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else repr(exc)
         self.stopped = (time.monotonic(), reason)
         self._closed = True
-        self._due = float("inf")
+        self._due = self.step_check_at = float("inf")
         self._pending = b""
         from trainprof.probe.progress import stopped_sinks
 
@@ -220,7 +234,7 @@ class EventWriter:
     def _start_thread(self) -> None:
         t = threading.Thread(target=self._flush_loop, name="trainprof-flush", daemon=True)
         self._thread = t
-        self._due = time.monotonic() + MAX_AGE_S
+        self._due = self.step_check_at = time.monotonic() + MAX_AGE_S
         try:
             t.start()
         except Exception:  # no thread to be had: records are flushed where they are queued
