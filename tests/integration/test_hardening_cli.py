@@ -413,7 +413,7 @@ def test_every_json_file_records_the_version(full_run: dict[str, Any]) -> None:
     run_dir: Path = full_run["run_dir"]
     for path in (run_dir / "run.json", run_dir / "report.json", full_run["json"]):
         assert json.loads(path.read_text())["trainprof_version"] == version(), path
-    rules = json.loads(tp("rules", "--json").stdout)
+    rules = json.loads(tp("rules", "--json", "-").stdout)
     assert rules["trainprof_version"] == version()
 
 
