@@ -5,7 +5,7 @@ line, whose stack py-spy held across half of it); with nothing else in the windo
 
 from __future__ import annotations
 
-from trainprof.analysis.attribution import call_site, step_lines
+from trainprof.analysis.call_sites import call_site, step_lines
 from trainprof.store.stacks import StackSpan
 
 TRAIN = "/home/u/train.py"

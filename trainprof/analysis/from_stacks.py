@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis import attribution, frameworks, periodicity
+from trainprof.analysis import attribution, call_sites, frameworks, periodicity
 from trainprof.analysis.cpu_starvation import cpu_starvation
 from trainprof.analysis.gap_stalls import loop_functions, number_steps
 from trainprof.analysis.ledger_from_stacks import build_ledger, category_runs, shares_of
@@ -172,7 +172,7 @@ def compute(session: Session) -> Metrics:
         swap_used_max=max(finite(session.samples.swap_used), default=None),
         swap_io_bps_mean=mean(swap_io) if swap_io else None,
         loop_funcs=loop_funcs,
-        step_lines=attribution.step_lines(loop_spans, source, loop_funcs),
+        step_lines=call_sites.step_lines(loop_spans, source, loop_funcs),
         framework=frameworks.detect(spans),
     )
     workers_by_pid = worker_spans(session)

@@ -8,7 +8,7 @@ import dataclasses
 import math
 from typing import Any
 
-from trainprof.analysis import attribution, compiles, debug_modes, frameworks, ledger
+from trainprof.analysis import attribution, call_sites, compiles, debug_modes, frameworks, ledger
 from trainprof.analysis import mfu as mfu_mod
 from trainprof.analysis.compiles import CompileLog
 from trainprof.analysis.cpu_starvation import cpu_starvation
@@ -311,7 +311,7 @@ def _activity(
         output_lines=(out.get("stdout_lines", 0) + out.get("stderr_lines", 0)) if out else None,
         output_bytes=(out.get("stdout_bytes", 0) + out.get("stderr_bytes", 0)) if out else None,
         loop_funcs=loop_funcs,
-        step_lines=attribution.step_lines(loop_spans, session.source, loop_funcs),
+        step_lines=call_sites.step_lines(loop_spans, session.source, loop_funcs),
         loader_caller=attribution.recorded_caller(infos, "loader_callers"),
         compile_s=_warmup_compile_s(compile_log, spans, window),
         compiles=compile_log,

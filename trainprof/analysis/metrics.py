@@ -135,7 +135,7 @@ class Activity:
     autocast: tuple[str, ...] = ()  # "device:dtype" of each autocast context the job entered
     ranks: tuple[RankView, ...] = ()  # torchrun ranks with steps
     loop_funcs: frozenset[tuple[str, str]] = frozenset()  # user functions that drive torch
-    # loop lines ordinary steps call forward/backward/optimizer from (attribution.step_lines)
+    # loop lines ordinary steps call forward/backward/optimizer from (call_sites.step_lines)
     step_lines: frozenset[Frame] = frozenset()
     loader_caller: Frame | None = None  # the line asking the DataLoader, as the probe read it
     compile_s: float | None = None  # main-thread time compiling before the steady window

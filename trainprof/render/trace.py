@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis import attribution
+from trainprof.analysis import attribution, call_sites
 from trainprof.analysis.compiles import CompileLog
 from trainprof.analysis.loaders import training_loader_key
 from trainprof.analysis.metrics import Metrics
@@ -505,7 +505,7 @@ def _stall_span(
     step_lines: frozenset[Frame],
 ) -> _Span:
     """``stall: CPU work in refresh_pseudo_labels()``: its cause and what the loop called."""
-    site = attribution.call_site(spans, [(st.t0, st.t1)], loop_funcs, step_lines) if spans else None
+    site = call_sites.call_site(spans, [(st.t0, st.t1)], loop_funcs, step_lines) if spans else None
     cause = CAUSE.get(st.cause, st.cause)
     args: dict[str, Any] = {
         "step": st.index,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import Counter
 
 from trainprof.analysis import attribution, ledger
-from trainprof.analysis.attribution import CallSite, call_site, caller_of, where
+from trainprof.analysis.attribution import caller_of, where
+from trainprof.analysis.call_sites import CallSite, call_site
 from trainprof.analysis.metrics import LoaderView, Metrics
 from trainprof.analysis.rules.registry import Threshold
 from trainprof.analysis.source_lines import def_line

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainprof.analysis.attribution import CallSite
+from trainprof.analysis.call_sites import CallSite
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import ms, site
 from trainprof.analysis.rules.registry import Threshold

@@ -22,7 +22,8 @@ Best practice::
 
 from __future__ import annotations
 
-from trainprof.analysis.attribution import Profile, enclosing
+from trainprof.analysis.attribution import Profile
+from trainprof.analysis.call_sites import enclosing
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.ledger import DATA, Ledger
 from trainprof.analysis.metrics import Metrics
