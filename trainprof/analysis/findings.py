@@ -8,6 +8,10 @@ from typing import Literal
 Severity = Literal["error", "warning", "info"]
 
 SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
+# What a finding's cause harms: "results" (the model trains on wrong data, or part of it not at
+# all), "debug" (a debugging mode left on in training), "time" (only how fast it trains).
+Harm = Literal["results", "debug", "time"]
+HARM_RANK: dict[str, int] = {"results": 0, "debug": 1, "time": 2}
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,7 @@ class Finding:
     hotspot: str | None = None
     wants: tuple[tuple[str, float], ...] = ()
     claimed: tuple[tuple[str, float], ...] = ()
+    harm: Harm = "time"  # set from its rule: what ranks it before findings of time alone
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -66,11 +71,14 @@ class Verdict:
 
 
 def rank(findings: list[Finding] | tuple[Finding, ...]) -> tuple[Finding, ...]:
-    """Most harmful first: severity, then impact (unknown impact after known), then id."""
+    """Most harmful first: wrong results, then a debug mode left on, then time (information
+    last); then severity, impact (unknown impact after known), and id."""
     return tuple(
         sorted(
             findings,
             key=lambda f: (
+                f.severity == "info",
+                HARM_RANK[f.harm],
                 SEVERITY_RANK[f.severity],
                 -(f.impact if f.impact is not None else -1.0),
                 f.id,

@@ -65,7 +65,7 @@ def evaluate(
         finding = r.check(m)
         if finding is not None:
             own = frameworks.setting_fix(m.activity.framework, dict(r.settings))
-            findings.append(replace(finding, fix=(*finding.fix, *own)) if own else finding)
+            findings.append(replace(finding, fix=(*finding.fix, *own), harm=r.harm))
     findings = _only_if_unexplained(findings)
     if m.ledger is not None:
         findings = claim(m.ledger, findings)

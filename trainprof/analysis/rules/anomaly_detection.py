@@ -58,6 +58,7 @@ FIX = (
     id="anomaly-detection",
     title="Anomaly detection left on",
     family="host",
+    harm="debug",
     costs="host",
     needs=("steps", "debug"),
     or_from=FROM_STACKS,

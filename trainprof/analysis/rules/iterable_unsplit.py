@@ -41,6 +41,7 @@ from trainprof.analysis.rules.registry import rule
     id="iterable-unsplit",
     title="Unsplit IterableDataset",
     family="input",
+    harm="results",
     needs=("steps", "loader"),
 )
 def check(m: Metrics) -> Finding | None:

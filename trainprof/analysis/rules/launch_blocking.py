@@ -33,6 +33,7 @@ from trainprof.analysis.rules.registry import rule
     id="launch-blocking",
     title="Synchronous kernel launches",
     family="gpu",
+    harm="debug",
     needs=("cuda", "debug"),
 )
 def check(m: Metrics) -> Finding | None:

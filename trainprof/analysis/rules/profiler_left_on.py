@@ -42,6 +42,7 @@ from trainprof.analysis.rules.registry import rule
     id="profiler-left-on",
     title="Profiler left on",
     family="host",
+    harm="debug",
     needs=("steps", "debug"),
     thresholds=(ON,),
 )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from trainprof.analysis import frameworks, ledger
-from trainprof.analysis.findings import Finding, Severity
+from trainprof.analysis.findings import Finding, Harm, Severity
 from trainprof.analysis.metrics import MIN_STEADY_S, Metrics
 from trainprof.units import plural, plural_of
 
@@ -219,6 +219,7 @@ class Rule:
     costs: Literal["run", "host"] = "run"
     last_resort: bool = False  # dropped when any specific cause (a warning or error) was found
     per_rank: bool = True  # judged on each rank's own steps too (not: a finding about the job)
+    harm: Harm = "time"  # what its cause harms; "results" and "debug" rank before "time"
 
     @property
     def summary(self) -> str:
@@ -261,6 +262,7 @@ def rule(
     costs: Literal["run", "host"] = "run",
     last_resort: bool = False,
     per_rank: bool = True,
+    harm: Harm = "time",
 ) -> Callable[[Check], Check]:
     """Register the decorated check as rule ``id`` (its module's docstring is its reference)."""
     declared = dict(
@@ -276,6 +278,7 @@ def rule(
         costs=costs,
         last_resort=last_resort,
         per_rank=per_rank,
+        harm=harm,
     )
 
     def register(check: Check) -> Check:
@@ -302,6 +305,7 @@ def define(
     costs: Literal["run", "host"] = "run",
     last_resort: bool = False,
     per_rank: bool = True,
+    harm: Harm = "time",
 ) -> Rule:
     unknown = [n for n in (*needs, *or_from) if n not in SIGNALS]
     if unknown:
@@ -332,6 +336,7 @@ def define(
         costs,
         last_resort,
         per_rank,
+        harm,
     )
     REGISTRY[id] = r
     return r

@@ -36,6 +36,7 @@ from trainprof.analysis.rules.registry import rule
     id="sampler-set-epoch",
     title="Same shuffle every epoch",
     family="input",
+    harm="results",
     needs=("loader",),
 )
 def check(m: Metrics) -> Finding | None:

@@ -34,6 +34,7 @@ from trainprof.units import plural
     id="unoptimized-params",
     title="Parameters no optimizer updates",
     family="model",
+    harm="results",
     needs=("model",),
 )
 def check(m: Metrics) -> Finding | None:
