@@ -21,7 +21,9 @@ Phases, each with its own budget (what does not fit is said to be skipped):
    ≈100 steps/s; one run of ``gpu_loop.py --toggle`` under ``trainprof run`` (trainprof's cost
    inside one process, on the device's clock: the hooks off against an A/A control, and with
    ``--toggle-outside`` trainprof's outside processes stopped too; ``--skip-toggle`` leaves
-   it out, for more rounds); then rounds of
+   it out, for more rounds); a second toggle at the fast size with each hook part alone and
+   its wrappers empty (``--toggle-by-part-s``), and ``bench.micro`` under ``trainprof run``
+   (each hook per call, a clock read, an empty wrapper); then rounds of
    plain / ``trainprof run`` / probe's device timeline off / ``--no-stacks`` (``--variants``
    adds no USS reads and samplers idle, ``--interval 3600``), each round in the reverse order
    of the one before (A B … B A); every run times itself on the device's
@@ -532,12 +534,17 @@ def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
     loop_args = ["--device", a.device, "--sizes", ",".join(sizes), *pin]
     per_size = seconds_per_size(a.toggle_s, len(sizes))
     toggle_args = [*loop_args, "--warmup-s", str(a.warmup_s), "--toggle-s", a.toggle_s]
-    if a.toggle_by_part:
-        toggle_args.append("--by-part")
     if not a.toggle_outside:
         toggle_args.append("--hooks-only")
     if a.toggle:
         probe_cost(c, toggle_args, timeout=90.0 + sum(per_size) + len(sizes) * 2 * a.warmup_s)
+        if a.toggle_by_part_s > 0:  # each hook alone and empty, at the fast size only
+            part_args = ["--device", a.device, "--sizes", sizes[0], *pin]
+            part_args += ["--warmup-s", str(a.warmup_s), "--toggle-s", str(a.toggle_by_part_s)]
+            part_args += ["--by-part", "--hooks-only"]
+            timeout = 90.0 + a.toggle_by_part_s + 2 * a.warmup_s
+            probe_cost(c, part_args, timeout=timeout, key="toggle_by_part")
+        probe_micro(c, timeout=120.0)
     else:
         c.skip("probe cost (--toggle): --skip-toggle")
     loop_args += ["--warmup-s", str(a.warmup_s), "--measure-s", str(a.measure_s)]
@@ -585,9 +592,10 @@ def phase_overhead(c: Check, budget_s: float, a: argparse.Namespace) -> None:
         c.skip(f"overhead: only {res.rounds} of the {a.min_rounds} rounds wanted fitted")
 
 
-def probe_cost(c: Check, loop_args: list[str], timeout: float) -> None:
+def probe_cost(c: Check, loop_args: list[str], timeout: float, key: str = "toggle") -> None:
     """One ``trainprof run`` of ``gpu_loop.py --toggle``: the probe's in-loop µs per step on the
-    device's clock, by part, with an A/A control (resolves what whole-process rounds cannot)."""
+    device's clock, with an A/A control (resolves what whole-process rounds cannot); kept as
+    ``c.overhead[key]``."""
     with tempfile.TemporaryDirectory(prefix="trainprof-gpu-toggle-") as tmp:
         cmd = [sys.executable, "-m", "trainprof", "run", "--quiet", "--run-dir", f"{tmp}/run"]
         cmd += [str(GPU_LOOP), *loop_args, "--toggle"]
@@ -602,7 +610,7 @@ def probe_cost(c: Check, loop_args: list[str], timeout: float) -> None:
     if proc.returncode != 0 or out is None or "toggle" not in out:
         c.skip(f"probe cost (--toggle): exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
         return
-    c.overhead["toggle"] = out
+    c.overhead[key] = out
     for row in out["toggle"]:
         costs = ", ".join(f"{k} {v:+.1f}" for k, v in row["cost_us"].items())
         log(f"  probe cost {row['size']} at {row['steps_per_s']:.0f} steps/s (µs/step): {costs}")
@@ -610,24 +618,60 @@ def probe_cost(c: Check, loop_args: list[str], timeout: float) -> None:
         log(f"    paired: {paired}")
 
 
+def probe_micro(c: Check, timeout: float) -> None:
+    """``bench.micro`` under ``trainprof run``: each hook's own µs a call (hot caches), and what
+    any hook pays on this host: a clock read, an empty wrapper, an empty optimizer hook."""
+    with tempfile.TemporaryDirectory(prefix="trainprof-gpu-micro-") as tmp:
+        cmd = [sys.executable, "-m", "trainprof", "run", "--quiet", "--no-stacks"]
+        cmd += ["--run-dir", f"{tmp}/run", "--", sys.executable, "-m", "bench.micro"]
+        env = {**c.env, "PYTHONPATH": str(ROOT)}
+        try:
+            proc = subprocess.run(
+                cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=timeout
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            c.skip(f"probe micro: {type(exc).__name__}: {exc}")
+            return
+    out = last_json(proc.stdout)
+    if proc.returncode != 0 or out is None or "hooks" not in out:
+        c.skip(f"probe micro: exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        return
+    c.overhead["micro"] = out
+    for row in [*out["hooks"], *out.get("floors", [])]:
+        log(f"  micro {row['name']}: {row['us']:.3f} µs a call")
+
+
+def micro_markdown(c: Check) -> list[str]:
+    out = c.overhead.get("micro")
+    if not out:
+        return []
+    rows = [["per call, hot caches (`bench.micro`)", "µs"]]
+    rows += [[r["name"], f"{r['us']:.3f}"] for r in [*out["hooks"], *out.get("floors", [])]]
+    return ["", "### Each hook's own cost, and what any hook pays", "", stats.markdown_table(rows)]
+
+
 def toggle_markdown(c: Check) -> list[str]:
-    out = c.overhead.get("toggle")
+    return _toggle_markdown(c, "toggle") + _toggle_markdown(c, "toggle_by_part") + micro_markdown(c)
+
+
+def _toggle_markdown(c: Check, key: str) -> list[str]:
+    out = c.overhead.get(key)
     if not out:
         return []
     modes = list(out["toggle"][0]["cost_us"])
     table = [["size (steps/s), blocks", "from", *modes]]
     for row in out["toggle"]:
-        for key, label in (
+        for which, label in (
             ("cost_us", "median"),
             ("cost_us_mean", "mean"),
             ("cost_us_paired", "paired"),
         ):
-            if key not in row:
+            if which not in row:
                 continue
-            if key == "cost_us_paired":
-                cells = [f"{row[key][m][0]:+.1f} ± {row[key][m][1]:.1f}" for m in modes]
+            if which == "cost_us_paired":
+                cells = [f"{row[which][m][0]:+.1f} ± {row[which][m][1]:.1f}" for m in modes]
             else:
-                cells = [f"{row[key][m]:+.1f}" for m in modes]
+                cells = [f"{row[which][m]:+.1f}" for m in modes]
             size = f"{row['size']} ({row['steps_per_s']:.0f}/s), {row['blocks_per_mode']}"
             table.append([size if label == "median" else "", label, *cells])
     outside = (
@@ -637,6 +681,17 @@ def toggle_markdown(c: Check) -> list[str]:
         if "outside" in modes
         else ""
     )
+    if key == "toggle_by_part":
+        return [
+            "",
+            "### Each hook part alone (µs per step, device clock)",
+            "",
+            stats.markdown_table(table),
+            "",
+            "`gpu_loop.py --toggle --by-part`: as above, and `p alone` (all hooks off but part p) "
+            "and `p empty` (all off, p's wrappers empty: each calls what it wraps and nothing "
+            "else) against all off. Positive: what the part costs.",
+        ]
     return [
         "",
         "### trainprof's cost inside one process (µs per step, device clock)",
@@ -776,6 +831,8 @@ def write_summary(c: Check) -> dict[str, Any]:
             "calibrated": (c.overhead.get("calibration") or {}).get("measured"),
             "pinned_cpu": c.overhead.get("pinned_cpu"),
             "toggle": c.overhead.get("toggle"),  # with each block's µs a step, for a later look
+            "toggle_by_part": c.overhead.get("toggle_by_part"),
+            "micro": c.overhead.get("micro"),
             "rows": [
                 {
                     "key": r["key"],
@@ -849,7 +906,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         help="no in-process toggle: the overhead phase's budget goes to whole-process rounds",
     )
     ap.add_argument(
-        "--toggle-by-part", action="store_true", help="the toggle turns each hook part off too"
+        "--toggle-by-part-s",
+        type=float,
+        default=30.0,
+        help="seconds of a second toggle at the fast size: each hook part alone (all off but "
+        "it) and the loop's parts as empty wrappers; 0: none",
     )
     ap.add_argument(
         "--toggle-outside",

@@ -153,6 +153,10 @@ class Trainer:
             self._it = iter(self.loader)
             return next(self._it)
 
+    def fetcher(self) -> Any:
+        """The dataset fetcher of the epoch in progress (its ``collate_fn`` the probe's timer)."""
+        return getattr(self._it, "_dataset_fetcher", None)
+
     def step(self) -> None:
         torch = self.torch
         idx = self._batch().to(self.device, non_blocking=True)
@@ -285,12 +289,13 @@ def toggle(
 ) -> dict[str, Any]:
     """Under ``trainprof run``: trainprof's cost per step on the device's clock, from
     interleaved blocks of ``block_steps`` steps with the probe's hooks on, unchanged (an A/A
-    control), all off, each part off (``bench.loop.ProbeSwitch``), trainprof's outside
+    control), all off (``bench.loop.ProbeSwitch``), trainprof's outside
     processes stopped (``outside``: samplers and py-spy) and both (``everything``); with
-    ``by_part``, each hook part off too (more modes: fewer blocks of each); with ``hooks_only``
-    the first three alone (more blocks of each). Each block is timed by two CUDA events, read
-    only at the end (no sync inside the measurement). Cost = step time "on" minus the mode's,
-    from the median block (robust: the hooks' steady cost), from the mean (counts rare stalls
+    ``by_part``, each hook part alone (all off but it) and the loop's parts as empty wrappers
+    (more modes: fewer blocks of each); with ``hooks_only`` the first three alone (more blocks of
+    each). Each block is timed by two CUDA events, read only at the end (no sync inside the
+    measurement). Cost = step time "on" minus the mode's (a part alone or empty: the mode's
+    minus "all off"), from the median block (robust: the hooks' steady cost), from the mean (counts rare stalls
     too, such as a sampler's read every 0.5 s) and paired: the median over cycles of "on" minus
     the mode's block of the same cycle, with its ~95 % half-width (a drift cancels)."""
     import torch
@@ -304,7 +309,7 @@ def toggle(
     # first steps, the CUDA timeline (and with it the pre-step hook of its timed steps) starts at
     # the first
     built[0].run(0.0, min_steps=5)
-    switch = ProbeSwitch()
+    switch = ProbeSwitch(lambda: [tr.fetcher() for tr in built])
     outside = OutsideSwitch()
     parts = [p for p, ok in switch.found.items() if ok]
     modes = [("on", frozenset()), ("same", frozenset()), ("all", frozenset(parts))]
@@ -315,8 +320,12 @@ def toggle(
             ("py-spy", frozenset({"py-spy"})),
             ("everything", frozenset([*parts, "outside"])),
         ]
-    if by_part:
-        modes += [(p, frozenset({p})) for p in parts]
+    empties: list[str] = []
+    if by_part:  # each part alone (all off but it), and the loop's parts as empty wrappers
+        # (the pre-step hook is in only with the post-hook: never alone)
+        modes += [(f"{p} alone", frozenset(parts) - {p}) for p in parts if p != "pre_step"]
+        empties = [p for p in ("steps", "loader", "fetch") if p in parts]
+        modes += [(f"{p} empty", frozenset(parts) - {p}) for p in empties]
     out = []
     try:
         for tr, seconds in zip(built, size_seconds, strict=True):
@@ -326,7 +335,8 @@ def toggle(
             def block(
                 name: str, off: frozenset[str], tr: Trainer = tr, blocks: Any = blocks
             ) -> None:
-                switch.set(off)
+                empty = frozenset({name[: -len(" empty")]}) if name.endswith(" empty") else None
+                switch.set(off, empty or frozenset())
                 outside.set(next((w for w in OUTSIDE if w in off), None))
                 tr.step()  # the first step after a switch refills Python's caches
                 a = tr.clock.mark()
@@ -344,19 +354,23 @@ def toggle(
             }
             med = {name: median(v) for name, v in per_step.items()}
             mean = {name: sum(v) / len(v) for name, v in per_step.items()}
+            # a part alone or empty costs what it adds to "all off"; any other mode what it
+            # saves against "on"
+            ref = {
+                name: ("all", name) if name.endswith((" alone", " empty")) else (name, "on")
+                for name, _ in modes[1:]
+            }
             out.append(
                 {
                     "size": tr.spec,
                     "steps_per_s": 1.0 / med["on"],
                     "block_steps": block_steps,
                     "blocks_per_mode": len(blocks["on"]),
-                    "cost_us": {name: (med["on"] - med[name]) * 1e6 for name, _ in modes[1:]},
-                    "cost_us_mean": {
-                        name: (mean["on"] - mean[name]) * 1e6 for name, _ in modes[1:]
-                    },
+                    "cost_us": {n: (med[b] - med[a]) * 1e6 for n, (a, b) in ref.items()},
+                    "cost_us_mean": {n: (mean[b] - mean[a]) * 1e6 for n, (a, b) in ref.items()},
                     "cost_us_paired": {
-                        name: [v * 1e6 for v in paired_difference(per_step["on"], per_step[name])]
-                        for name, _ in modes[1:]
+                        n: [v * 1e6 for v in paired_difference(per_step[b], per_step[a])]
+                        for n, (a, b) in ref.items()
                     },
                     # each block's µs a step, in cycle order: the raw data, for a later look
                     "blocks_us": {
@@ -437,7 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibrate", default="", help="target steps/s, comma-separated")
     ap.add_argument("--toggle", action="store_true", help="in-process probe on/off blocks")
     ap.add_argument("--block-steps", type=int, default=20, help="--toggle: steps per block")
-    ap.add_argument("--by-part", action="store_true", help="--toggle: each hook part off too")
+    ap.add_argument(
+        "--by-part", action="store_true", help="--toggle: each hook part alone, and empty"
+    )
     ap.add_argument(
         "--hooks-only", action="store_true", help="--toggle: on, A/A and all hooks off alone"
     )

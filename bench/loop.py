@@ -325,7 +325,7 @@ def toggle(
     ]
     # (with ``by_part``; fewer modes give each more blocks) "p empty" is all off but p, which
     # calls what it wraps and nothing else (its floor)
-    alone = parts if by_part else []
+    alone = [p for p in parts if p != "pre_step"] if by_part else []  # it needs the post-hook
     empties = [p for p in ("steps", "loader", "fetch") if p in alone]
     modes += [(f"{p} alone", frozenset(parts) - {p}) for p in alone]
     modes += [(f"{p} empty", frozenset(parts) - {p}) for p in empties]
