@@ -164,6 +164,7 @@ def compute(session: Session) -> Metrics:
         profile=attribution.profile(spans, source, *window) if window else None,
         loop_profile=attribution.profile(loop_spans, source, *window) if window else None,
         spans=spans,
+        source=source,
         stacks_error=(meta.get("stacks") or {}).get("error"),
         growths=tuple(growths),
         mem_total=session.samples.mem_total,

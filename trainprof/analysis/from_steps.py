@@ -301,6 +301,7 @@ def _activity(
         train_wait_frac=training[0],
         train_step_s=training[1],
         spans=spans,
+        source=session.source,
         stacks_error=stacks_error,
         growths=tuple(growths),
         mem_total=samples.mem_total,

@@ -11,7 +11,7 @@ say nothing about its input pipeline).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,6 +122,7 @@ class Activity:
     train_wait_frac: float | None = None  # data wait over steady steps that overlap no eval
     train_step_s: float | None = None  # the mean of those steps (the loop's pace while training)
     spans: tuple[StackSpan, ...] = ()
+    source: Mapping[tuple[str, int], str] = field(default_factory=dict)  # user lines' text
     stacks_error: str | None = None
     growths: tuple[Growth, ...] = ()
     mem_total: int | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainprof.analysis.call_sites import CallSite
+from trainprof.analysis.costly_calls import HotLine, hot_line
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import ms, site
 from trainprof.analysis.rules.registry import Threshold
@@ -27,6 +28,7 @@ class Stalls:
     share: float
     period: int | None
     site: CallSite | None
+    hot: HotLine | None = None  # the site's hot line, its text and the costly call it makes
 
 
 def judge(m: Metrics, cause: str, bucket: str) -> Stalls | None:
@@ -45,7 +47,9 @@ def judge(m: Metrics, cause: str, bucket: str) -> Stalls | None:
     w = m.activity.window
     if p is None and (w is None or not distinct_code(m.activity.spans, windows, w)):
         return None
-    return Stalls(stalls, led.get(bucket), share, p, site(m, windows))
+    cs = site(m, windows)
+    hot = hot_line(cs.hot, m.activity.source, m.activity.spans) if cs else None
+    return Stalls(stalls, led.get(bucket), share, p, cs, hot)
 
 
 def evidence(m: Metrics, found: Stalls, doing: str) -> list[str]:
@@ -100,6 +104,8 @@ def _stacks_evidence(m: Metrics, found: Stalls, doing: str) -> list[str]:
     cs = found.site
     if cs is not None:
         lines.append(cs.sentence + (f"; the hot line is {cs.hot_where}" if cs.hot else ""))
+        if found.hot is not None and found.hot.text:
+            lines.append(found.hot.evidence)
     return lines
 
 
@@ -109,7 +115,7 @@ def _where_lines(m: Metrics, found: Stalls) -> list[str]:
         line = cs.sentence
         if cs.hot is not None:
             line += f"; the hot line is {cs.hot_where}"
-        return [line]
+        return [line] + ([found.hot.evidence] if found.hot and found.hot.text else [])
     if m.activity.stacks_error or not m.activity.spans:
         return ["no stack samples to name the code (py-spy unavailable)"]
     return []

@@ -59,11 +59,21 @@ def finding(found: Stalls, when: str, lines: list[str]) -> Finding:
         severity="warning",
         title=f"Training stalls {when}, blocked waiting in the main process",
         evidence=tuple(lines),
-        fix=(
-            f"do {name} in a background thread (concurrent.futures.ThreadPoolExecutor) so the "
-            "loop does not wait for it",
-            "or do it less often, or with a timeout",
+        fix=_known(
+            found,
+            (
+                f"do {name} in a background thread (concurrent.futures.ThreadPoolExecutor) so the "
+                "loop does not wait for it",
+                "or do it less often, or with a timeout",
+            ),
         ),
         where=cs.where if cs else None,
         hotspot=cs.hot_where if cs else None,
     )
+
+
+def _known(found: Stalls, general: tuple[str, ...]) -> tuple[str, ...]:
+    """The fix of the costly call the hot line makes and the first general one, where the table
+    knows the call; else the general fixes."""
+    hot = found.hot
+    return (hot.call.fix, general[0]) if hot is not None and hot.call is not None else general

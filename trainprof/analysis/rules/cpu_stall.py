@@ -64,11 +64,21 @@ def finding(found: Stalls, when: str, lines: list[str]) -> Finding:
         severity="warning",
         title=f"Training stalls {when} on CPU work in the main process",
         evidence=tuple(lines),
-        fix=(
-            f"move {name} off the training loop: run it in a background process "
-            "(concurrent.futures.ProcessPoolExecutor) and pick up the result later",
-            "or precompute it before training, or vectorise it (torch/numpy instead of Python loops)",
+        fix=_known(
+            found,
+            (
+                f"move {name} off the training loop: run it in a background process "
+                "(concurrent.futures.ProcessPoolExecutor) and pick up the result later",
+                "or precompute it before training, or vectorise it (torch/numpy instead of Python loops)",
+            ),
         ),
         where=cs.where if cs else None,
         hotspot=cs.hot_where if cs else None,
     )
+
+
+def _known(found: Stalls, general: tuple[str, ...]) -> tuple[str, ...]:
+    """The fix of the costly call the hot line makes and the first general one, where the table
+    knows the call; else the general fixes."""
+    hot = found.hot
+    return (hot.call.fix, general[0]) if hot is not None and hot.call is not None else general

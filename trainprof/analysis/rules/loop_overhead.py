@@ -19,6 +19,7 @@ Best practice::
 from __future__ import annotations
 
 from trainprof.analysis.attribution import where
+from trainprof.analysis.costly_calls import hot_line
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.ledger import STALLS
 from trainprof.analysis.metrics import Metrics
@@ -66,19 +67,36 @@ def check(m: Metrics) -> Finding | None:
         for b, s in sorted(led.seconds.items(), key=lambda kv: -kv[1])
         if s / loop >= 0.01 and b not in STALLS
     )
+    frame = prof.top_line("other")
+    hot = hot_line(frame, m.activity.source, m.activity.spans)
+    evidence = [
+        f"the training loop's time (outside stalls, saves and evaluations): {parts}",
+        "'other host work' is code in the loop itself: per-step metrics, gradient norms, "
+        "Python bookkeeping",
+    ]
+    if hot is not None:
+        evidence.append(hot.evidence)
+    if hot is not None and hot.call is not None:
+        title = f"{hot.call.call} in the training loop takes {share:.0%} of the loop"
+        fix: tuple[str, ...] = (hot.call.fix, EVERY_N)
+    else:
+        title = f"Host work outside forward/backward/optimizer takes {share:.0%} of the loop"
+        fix = (EVERY_N, FUSED)
+        if hot is not None and hot.text:
+            fix = (f"make {hot.quoted} cheaper, or run it every N steps, not every step", OFF)
     return Finding(
         id="loop-overhead",
         severity="warning",
-        title=f"Host work outside forward/backward/optimizer takes {share:.0%} of the loop",
-        evidence=(
-            f"the training loop's time (outside stalls, saves and evaluations): {parts}",
-            "'other host work' is code in the loop itself: per-step metrics, gradient norms, "
-            "Python bookkeeping",
-        ),
-        fix=(
-            "do per-step extras every N steps (metrics, grad norms, histograms)",
-            "use the fused built-ins: torch.nn.utils.clip_grad_norm_ / torch._foreach_norm "
-            "instead of a Python loop over parameters",
-        ),
-        where=where(prof.top_line("other")),
+        title=title,
+        evidence=tuple(evidence),
+        fix=fix,
+        where=where(frame),
     )
+
+
+EVERY_N = "do per-step extras every N steps (metrics, grad norms, histograms)"
+FUSED = (
+    "use the fused built-ins: torch.nn.utils.clip_grad_norm_ / torch._foreach_norm instead of "
+    "a Python loop over parameters"
+)
+OFF = "or move it off the training loop's thread (a background thread or process)"
