@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -59,6 +60,8 @@ class StackRecorder:
         self._log = run_dir / (f"py-spy-{label}.log" if label else "py-spy.log")
         self._cost_mark: tuple[float, float] | None = None  # (monotonic, py-spy's CPU seconds)
         self.notes: list[str] = []  # for the runner to say: the rate lowered, and why
+        # py-spy runs stopped for a lower rate, still writing their chunk
+        self._retiring: list[tuple[subprocess.Popen[bytes], dict[str, object]]] = []
 
     @property
     def spy_pid(self) -> int | None:
@@ -93,6 +96,7 @@ class StackRecorder:
         """While the job runs: when a chunk has finished, start the next one (first, so that
         packing the finished one leaves no gap in the stacks); when py-spy costs more than
         ``SPY_BUDGET`` of a CPU, go on in a new chunk at a rate within it."""
+        self._reap()
         if self._proc is not None and self._proc.poll() is not None and self.error is None:
             finished = self.chunks[-1] if self.chunks else None
             self.start()
@@ -101,6 +105,20 @@ class StackRecorder:
             self._forget_middle_chunks()
         elif self._proc is not None and self.error is None:
             self._keep_within_budget(self._proc)
+
+    def _reap(self, wait_s: float | None = None) -> None:
+        """Pack the chunks of the py-spy runs stopped for a lower rate once they are written
+        (``wait_s``: wait that long for each)."""
+        for proc, chunk in list(self._retiring):
+            if wait_s is not None:
+                interrupt(proc, wait_s)
+            elif proc.poll() is None:
+                continue
+            self._retiring.remove((proc, chunk))
+            if (self.run_dir / str(chunk["file"])).is_file():
+                self._pack(chunk)
+            elif chunk in self.chunks:
+                self.chunks.remove(chunk)
 
     def _keep_within_budget(self, proc: subprocess.Popen[bytes]) -> None:
         """Measure py-spy's CPU (each chunk's ``spy_cpu``: a share of one CPU); above the
@@ -126,12 +144,9 @@ class StackRecorder:
         self.rate_hz = max(MIN_RATE_HZ, int(rate * SPY_BUDGET / share))
         if not self.start():  # the new chunk first: no gap in the stacks
             return
-        interrupt(proc, 10.0)
-        if (self.run_dir / str(chunk["file"])).is_file():
-            self._pack(chunk)
-        else:
-            self.chunks.remove(chunk)
-        self._forget_middle_chunks()
+        with contextlib.suppress(ProcessLookupError):  # it writes its chunk, reaped later:
+            proc.send_signal(signal.SIGINT)  # the runner's loop does not wait for it
+        self._retiring.append((proc, chunk))
         self.notes.append(
             f"py-spy used {share:.0%} of a CPU sampling pid {self.pid} at {rate} Hz (a sample "
             f"reads every thread): sampling at {self.rate_hz} Hz from now on, so that trainprof "
@@ -154,6 +169,7 @@ class StackRecorder:
 
     def stop(self, timeout: float = 10.0) -> None:
         """py-spy writes its file when interrupted (or when the target exits by itself)."""
+        self._reap(timeout)
         proc = self._proc
         if proc is None:
             return
