@@ -473,3 +473,31 @@ def test_a_full_disk_does_not_make_the_hang_watch_kill(
     assert rec["unrecorded"]["steps"] > 50  # counted in the progress page: ~20 a second
     report = json.loads(json_path.read_text())
     assert report["run"]["recording"]["stopped_at_s"] == rec["stopped_at_s"]
+
+
+def test_the_hang_watch_stands_down_when_nothing_counts_the_steps(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """Recording stopped and the job's steps cannot be counted (its progress page is gone): the
+    watch says it stands down, and the job runs to its end, never stopped as hung."""
+    body = STEPS_ON_A_FULL_DISK.replace(
+        "    for _ in range(20):  # recorded",
+        "    import os\n    os.unlink(os.path.join(os.environ['TRAINPROF_RUN_DIR'], 'progress'))\n"
+        "    for _ in range(20):  # recorded",
+    )
+    script = write_script(tmp_path, "uncounted.py", body)
+    run_dir = small_disk / "run"
+    cmd = trainprof_cmd(
+        "run", "--quiet", "--hang-after", "2", "--on-hang", "kill", "--run-dir", str(run_dir),
+        str(script),
+    )  # fmt: skip
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == "last line"
+    said = [ln for ln in proc.stderr.splitlines() if "stands down" in ln]
+    assert len(said) == 1, proc.stderr[-3000:]
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta.get("hang") is None and meta["stopped_by"] is None
+    rec = meta["recording"]
+    assert "unrecorded" not in rec
+    assert rec["stopped_at_s"] < rec["hang_watch_stood_down_at_s"] < meta["wall_s"]
