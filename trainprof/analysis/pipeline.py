@@ -12,7 +12,7 @@ from trainprof.analysis.ledger import Ledger, allocate
 from trainprof.analysis.measure import measure
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rank_hits import with_rank_hits
-from trainprof.analysis.rules import REGISTRY, all_rules
+from trainprof.analysis.rules import REGISTRY, all_rules, unowned_time
 from trainprof.analysis.rules.registry import Rule, missing_signal
 from trainprof.store.session import Session
 
@@ -69,6 +69,8 @@ def evaluate(
     findings = _only_if_unexplained(findings)
     if m.ledger is not None:
         findings = claim(m.ledger, findings)
+        if rules is None:  # every rule judged: the time none of them owns is said too
+            findings = unowned_time.with_unowned(m, findings, tuple(skipped))
         if m.device_idle is not None:
             findings = on_the_device(findings, m.device_idle)
     return rank(findings), tuple(skipped)

@@ -15,7 +15,7 @@ from typing import Literal
 
 from trainprof.analysis import frameworks, ledger
 from trainprof.analysis.findings import Finding, Harm, Severity
-from trainprof.analysis.metrics import MIN_STEADY_S, Metrics
+from trainprof.analysis.metrics import ENOUGH_STEPS, MIN_ENOUGH_S, MIN_STEADY_S, Metrics
 from trainprof.units import plural, plural_of
 
 Family = Literal[
@@ -24,14 +24,16 @@ Family = Literal[
 
 
 def _steps(m: Metrics) -> str | None:
-    if m.steady is None:
+    s = m.steady
+    if s is None:
         return f"too few {plural_of(m.unit)} to judge a steady state ({m.total_steps} seen)"
-    if m.steady.duration_s < MIN_STEADY_S:
-        return (
-            f"the steady state is too short to judge ({plural(m.steady.count, m.unit)} in "
-            f"{m.steady.duration_s * 1e3:.0f} ms; rules need {MIN_STEADY_S:g} s)"
-        )
-    return None
+    if s.duration_s >= MIN_STEADY_S or (s.count >= ENOUGH_STEPS and s.duration_s >= MIN_ENOUGH_S):
+        return None
+    return (
+        f"the steady state is too short to judge ({plural(s.count, m.unit)} in "
+        f"{s.duration_s * 1e3:.0f} ms; rules need {ENOUGH_STEPS} over {MIN_ENOUGH_S:g} s, "
+        f"or {MIN_STEADY_S:g} s)"
+    )
 
 
 def _loader(m: Metrics) -> str | None:
