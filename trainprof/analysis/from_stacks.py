@@ -43,6 +43,7 @@ from trainprof.analysis.stalls import (
 )
 from trainprof.analysis.stats import finite, mean
 from trainprof.analysis.stillness import stillness
+from trainprof.analysis.usercode import is_torch_path
 from trainprof.analysis.worker_load import worker_load
 from trainprof.store.gpus import machine_utils
 from trainprof.store.session import Session
@@ -230,7 +231,7 @@ def compute(session: Session) -> Metrics:
         gpu_unavailable=session.samples.gpu_unavailable,
         gpus=session.samples.job_gpus,
         machine_gpus=machine_utils(session.samples, window),
-        torch_seen=any("torch/" in f[1] for s in spans[:2000] for f in s.frames),
+        torch_seen=any(is_torch_path(f[1]) for s in spans[:2000] for f in s.frames),
         exit_code=None,
         stopped_by=meta.get("stopped_by"),
         activity=activity,

@@ -19,6 +19,7 @@ from trainprof.analysis.stalls import (
     frozen,
     own_code,
 )
+from trainprof.analysis.usercode import is_torch_path
 from trainprof.store.stacks import Frame, StackSpan
 
 PROGRESS = ("backward", "optimizer")  # a step advances: stacks inside these
@@ -74,7 +75,7 @@ def call_chain(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
     """The frames that called into torch: where a forward pass was called from (the user's
     loop, a framework's training or evaluation loop), each with its line."""
     for i, frame in enumerate(frames):  # outermost first
-        if "/torch/" in frame[1].replace("\\", "/"):
+        if is_torch_path(frame[1]):
             return frames[:i]
     return frames
 
