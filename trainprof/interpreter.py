@@ -15,7 +15,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -56,23 +56,13 @@ def job_python(given: list[str], command: list[str]) -> dict[str, str] | None:
     return None
 
 
-def describe(python: dict[str, Any]) -> str:
-    """One line for the report's header: the interpreter, why it, and how to choose another."""
-    path = str(python.get("path"))
-    chosen = python.get("chosen")
-    if chosen == "command":
-        return path
-    why = "the python on PATH" if chosen == "PATH" else "trainprof's own"
-    return f"{path} ({why}; another: `{CHOOSE.format(script='train.py')}`)"
-
-
 def startup_hint(
     meta: dict[str, Any],
     stderr_tail: str,
-    options: Callable[[], Collection[str]] = lambda: own_options(),
+    options: Collection[str] = (),
 ) -> str | None:
     """Why a failed job may have failed because of how it was started, or None: a module its
-    interpreter lacks, or one of trainprof's ``options()`` given after the script."""
+    interpreter lacks, or one of trainprof's ``options`` (its option names) given after the script."""
     if meta.get("exit_code") in (0, None):
         return None
     return _missing_module(meta) or _option_after_script(meta, stderr_tail, options)
@@ -110,7 +100,7 @@ def _missing_module(meta: dict[str, Any]) -> str | None:
 
 
 def _option_after_script(
-    meta: dict[str, Any], stderr_tail: str, options: Callable[[], Collection[str]]
+    meta: dict[str, Any], stderr_tail: str, options: Collection[str]
 ) -> str | None:
     """An argparse (or click) error on an option of trainprof's given after the script."""
     command = [str(a) for a in meta.get("command") or []]
@@ -119,8 +109,7 @@ def _option_after_script(
         if not m:
             continue
         words = (m.group("argparse") or m.group("click") or "").split()
-        own = options()  # only now: reading the CLI's options imports all of it
-        ours = [w for w in words if w.split("=", 1)[0] in own]
+        ours = [w for w in words if w.split("=", 1)[0] in options]
         if not ours:
             return None
         option = ours[0]
@@ -153,18 +142,3 @@ def _has_module(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
-
-
-def own_options() -> frozenset[str]:
-    """The option names of ``trainprof run`` and ``trainprof ci``, read from the CLI itself."""
-    import typer
-
-    from trainprof.cli import app
-
-    group = typer.main.get_command(app)
-    names: set[str] = set()
-    for name in ("run", "ci"):
-        command = group.get_command(None, name)  # type: ignore[attr-defined,arg-type]
-        for param in getattr(command, "params", []):
-            names.update(o for o in (*param.opts, *param.secondary_opts) if o.startswith("-"))
-    return frozenset(names)

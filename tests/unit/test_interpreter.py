@@ -15,13 +15,12 @@ import pytest
 import trainprof
 from trainprof.interpreter import (
     ACTIVE_ENV,
-    describe,
     job_python,
-    own_options,
     script_python,
     startup_hint,
 )
 from trainprof.launcher import resolve_command
+from trainprof.render.console import python_row
 
 
 def _python_in(directory: Path, name: str = "python") -> Path:
@@ -99,11 +98,11 @@ def test_a_named_python_is_the_commands_and_another_program_has_none(
 
 
 def test_the_header_line_says_why_and_how_to_choose_another() -> None:
-    line = describe({"path": "/env/bin/python", "chosen": "PATH"})
+    line = python_row({"path": "/env/bin/python", "chosen": "PATH"})
     assert line.startswith("/env/bin/python (the python on PATH;")
     assert "`trainprof run -- /path/to/python train.py`" in line
-    assert "(trainprof's own;" in describe({"path": "/x/python", "chosen": "trainprof"})
-    assert describe({"path": "/x/python", "chosen": "command"}) == "/x/python"
+    assert "(trainprof's own;" in python_row({"path": "/x/python", "chosen": "trainprof"})
+    assert python_row({"path": "/x/python", "chosen": "command"}) == "/x/python"
 
 
 def _failed(exc_type: str, message: str, path: str) -> dict[str, object]:
@@ -129,12 +128,24 @@ def test_a_missing_module_names_the_interpreter() -> None:
     assert startup_hint({**meta, "exit_code": 0}, "") is None
 
 
+def run_options() -> frozenset[str]:
+    """The option names `trainprof run` passes to the runner, read from the CLI."""
+    import typer
+
+    from trainprof.cli import app
+    from trainprof.commands.options import option_names
+
+    command = typer.main.get_command(app).get_command(None, "run")  # type: ignore[attr-defined]
+    return option_names(typer.Context(command))
+
+
 def test_only_trainprofs_own_options_after_the_script_are_said() -> None:
+    own = run_options()
     meta = {"exit_code": 2, "command": ["python", "t.py", "--timeout=30", "--lr", "1"]}
     tail = "usage: t.py [-h]\nt.py: error: unrecognized arguments: --timeout=30 --lr 1\n"
-    hint = startup_hint(meta, tail)
+    hint = startup_hint(meta, tail, own)
     assert hint is not None and "(`trainprof run --timeout=30 t.py`)" in hint
     click_tail = "Usage: t.py [OPTIONS]\nTry 't.py --help' for help.\n\nError: No such option: -q\n"
-    assert startup_hint({**meta, "command": ["python", "t.py", "-q"]}, click_tail) is not None
-    assert startup_hint(meta, "t.py: error: unrecognized arguments: --lr 1\n") is None
-    assert {"--steps", "--timeout", "-q", "--max-data-wait"} <= own_options()
+    assert startup_hint({**meta, "command": ["python", "t.py", "-q"]}, click_tail, own) is not None
+    assert startup_hint(meta, "t.py: error: unrecognized arguments: --lr 1\n", own) is None
+    assert {"--steps", "--timeout", "-q", "--json"} <= own

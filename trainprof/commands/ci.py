@@ -25,6 +25,7 @@ from trainprof.commands.options import (
     RunDir,
     TraceOut,
     Verbose,
+    option_names,
     refuse_stray_option,
 )
 from trainprof.commands.run import positive_seconds
@@ -258,6 +259,7 @@ def ci(
             on_report=keep,
             trace_path=trace_path,
             html_path=html_path,
+            option_names=option_names(ctx),
         )
     )
     if "data" not in captured:  # run() always reports; this guards the contract

@@ -82,6 +82,12 @@ NoColor = Annotated[
 ]
 
 
+def option_names(ctx: typer.Context) -> frozenset[str]:
+    """The option names of the command ``ctx`` runs (``--steps``, ``-q``, ...)."""
+    params = ctx.command.params
+    return frozenset(o for p in params for o in (*p.opts, *p.secondary_opts) if o.startswith("-"))
+
+
 def refuse_stray_option(ctx: typer.Context, command: list[str]) -> None:
     """``run`` and ``ci`` pass everything from the job's command on through, so a mistyped
     option of their own would be taken for the command ("command not found: --stepz"): name

@@ -18,6 +18,7 @@ from trainprof.commands.options import (
     RunDir,
     TraceOut,
     Verbose,
+    option_names,
     refuse_stray_option,
 )
 from trainprof.errors import TrainprofError
@@ -145,6 +146,7 @@ def run(
             no_redact=no_redact,
             trace_path=trace_path,
             html_path=html_path,
+            option_names=option_names(ctx),
         )
     )
     raise typer.Exit(code)

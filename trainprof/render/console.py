@@ -21,7 +21,6 @@ from trainprof.analysis.ledger import DATA, STALLS, STEP
 from trainprof.analysis.metrics import Metrics, batches_per_step
 from trainprof.analysis.rules.registry import SIGNALS
 from trainprof.analysis.stats import bins
-from trainprof.interpreter import describe as describe_python
 from trainprof.render.host_rows import add_host_rows
 from trainprof.render.outside import outside_summary
 from trainprof.render.ranks import rank_table
@@ -118,6 +117,19 @@ def outcome(meta: dict[str, Any]) -> tuple[str, str]:
     return f"exited {code}", "red"
 
 
+CHOOSE_PYTHON = "trainprof run -- /path/to/python train.py"  # how to run a script with another
+
+
+def python_row(python: dict[str, Any]) -> str:
+    """One line for the report's header: the interpreter, why it, and how to choose another."""
+    path = str(python.get("path"))
+    chosen = python.get("chosen")
+    if chosen == "command":
+        return path
+    why = "the python on PATH" if chosen == "PATH" else "trainprof's own"
+    return f"{path} ({why}; another: `{CHOOSE_PYTHON}`)"
+
+
 def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     if m.outside is not None:  # `trainprof attach`: what was sampled, and the estimated rate
         return outside_summary(meta, m)
@@ -131,7 +143,7 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     t.add_row("command", literal(shell_join(command)))
     python = meta.get("python")
     if python:  # which interpreter ran the job, and how to choose another
-        t.add_row("python", literal(describe_python(python)))
+        t.add_row("python", literal(python_row(python)))
     what += f" in {_dur(meta.get('wall_s'))}"
     if shut_down(meta):
         what += ", as Python shut down after the script ended"
