@@ -69,8 +69,6 @@ class RunOptions:
     no_redact: bool = False  # store and print the command as given, secrets included
     trace_path: Path | None = None  # --trace: a Chrome Trace Event Format file of the run
     html_path: Path | None = None  # --html: a self-contained HTML report with plots
-    # trainprof's own option names: a job that fails on one given after the script is told so
-    option_names: frozenset[str] = frozenset()
     # Called with the loaded run and its report dict once the report is out (trainprof ci).
     on_report: Callable[[Session, dict[str, Any]], None] | None = None
 
@@ -206,7 +204,7 @@ def run(opts: RunOptions) -> int:
         session = Session.load(run_dir)
         meta["stopped_by"] = stopped_by or _stop_reason(session)
         meta["exception"] = _job_exception(session)
-        meta["hint"] = startup_hint(meta, session.stderr_tail, opts.option_names)
+        meta["hint"] = startup_hint(meta, session.stderr_tail)
         meta["killed_at_shutdown"] = _killed_at_shutdown(session)
         session.meta = meta
         recording.save_meta(meta)
@@ -430,8 +428,10 @@ class HangWatch:
         silence is of trainprof's own making, so the watch stands down rather than stop a job
         it no longer sees. A silence that began well before recording stopped is the job's."""
         rec = self.recording
-        when = rec.when if rec is not None else None
-        if when is None or self.unrecorded.last_t is not None:
+        if rec is None or rec.when is None or self.unrecorded.last_t is not None:
+            return False
+        when = rec.when
+        if not rec.blinds_the_watch():  # the probes still record: the silence is the job's
             return False
         if last < when - self.RECORDED_LAG_S:
             return False
@@ -637,8 +637,15 @@ class _Recording:
         self.stopped: dict[str, Any] | None = None
         self._when: float | None = None
         self._announced = False
+        self.probe_stopped = False  # a probe of the job said its recording stopped
         rundir.reserve_space(run_dir)  # given back for run.json and report.json at a full disk
         progress_page.create(run_dir)  # where the probes count the steps they cannot record
+
+    def blinds_the_watch(self) -> bool:
+        """Whether the probes' event files stopped too: a probe said it stopped, or the disk
+        is full (the runner's own write failed for space), so theirs fail as well."""
+        full = {os.strerror(e) for e in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)}
+        return self.probe_stopped or (self.stopped is not None and self.stopped["reason"] in full)
 
     @property
     def when(self) -> float | None:
@@ -675,8 +682,10 @@ class _Recording:
         """Collect what the writers ran into; say once that recording stopped."""
         errors = [(p.log_error, p.log_path.name) for p in job.pumps]
         errors.append((sampler.write_error, rundir.SAMPLES))
-        if self.stopped is None:
-            errors += self._probe_errors()
+        if not self.probe_stopped:  # (looked for until one is found)
+            probe = self._probe_errors()
+            self.probe_stopped = bool(probe)
+            errors += probe
         for error, name in errors:
             if error is not None:
                 self.failed(error[0], error[1], name)
