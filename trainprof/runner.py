@@ -69,6 +69,8 @@ class RunOptions:
     no_redact: bool = False  # store and print the command as given, secrets included
     trace_path: Path | None = None  # --trace: a Chrome Trace Event Format file of the run
     html_path: Path | None = None  # --html: a self-contained HTML report with plots
+    # trainprof's own option names: a job that fails on one given after the script is told so
+    option_names: frozenset[str] = frozenset()
     # Called with the loaded run and its report dict once the report is out (trainprof ci).
     on_report: Callable[[Session, dict[str, Any]], None] | None = None
 
@@ -204,7 +206,7 @@ def run(opts: RunOptions) -> int:
         session = Session.load(run_dir)
         meta["stopped_by"] = stopped_by or _stop_reason(session)
         meta["exception"] = _job_exception(session)
-        meta["hint"] = startup_hint(meta, session.stderr_tail)
+        meta["hint"] = startup_hint(meta, session.stderr_tail, opts.option_names)
         meta["killed_at_shutdown"] = _killed_at_shutdown(session)
         session.meta = meta
         recording.save_meta(meta)
