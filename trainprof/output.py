@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trainprof.store.redact import redact_file
 from trainprof.store.rundir import open_private
 
 HEAD_BYTES = 4 * 1024 * 1024
@@ -192,6 +193,7 @@ class StreamPump:
                 except OSError as exc:
                     self._log = None
                     self.log_error = self.log_error or (time.monotonic(), exc.strerror or str(exc))
+            redact_file(self.log_path)  # the copy is published; the terminal shows the real text
         finally:
             try:
                 os.close(self.source_fd)
