@@ -27,7 +27,7 @@ def test_a_full_disk_stops_recording_and_never_raises(tmp_path: Path) -> None:
         _step(w)
         w.add("X {}\n")
     assert w.stopped is not None and w.stopped[1] == os.strerror(errno.ENOSPC)
-    assert len(w._steps) == 0 and len(w._queue) == 0  # later records are dropped as they come
+    assert len(w.steps) == 0 and len(w._queue) == 0  # later records are dropped as they come
     assert (tmp_path / f"probe-stopped-{os.getpid()}-{errno.ENOSPC}").is_file()  # for the runner
     w.flush()
     w.close()
@@ -77,7 +77,7 @@ def test_a_flush_that_would_wait_on_its_own_thread_gives_up(
     _step(w)
     with w._lock:  # as if interrupted inside a flush
         w.flush()  # returns: the step stays queued
-    assert len(w._steps) == 1 and not list(tmp_path.iterdir())
+    assert len(w.steps) == 1 and not list(tmp_path.iterdir())
     w.close()
     (path,) = tmp_path.iterdir()
     assert sum(1 for ln in path.read_text().splitlines() if ln.startswith("S ")) == 1

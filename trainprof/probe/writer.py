@@ -54,7 +54,8 @@ class EventWriter:
         self._queue: collections.deque[str] = collections.deque()
         # Step records wait here unformatted: formatting a line right after the step's torch
         # work costs ~5 µs (cold caches); a batch of them at a flush costs <1 µs each.
-        self._steps: collections.deque[tuple[float, float, float, float, int, int, int]] = (
+        # (public: the step hook appends to it; a new deque after a fork, so read it each time)
+        self.steps: collections.deque[tuple[float, float, float, float, int, int, int]] = (
             collections.deque()
         )
         self._fd: int | None = None
@@ -80,20 +81,15 @@ class EventWriter:
 
     def add_step(self, rec: tuple[float, float, float, float, int, int, int]) -> None:
         """(end, previous end, wait s, sampler s, batch size, fetches, samples) of one step."""
-        steps = self._steps
+        steps = self.steps
         steps.append(rec)
         # _queued's tests, in two: this runs once per step (the step hook does the same inline)
         if len(steps) >= FLUSH_EVERY_RECORDS or rec[0] >= self.step_check_at:
             self._queued(len(steps), rec[0])
 
-    @property
-    def steps(self) -> collections.deque[tuple[float, float, float, float, int, int, int]]:
-        """The queued step records (a new deque after a fork: read it each time)."""
-        return self._steps
-
     def steps_queued(self, now: float) -> None:
         """After a step record was queued where ``add_step`` would call ``_queued``."""
-        self._queued(len(self._steps), now)
+        self._queued(len(self.steps), now)
 
     def _queued(self, waiting: int, now: float) -> None:
         """After a record was queued: flush a full queue or one the timer left waiting too long,
@@ -127,7 +123,7 @@ class EventWriter:
         self.step_check_at = float("-inf")
         self._pending = b""
         self._queue = collections.deque()
-        self._steps = collections.deque()
+        self.steps = collections.deque()
         self._fd = None
         self._thread = None
         self.role = "fork"
@@ -151,7 +147,7 @@ class EventWriter:
             self._lock.release()
 
     def _write_queued(self) -> None:
-        q, sq = self._queue, self._steps
+        q, sq = self._queue, self.steps
         n, ns = len(q), len(sq)
         if n == 0 and ns == 0 and not self._pending:
             return
@@ -179,7 +175,7 @@ class EventWriter:
         self._pending = b""
         from trainprof.probe.progress import stopped_sinks
 
-        self._queue, self._steps = stopped_sinks(self.run_dir)  # its steps still count
+        self._queue, self.steps = stopped_sinks(self.run_dir)  # its steps still count
         fd, self._fd = self._fd, None
         try:
             if fd is not None:
