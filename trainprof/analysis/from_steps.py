@@ -44,6 +44,7 @@ from trainprof.analysis.stalls import (
     find_stalls,
     refine,
     save_segments,
+    saving_calls,
     waits_for_a_cpu,
 )
 from trainprof.analysis.stats import bins, finite, mean
@@ -272,6 +273,7 @@ def _activity(
     loop_funcs = attribution.loop_functions(loop_spans, session.source) | attribution.step_callers(
         infos
     )
+    stalls = saving_calls(stalls, saves, spans, loop_funcs)
     roles = {p.pid: p.role for p in session.processes}
     growths = []
     if window is not None:  # start-up (imports, allocator warm-up) always grows memory

@@ -85,6 +85,7 @@ CATEGORY_BUCKET = {
 }
 # A sync stall (the host waiting in .item() for a GPU that drains its queue) is sync time.
 STALL_BUCKET = {
+    "checkpoint": "save",  # the rest of the call that saves: its fsync, copy, rename
     "cpu": "stall_compute",
     "blocked": "stall_blocked",
     "wait": "stall_wait",
@@ -212,9 +213,9 @@ def build(
         i = st.index
         if bucket is None or not lo <= i < n:
             continue
-        own = cols.dur[i] / 1e6 - save_at.get(i, 0.0) - eval_at.get(i, 0.0) - cols.wait[i] / 1e6
-        own -= compile_at.get(i, 0.0)  # counted above, as measured
-        seconds[bucket] += max(0.0, min(st.excess_s - compile_at.get(i, 0.0), own))
+        counted = save_at.get(i, 0.0) + eval_at.get(i, 0.0) + compile_at.get(i, 0.0)
+        own = cols.dur[i] / 1e6 - counted - cols.wait[i] / 1e6  # counted above, as measured
+        seconds[bucket] += max(0.0, min(st.excess_s - counted, own))
     rest = window - sum(seconds.values())
     split = "not split"
     sampled = sum(s for c, s in (step_profile or {}).items() if c in CATEGORY_BUCKET)

@@ -26,6 +26,7 @@ from trainprof.analysis.attribution import (
     user_frame,
     window_profile,
 )
+from trainprof.analysis.call_sites import call_site
 from trainprof.analysis.stats import int_percentiles
 from trainprof.store.events import ProcessLog
 from trainprof.store.stacks import Frame, StackSpan
@@ -309,3 +310,29 @@ def waits_for_a_cpu(
     if distinct_code(spans, [(st.t0, st.t1) for st in cpu], window):
         return stalls
     return [replace(st, cause="wait") if st.cause == "cpu" else st for st in stalls]
+
+
+def saving_calls(
+    stalls: list[Stall],
+    saves: Sequence[Segment],
+    spans: Sequence[StackSpan],
+    loop_funcs: frozenset[tuple[str, str]],
+) -> list[Stall]:
+    """Stalls of CPU work or blocked waiting inside the call that saves a checkpoint are the
+    checkpoint's: a ``save_checkpoint()`` that writes with torch.save, then fsyncs and copies
+    the file, costs all of that (the loop calls one function for all of it; the stacks say
+    which). Without stack samples a stall is only what the save itself covered."""
+    if not saves or not spans:
+        return stalls
+    out = []
+    for st in stalls:
+        inside = [s for s in saves if s.t1 > st.t0 and s.t0 < st.t1]
+        if st.cause in ("cpu", "blocked") and inside:
+            stall_call = call_site(spans, [(st.t0, st.t1)], loop_funcs)
+            save_call = call_site(spans, [(s.t0, s.t1) for s in inside], loop_funcs)
+            if stall_call is not None and save_call is not None:
+                same = (stall_call.call, stall_call.callee) == (save_call.call, save_call.callee)
+                if same and stall_call.callee is not None:
+                    st = replace(st, cause="checkpoint")
+        out.append(st)
+    return out
