@@ -25,6 +25,7 @@ from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import interval, ms, site
 from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
+from trainprof.units import plural
 
 SHARE = Threshold("share", 0.05, "share", "share of the steady run spent evaluating")
 
@@ -67,16 +68,18 @@ def check(m: Metrics) -> Finding | None:
     )
     cs = site(m, [(e.t0, e.t1) for e in inside])
     evidence = [
-        f"{len(inside)} evaluations ({how}), {ms(cost / len(inside))} each, {interval(m, inside)}",
-        f"{cost:.2f} s in all, {share:.0%} of the steady run",
+        f"{plural(len(inside), 'evaluation')} ({how}), {ms(cost / len(inside))} each, "
+        f"{interval(m, inside)}",
+        f"{cost:.2f} s in all, {share:.0%} of {m.basis.of}",
     ]
     if cs is not None:
         evidence.append(cs.sentence)
     fix = [
         "evaluate less often, or on a fixed subset of the validation set",
         "use a larger eval batch size and torch.inference_mode() instead of torch.no_grad()",
-        "give the validation DataLoader workers (num_workers, persistent_workers=True)",
     ]
+    if m.loaders:  # a loop that feeds its model by hand has no DataLoader to give workers
+        fix.append("give the validation DataLoader workers (num_workers, persistent_workers=True)")
     if not switched and not unseen:
         fix.insert(
             0,
