@@ -345,3 +345,20 @@ def test_each_compile_the_probe_timed_is_a_span_with_its_line_and_reason() -> No
     assert compiles[0]["args"]["under"] == "/home/user/proj/train.py:40 (main)"
     assert compiles[1]["args"]["recompiled because"] == rec["reason"]
     assert "recompiled because" not in compiles[0]["args"]
+
+
+def test_each_gpus_memory_is_a_counter_from_the_loaded_samples() -> None:
+    """The renderer reads the Session, not the run directory's files (it has none here)."""
+    rows = [
+        {
+            "t": 100.0 + i,
+            "procs": [],
+            "gpu": [{"index": 1, "util": 50.0, "mem_used": (i + 1) * 2**20}],
+        }
+        for i in range(4)
+    ]
+    s = session(process(100), sample_rows=rows)
+    data = trace.build(s, analyze(s)[0])
+    assert check_trace(data) == []
+    used = [e for e in data["traceEvents"] if e["name"] == "GPU 1 memory used (MiB)"]
+    assert [e["args"]["used"] for e in used] == [1.0, 2.0, 3.0, 4.0]

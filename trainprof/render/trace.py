@@ -46,7 +46,7 @@ from trainprof.analysis.loaders import training_loader_key
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.stalls import Stall
 from trainprof.store.events import ProcessLog
-from trainprof.store.rundir import SAMPLES, write_user_file
+from trainprof.store.rundir import write_user_file
 from trainprof.store.session import Session
 from trainprof.store.stacks import Frame, StackSpan
 from trainprof.version import __version__
@@ -689,31 +689,6 @@ def _counters(trace: Trace, session: Session) -> None:
         zip(s.t, s.gpu_util, strict=True),
         "util",
     )
-    if s.gpu_count:
-        for index, points in _gpu_memory(Path(session.run_dir)).items():
-            trace.counter(MACHINE_PID, f"GPU {index} memory used (MiB)", points, "used")
-
-
-def _gpu_memory(run_dir: Path) -> dict[int, list[tuple[float, float]]]:
-    """NVML's memory used per GPU, which the Session does not keep: read from samples.jsonl."""
-    out: dict[int, list[tuple[float, float]]] = {}
-    try:
-        with open(run_dir / SAMPLES, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    row = json.loads(line)
-                except (ValueError, RecursionError):
-                    continue
-                if not isinstance(row, dict):
-                    continue
-                gpus, t = row.get("gpu"), row.get("t")
-                if not isinstance(gpus, list) or not isinstance(t, (int, float)):
-                    continue
-                for g in gpus:
-                    if isinstance(g, dict) and isinstance(g.get("mem_used"), (int, float)):
-                        index = g.get("index")
-                        key = index if isinstance(index, int) else 0
-                        out.setdefault(key, []).append((float(t), g["mem_used"] / MIB))
-    except OSError:
-        return {}
-    return out
+    for index, (ts, used) in sorted(s.gpu_mem_by_index.items()):
+        points = ((t, v / MIB) for t, v in zip(ts, used, strict=True))
+        trace.counter(MACHINE_PID, f"GPU {index} memory used (MiB)", points, "used")

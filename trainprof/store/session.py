@@ -73,6 +73,8 @@ class Samples:
     procs: dict[int, ProcSeries] = field(default_factory=dict)
     # Each GPU's own utilization by NVML index: (tick times, percent), for per-rank views.
     gpu_by_index: dict[int, tuple[array[float], array[float]]] = field(default_factory=dict)
+    # Each GPU's memory used by NVML index: (tick times, bytes).
+    gpu_mem_by_index: dict[int, tuple[array[float], array[float]]] = field(default_factory=dict)
     gpu_uuid: dict[int, str] = field(default_factory=dict)  # NVML's UUID of each GPU
     gpu_pids: dict[int, set[int]] = field(default_factory=dict)  # PIDs NVML saw on each GPU
     job_gpus: gpus.JobGpus | None = None  # the job's GPUs, once told (store/gpus.py)
@@ -128,6 +130,11 @@ class Samples:
                 ts, us = self.gpu_by_index.setdefault(index, (array("d"), array("d")))
                 ts.append(t)
                 us.append(_num(g.get("util")))
+                used = _num(g.get("mem_used"))
+                if not math.isnan(used):
+                    mts, used_b = self.gpu_mem_by_index.setdefault(index, (array("d"), array("d")))
+                    mts.append(t)
+                    used_b.append(used)
                 if isinstance(g.get("uuid"), str):
                     self.gpu_uuid[index] = g["uuid"]
                 seen = g.get("procs")
