@@ -34,6 +34,8 @@ class Growth:
     r2: float
     seconds: float
     sustained: bool = True  # each half of the window rises too (not one swing of the allocator)
+    # the fitted line's two ends, (time, bytes), for a chart to draw (None: not kept)
+    line: tuple[tuple[float, float], tuple[float, float]] | None = None
 
 
 def growth(series: ProcSeries, role: str, t0: float, t1: float) -> Growth | None:
@@ -68,4 +70,5 @@ def growth(series: ProcSeries, role: str, t0: float, t1: float) -> Growth | None
         r2,
         xs[-1] - xs[0],
         sustained,
+        ((xs[0], my + b * (xs[0] - mx)), (xs[-1], my + b * (xs[-1] - mx))),
     )

@@ -14,7 +14,6 @@ import io
 import math
 import sys
 import zlib
-from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ from trainprof.analysis import ledger
 from trainprof.analysis.findings import Finding, Verdict
 from trainprof.analysis.memory import MIN_R2
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.stats import slope
 from trainprof.errors import TrainprofError
 from trainprof.render import console as console_render
 from trainprof.render import svg, trace
@@ -338,20 +336,17 @@ def _memory_chart(session: Session, m: Metrics, origin: float) -> str:
             continue
         cls = "s0" if role == "main" else f"s{1 + k % 5}"
         series.append(svg.Series(label, pts, cls))
-        window = m.activity.window
-        if g is not None and window is not None and g.r2 >= MIN_R2:
-            trend = _trend(proc.t, values, window)
-            if trend is not None:
-                (a, ya), (b, yb) = trend
-                rate = g.bytes_per_s * 60 / MIB
-                series.append(
-                    svg.Series(
-                        f"{who.split(' (')[0]} trend {rate:+.1f} MiB/min (R² {g.r2:.2f})",
-                        [(a - origin, ya / MIB), (b - origin, yb / MIB)],
-                        cls,
-                        "dashed",
-                    )
+        if g is not None and g.line is not None and g.r2 >= MIN_R2:
+            (a, ya), (b, yb) = g.line
+            rate = g.bytes_per_s * 60 / MIB
+            series.append(
+                svg.Series(
+                    f"{who.split(' (')[0]} trend {rate:+.1f} MiB/min (R² {g.r2:.2f})",
+                    [(a - origin, ya / MIB), (b - origin, yb / MIB)],
+                    cls,
+                    "dashed",
                 )
+            )
     if not series:
         return svg.message("memory per process", "not measured: no process samples")
     return svg.line_chart("memory per process", series, "seconds since launch", "MiB")
@@ -365,25 +360,6 @@ def _proc_label(log: Any, pid: int, name: str) -> str:
     if log.role == "rank":
         return f"rank {log.header.get('rank')}"
     return "main"
-
-
-def _trend(
-    ts: Sequence[float], values: Sequence[float], window: tuple[float, float]
-) -> tuple[tuple[float, float], tuple[float, float]] | None:
-    """The least-squares line of memory over the steady window (as analysis.memory fits it)."""
-    pts = [
-        (t, v)
-        for t, v in zip(ts, values, strict=True)
-        if window[0] <= t <= window[1] and not math.isnan(v)
-    ]
-    if len(pts) < 2:
-        return None
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    b = slope(xs, ys)
-    if math.isnan(b):
-        return None
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return (xs[0], my + b * (xs[0] - mx)), (xs[-1], my + b * (xs[-1] - mx))
 
 
 # ---- the timeline: the trace's own events, drawn ---------------------------------------------
