@@ -61,7 +61,10 @@ def test_a_job_stopped_by_a_signal_passes_the_job_gate(tmp_path: Path) -> None:
     stderr = err.decode()
     assert proc.returncode == 0, stderr[-3000:]
     assert out.decode().splitlines()[-1:] == ["last line"], (out, stderr[-3000:])
-    said = [ln for ln in stderr.splitlines() if "stopped by a signal" in ln]
+    said = [ln for ln in stderr.splitlines() if "stopped by a signal" in ln and "│" not in ln]
+    assert any(
+        "│      stopped  the job was stopped by a signal for" in ln for ln in stderr.splitlines()
+    )
     assert len(said) == 1 and "not a hang" in said[0], stderr[-3000:]
     assert "no progress" not in stderr
     meta = json.loads((run_dir / "run.json").read_text())
@@ -70,4 +73,6 @@ def test_a_job_stopped_by_a_signal_passes_the_job_gate(tmp_path: Path) -> None:
     assert STOPPED_FOR_S - 1 <= span["for_s"] <= STOPPED_FOR_S + 1
     report = json.loads(json_path.read_text())
     assert report["run"]["stopped_by"] is None
+    assert report["run"]["suspended"] == meta["suspended"]  # the report says it, not a stall
+    assert not {"cpu-stall", "blocking-stall"} & {f["id"] for f in report["findings"]}
     assert [g["status"] for g in report["ci"]["gates"] if g["name"] == "job"] == ["pass"]

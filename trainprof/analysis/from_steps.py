@@ -42,6 +42,7 @@ from trainprof.analysis.stalls import (
     Segment,
     eval_segments,
     find_stalls,
+    outside_stops,
     refine,
     save_segments,
     saving_calls,
@@ -255,6 +256,7 @@ def _activity(
     evals = eval_segments(primary) if primary else []
     saves = save_segments(primary) if primary else []
     stalls = find_stalls(primary, cols, warm, evals, saves) if primary and cols else []
+    stalls = outside_stops(stalls, _stops(session.meta))
     compile_log = compiles.read(primary) if primary else None
     if primary is not None and stalls:
         train_key = training_loader_key(primary)
@@ -444,3 +446,16 @@ def _outside(spans: tuple[StackSpan, ...], windows: list[tuple[float, float]]) -
     """Spans that touch none of the windows (the loop without its stalls, saves and evals)."""
     inside = {id(sp) for sp, _s in attribution.overlaps(spans, windows)}
     return [sp for sp in spans if id(sp) not in inside]
+
+
+def _stops(meta: dict[str, Any]) -> list[tuple[float, float]]:
+    """When the job was stopped by a signal, on the monotonic clock (run.json's ``suspended``)."""
+    held, launched = meta.get("suspended"), meta.get("t_launch")
+    if not isinstance(held, dict) or not isinstance(launched, (int, float)):
+        return []
+    out = []
+    for span in held.get("spans") or []:
+        at, length = (span.get(k) if isinstance(span, dict) else None for k in ("at_s", "for_s"))
+        if isinstance(at, (int, float)) and isinstance(length, (int, float)):
+            out.append((launched + at, launched + at + length))
+    return out

@@ -336,3 +336,15 @@ def saving_calls(
                     st = replace(st, cause="checkpoint")
         out.append(st)
     return out
+
+
+def outside_stops(stalls: list[Stall], stops: Sequence[tuple[float, float]]) -> list[Stall]:
+    """The stalls that are not a stop of the whole job by a signal (SIGSTOP, Ctrl-Z): a step
+    whose extra time the job spent stopped is no stall of its code."""
+    if not stops:
+        return stalls
+    return [
+        st
+        for st in stalls
+        if sum(max(0.0, min(b, st.t1) - max(a, st.t0)) for a, b in stops) < 0.5 * st.excess_s
+    ]

@@ -167,6 +167,18 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
                 style="red",
             ),
         )
+    held = meta.get("suspended")
+    if isinstance(held, dict) and isinstance(held.get("total_s"), (int, float)):
+        times = len(held.get("spans") or [])
+        t.add_row(
+            "stopped",
+            Text(
+                f"the job was stopped by a signal for {held['total_s']:.1f} s"
+                + (f" ({plural(times, 'time')})" if times > 1 else "")
+                + ": not a hang, and not counted as a stall",
+                style="yellow",
+            ),
+        )
     if meta.get("hint"):  # the job failed because of how it was started
         t.add_row("hint", Text(clean(str(meta["hint"])), style="yellow"))
     s = m.steady

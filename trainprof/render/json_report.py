@@ -31,6 +31,8 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
             "exit_code": meta.get("exit_code"),
             "signal": meta.get("signal"),
             "killed_at_shutdown": meta.get("killed_at_shutdown"),
+            # stopped by a signal (SIGSTOP, Ctrl-Z) and continued: {"total_s", "spans"}, or null
+            "suspended": meta.get("suspended"),
             "wall_s": _num(meta.get("wall_s"), 3),
             "run_dir": meta.get("run_dir"),
             "stopped_by": meta.get("stopped_by"),
