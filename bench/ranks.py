@@ -12,7 +12,7 @@ a wall clock a millisecond off, so the merge has to align them.
 
 ``measure_in_subprocess`` then, in a fresh interpreter (so its peak RSS is the report's own,
 ``VmHWM``): loads the node directories (``Session.load``), merges them
-(``trainprof.store.merge.merge``) and runs ``trainprof.runner.report`` — the analysis,
+(``trainprof.store.merge.merge``) and runs ``trainprof.report.report`` — the analysis,
 every rule on every rank, the JSON report and the console report, rendered to a null console.
 
 ``python -m bench.ranks`` (4 nodes × 64 ranks × 2,000 steps, ≈ 3 s on 2 cores);
@@ -196,7 +196,7 @@ def _measure_here(dirs: list[str]) -> dict[str, Any]:
     """``trainprof report DIR1 DIR2 ...``'s work (``commands/report.py``), phase by phase."""
     from rich.console import Console
 
-    from trainprof.runner import report
+    from trainprof.report import report
     from trainprof.store.merge import merge
     from trainprof.store.session import Session
 

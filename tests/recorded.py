@@ -111,7 +111,7 @@ def report_of(run_dir: Path, width: int = 80) -> tuple[dict[str, Any], str]:
     """`trainprof report RUN_DIR` in this process: the report's dict and its console text."""
     from rich.console import Console
 
-    from trainprof.runner import report
+    from trainprof.report import report
     from trainprof.store.session import Session
 
     console = Console(record=True, width=width, file=io.StringIO(), color_system=None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import signal
 import sys
 import threading
@@ -15,10 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-from rich.console import Console
-
 from trainprof import signals
+from trainprof.analysis.outcome import job_exception, killed_at_shutdown
 from trainprof.doctor.cpu import usable_cpu_count
 from trainprof.interpreter import job_python, startup_hint
 from trainprof.launcher import Job, exit_code_of, probe_blocked_by, probe_env, resolve_command
@@ -27,6 +24,7 @@ from trainprof.live import LiveStats, LiveView
 from trainprof.output import TerminalLock
 from trainprof.probe_state import ProbeWatch, probe_state
 from trainprof.render.text import make_console
+from trainprof.report import report, write_run_json
 from trainprof.samplers import at_work
 from trainprof.samplers import progress as progress_page
 from trainprof.samplers.hang import HANG_STACKS, dump_stacks
@@ -36,7 +34,7 @@ from trainprof.samplers.stack_starter import StackStarter
 from trainprof.samplers.stacks import StackRecorder
 from trainprof.samplers.suspended import Suspensions
 from trainprof.store import rundir
-from trainprof.store.events import ProcessLog
+from trainprof.store.abandoned import process_started
 from trainprof.store.redact import redact
 from trainprof.store.schema import (
     ENV_DISABLE,
@@ -107,7 +105,7 @@ def run(opts: RunOptions) -> int:
         "wall_start": time.time(),
         # run.json is written at the start without exit_code: `trainprof report` on a run whose
         # runner died (SIGKILL, the OOM killer) tells it from one still running by this.
-        "runner": {"pid": os.getpid(), "started": _process_started(os.getpid())},
+        "runner": {"pid": os.getpid(), "started": process_started(os.getpid())},
     }
     blocked = probe_blocked_by(command)
     if blocked is not None:
@@ -205,9 +203,9 @@ def run(opts: RunOptions) -> int:
         recording.save_meta(meta)
         session = Session.load(run_dir)
         meta["stopped_by"] = stopped_by or _stop_reason(session)
-        meta["exception"] = _job_exception(session)
+        meta["exception"] = job_exception(session)
         meta["hint"] = startup_hint(meta, session.stderr_tail, opts.option_names)
-        meta["killed_at_shutdown"] = _killed_at_shutdown(session)
+        meta["killed_at_shutdown"] = killed_at_shutdown(session)
         session.meta = meta
         recording.save_meta(meta)
         code = TIMEOUT_EXIT if stopped_by in ("timeout", "hang") else exit_code_of(rc)
@@ -542,78 +540,6 @@ def _stop_reason(session: Session) -> str | None:
     return None
 
 
-def report(
-    session: Session,
-    json_path: Path | None,
-    verbose: bool = False,
-    console: Console | None = None,
-    live: LiveView | None = None,
-    trace_path: Path | None = None,
-    html_path: Path | None = None,
-) -> dict[str, Any]:
-    """Analyse a loaded run, store report.json in its directory, print the console report
-    (to ``console``; stderr by default), and write the trace and the HTML report if asked.
-    With ``live``, the status line says ``analysing…`` once the job has ended more than half
-    a second ago."""
-    _runner_died(session)
-    session.meta.setdefault("exception", _job_exception(session))
-    session.meta.setdefault("killed_at_shutdown", _killed_at_shutdown(session))
-    started = float(session.meta.get("t_launch") or time.monotonic())
-    ended = started + float(session.meta.get("wall_s") or 0.0)
-    busy = live.busy("analysing…", started, since=ended) if live else contextlib.nullcontext()
-    from trainprof.analysis.pipeline import analyze
-    from trainprof.compare.settings import run_settings
-    from trainprof.render import console as console_render
-    from trainprof.render.json_report import report_dict
-
-    with busy:
-        metrics, verdict = analyze(session)
-    data = report_dict(session.meta, metrics, verdict)
-    data["settings"] = run_settings(session, metrics)  # what `compare` and ci baselines match
-    report_path = Path(session.run_dir) / rundir.REPORT
-    # A merged multi-node report belongs to no one node's directory: only --json keeps it.
-    error = None if session.meta.get("nodes") else write_run_json(report_path, data)
-    if error is not None:  # a full disk: the report is still printed (and --json written)
-        print(f"trainprof: could not write {report_path}: {error}", file=sys.stderr)
-    if json_path is not None:
-        try:
-            write_user_json(json_path, data)
-        except OSError as exc:  # the run directory still holds report.json: nothing is lost
-            print(f"trainprof: could not write --json {json_path}: {exc.strerror}", file=sys.stderr)
-    console = console or make_console(stderr=True)
-    console_render.render(console, session.meta, metrics, verdict, verbose=verbose)
-    if trace_path is not None or html_path is not None:
-        from trainprof.render.html import write_views
-
-        for line in write_views(session, metrics, verdict, trace_path, html_path):
-            console.print(line)
-    return data
-
-
-def write_user_json(path: Path, data: dict[str, Any]) -> None:
-    """``--json PATH``: created 0600; ``-`` is standard output."""
-    import json
-
-    rundir.write_user_file(path, json.dumps(data, indent=1) + "\n")
-
-
-def write_run_json(path: Path, data: Any) -> str | None:
-    """Write a JSON file of the run directory; on a full disk, give back the space held for the
-    end of the run (``rundir.reserve_space``) and try again. The error, or None."""
-    try:
-        rundir.write_json(path, data)
-        return None
-    except OSError as exc:
-        error = exc
-    if error.errno in (errno.ENOSPC, errno.EDQUOT) and rundir.release_space(path.parent):
-        try:
-            rundir.write_json(path, data)
-            return None
-        except OSError as exc:
-            error = exc
-    return error.strerror or str(error)
-
-
 def _say(live: LiveView | None, message: str) -> None:
     """One line of trainprof's on stderr while the job runs: the status line erased first, and
     on a line of its own when the job's output stopped mid-line."""
@@ -738,90 +664,3 @@ class _Recording:
             self.failed(time.monotonic(), error, rundir.META)
             meta["recording"] = self.stopped
         self.announce(None)
-
-
-def _process_started(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
-
-
-def _runner_died(session: Session) -> bool:
-    """A run.json that its runner wrote at the start and never finished, and that runner is
-    gone: the report says so (``stopped_by`` "runner-died", ``runner.died``) and covers what
-    was recorded until then."""
-    meta = session.meta
-    runner = meta.get("runner") if "exit_code" not in meta else None
-    if not isinstance(runner, dict) or not isinstance(runner.get("pid"), int):
-        return False
-    pid = runner["pid"]
-    started = _process_started(pid)
-    then = runner.get("started")
-    if started is not None and (then is None or abs(started - float(then)) < 1.0):
-        return False  # still running (the same process: a reused pid started later)
-    meta["runner"] = {**runner, "died": True}
-    meta["stopped_by"] = "runner-died"
-    if meta.get("wall_s") is None:
-        meta["wall_s"] = _recorded_until(session)
-    rundir.release_space(Path(session.run_dir))  # the space it held for its last writes
-    print(
-        f"trainprof: this run's trainprof process (pid {pid}) ended before the job did "
-        "(killed: SIGKILL, the OOM killer?); the report covers what was recorded until then",
-        file=sys.stderr,
-        flush=True,
-    )
-    return True
-
-
-def _recorded_until(session: Session) -> float | None:
-    """Seconds from the job's launch to the last thing recorded (a sample, a step, a batch, a
-    backward pass)."""
-    launched = session.meta.get("t_launch")
-    if not isinstance(launched, (int, float)):
-        return None
-    last = [session.samples.t[-1]] if len(session.samples.t) else []
-    for p in session.processes:
-        t0 = float(p.header.get("t0", 0.0))
-        for col in (p.steps["t"], p.batches["t"], p.backwards):
-            if len(col):
-                last.append(t0 + col[-1] / 1e6)
-    return max(last) - launched if last else None
-
-
-_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)): ?(.*)$")
-
-
-def _main_logs(session: Session) -> list[ProcessLog]:
-    """What the job's main process recorded (nothing when it ran no probe: a shell wrapper)."""
-    return [p for p in session.processes if p.pid == session.meta.get("pid")]
-
-
-def _killed_at_shutdown(session: Session) -> bool | None:
-    """Whether the signal that killed the job's main process came after its script ended (its
-    probe's exit handler, the last one, had run) with no exception: only the interpreter's
-    shutdown failed, and every record was written. A script ended by an uncaught
-    KeyboardInterrupt is not one: Python kills itself with SIGINT after its exit handlers, so
-    the shell sees the interrupt. None when no signal killed it, or nothing was recorded from its
-    main process (a shell wrapper, a launcher, a script killed before its first record)."""
-    main = _main_logs(session)
-    if not session.meta.get("signal") or not main:
-        return None
-    return any(p.reached_exit and not any("exception" in i for i in p.infos) for p in main)
-
-
-def _job_exception(session: Session) -> dict[str, Any] | None:
-    """The exception that ended the job's main process (``{"type", "message"}``), as its probe
-    recorded it, or else the last line of a traceback in its stderr when it failed."""
-    main = _main_logs(session)
-    for p in main or [p for p in session.processes if p.role != "worker"]:
-        for info in reversed(p.infos):
-            if "exception" in info:
-                return {"type": info["exception"], "message": info.get("message", "")}
-    if session.meta.get("exit_code") in (0, None):
-        return None
-    for line in reversed(session.stderr_tail.splitlines()[-20:]):
-        m = _EXCEPTION_LINE.match(line.strip())
-        if m:
-            return {"type": m.group(1), "message": m.group(2)}
-    return None

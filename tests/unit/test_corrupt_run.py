@@ -4,7 +4,7 @@ A realistic run directory is written by hand (every event-record kind, a DataLoa
 samples, a stack trace, a hang dump, run.json), then a few hundred seeded corruptions of its
 files (truncation, flipped and inserted bytes, deleted or repeated lines, garbage files, JSON
 values of the wrong type) each go through the whole read path: ``Session.load``, ``analyze``,
-the JSON report and the console report, as ``trainprof report`` runs them (runner.report).
+the JSON report and the console report, as ``trainprof report`` runs them (trainprof.report).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from trainprof.runner import report
+from trainprof.report import report
 from trainprof.store.session import CorruptRunError, Session
 
 MAIN, WORKER = 4242, 4250

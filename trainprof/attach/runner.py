@@ -123,7 +123,7 @@ def attach(opts: AttachOptions) -> int:
     meta.update(sampled)
     meta["stopped_by"] = stopped_by
     rundir.write_json(run_dir / rundir.META, meta)
-    from trainprof.runner import report
+    from trainprof.report import report
 
     session = Session.load(run_dir)
     console = make_console(stderr=True)

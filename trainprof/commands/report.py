@@ -64,7 +64,7 @@ def report(
         if path is not None:
             check_view_path(path, option)
     from trainprof.render.text import make_console
-    from trainprof.runner import report as render_report
+    from trainprof.report import report as render_report
 
     if len(nodes) > 1:  # one multi-node job: its nodes on one clock (store/merge.py)
         from trainprof.store.merge import merge_nodes
