@@ -5,8 +5,8 @@ file with 1,000,000 optimizer steps exactly as ``trainprof.probe.torch_hooks`` a
 ``trainprof.probe.writer`` write them (header, ``T``, ``L``, ``B``, ``E`` per epoch, ``M`` around
 evals, ``C`` per checkpoint, one ``S`` per step), two DataLoader workers' event files, and
 ``samples.jsonl`` for 24 h at the runner's default schedule (0.5 s, then 2 s after ten minutes:
-about 44,000 rows shaped like ``trainprof.samplers.host`` rows compacted as
-``trainprof.samplers.loop`` writes them, for the main process and its two workers, no GPU). ``analyze_in_subprocess`` then times ``Session.load`` and
+about 44,000 rows shaped like ``trainprof.collect.samplers.host`` rows compacted as
+``trainprof.collect.samplers.loop`` writes them, for the main process and its two workers, no GPU). ``analyze_in_subprocess`` then times ``Session.load`` and
 ``trainprof.analysis.pipeline.analyze`` in a fresh interpreter and reads its peak RSS
 (``VmHWM``; ``ru_maxrss`` too, which on Linux carries the parent's peak across ``exec``).
 
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainprof.samplers.loop import DEFAULT_INTERVAL_S, RowCompactor, sample_interval
+from trainprof.collect.samplers.loop import DEFAULT_INTERVAL_S, RowCompactor, sample_interval
 from trainprof.store.schema import (
     BATCH,
     EPOCH,
@@ -437,7 +437,7 @@ def stacks_recorder_settings() -> dict[str, Any]:
     """How the runner's py-spy recorder bounds a long run, read from its module (whatever of
     chunk length, full-rate chunks and later rate it has), to scale a short run to a day."""
     try:
-        from trainprof.samplers import stacks
+        from trainprof.collect.samplers import stacks
     except ImportError:
         return {}
     names = ("DEFAULT_RATE_HZ", "CHUNK_S", "FAST_CHUNKS", "LONG_RUN_RATE_HZ", "KEEP_LAST_CHUNKS")

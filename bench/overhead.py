@@ -334,7 +334,7 @@ def _loss(ratio: float) -> str:
 
 def probe_env(run_dir: Path) -> dict[str, str]:
     """The environment `trainprof run` gives the job (probe in, no runner, no samplers)."""
-    from trainprof.launcher import probe_env as tp_probe_env
+    from trainprof.collect.launcher import probe_env as tp_probe_env
 
     return tp_probe_env(run_dir, None, base=_clean_env())
 

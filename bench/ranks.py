@@ -34,7 +34,7 @@ from typing import Any
 from bench import stats
 from bench.longrun import LOADER_CONFIG as DAY_LOADER_CONFIG
 from bench.longrun import _maxrss, _proc_row, _rss_now, dir_bytes
-from trainprof.samplers.loop import RowCompactor
+from trainprof.collect.samplers.loop import RowCompactor
 from trainprof.store.schema import (
     EPOCH,
     INFO,

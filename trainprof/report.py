@@ -19,7 +19,7 @@ from trainprof.store.abandoned import runner_died
 from trainprof.store.session import Session
 
 if TYPE_CHECKING:
-    from trainprof.live import LiveView
+    from trainprof.collect.live import LiveView
 
 
 def report(

@@ -485,8 +485,8 @@ def test_a_script_that_spawns_its_ranks_is_a_launcher(tmp: Path) -> None:
     """The DDP tutorial's torch.multiprocessing.spawn: the PID a user sees is the script's, which
     only waits; its children (command lines like DataLoader workers') are the ranks. Attach said
     "main thread idle 100%", "3 DataLoader worker processes", "No problems found"."""
-    from trainprof.attach.runner import _dump
-    from trainprof.attach.target import resolve
+    from trainprof.collect.attach.runner import _dump
+    from trainprof.collect.attach.target import resolve
 
     script = tmp / "spawned_ranks.py"
     script.write_text(SPAWNED_RANKS)

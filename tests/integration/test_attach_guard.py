@@ -15,7 +15,7 @@ import psutil
 import pytest
 from conftest import trainprof_cmd
 
-from trainprof.attach.target import resolve
+from trainprof.collect.attach.target import resolve
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import trainprof_cmd, write_script
 
-from trainprof.samplers.stacks import DEFAULT_RATE_HZ, MIN_RATE_HZ, SPY_BUDGET
+from trainprof.collect.samplers.stacks import DEFAULT_RATE_HZ, MIN_RATE_HZ, SPY_BUDGET
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from trainprof import runner
+from trainprof.collect import runner
 
 
 def test_a_failing_report_keeps_the_jobs_exit_code_and_says_how_to_retry(

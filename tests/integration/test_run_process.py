@@ -459,7 +459,7 @@ def test_a_ctrl_c_as_the_job_starts_is_the_jobs(tmp_path: Path, reaped: Any) -> 
     # 130: the job's KeyboardInterrupt; 1: it landed in the job's start-up imports, where
     # Python prints it and exits 1 (it does so without trainprof too). trainprof raises none.
     assert proc.returncode in (1, 130), err[-2000:]
-    assert "trainprof/runner.py" not in err and "trainprof/cli.py" not in err, err[-2000:]
+    assert "trainprof/collect/runner.py" not in err and "trainprof/cli.py" not in err, err[-2000:]
     report = json.loads((run_dir / "report.json").read_text())
     assert report["run"]["stopped_by"] == "interrupt"
 

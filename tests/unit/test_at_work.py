@@ -13,8 +13,8 @@ import psutil
 import pytest
 from conftest import live_group_members
 
-from trainprof.samplers.at_work import MOVED_BYTES, Look, look, why_at_work
-from trainprof.samplers.pyspy import py_spy_path
+from trainprof.collect.samplers.at_work import MOVED_BYTES, Look, look, why_at_work
+from trainprof.collect.samplers.pyspy import py_spy_path
 from trainprof.store.stacks import Frame
 
 WAIT_FOR_BATCH: tuple[Frame, ...] = (

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from trainprof.analysis.source_lines import def_line
-from trainprof.attach import record
+from trainprof.collect.attach import record
 from trainprof.store.stacks import load_spans
 
 

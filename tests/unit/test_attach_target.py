@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trainprof.attach import access, target
+from trainprof.collect.attach import access, target
 from trainprof.doctor.ptrace import PtraceInputs, check_ptrace
 from trainprof.errors import TrainprofError
 

@@ -6,8 +6,8 @@ import json
 import stat
 from pathlib import Path
 
-from trainprof.samplers.loop import LONG_RUN_AFTER_S, RowCompactor, sample_interval
-from trainprof.samplers.stacks import FAST_CHUNKS, KEEP_LAST_CHUNKS, StackRecorder
+from trainprof.collect.samplers.loop import LONG_RUN_AFTER_S, RowCompactor, sample_interval
+from trainprof.collect.samplers.stacks import FAST_CHUNKS, KEEP_LAST_CHUNKS, StackRecorder
 from trainprof.store.session import Samples, StackSpan, _source_lines
 from trainprof.store.stacks import load_spans, pack
 

@@ -98,7 +98,7 @@ def test_a_job_the_probe_did_not_load_in_fails_and_says_why_not_no_steps() -> No
 def test_the_bootstrap_writes_the_failure_file_the_runner_reads() -> None:
     """The bootstrap can import nothing of trainprof (the import may be what failed), so it
     spells the file's name itself."""
-    from trainprof.launcher import BOOTSTRAP_DIR
+    from trainprof.collect.launcher import BOOTSTRAP_DIR
     from trainprof.store.schema import PROBE_FAILED
 
     source = (BOOTSTRAP_DIR / "sitecustomize.py").read_text()

@@ -15,8 +15,8 @@ from synth import process, session
 
 from trainprof.analysis.findings import Finding, Verdict
 from trainprof.analysis.pipeline import analyze
-from trainprof.live import LiveView
-from trainprof.output import TerminalLock
+from trainprof.collect.live import LiveView
+from trainprof.collect.output import TerminalLock
 from trainprof.render import console as console_render
 from trainprof.render.text import clean, make_console, shell_join
 from trainprof.units import fmt_bytes, plural
@@ -211,7 +211,7 @@ def test_doctor_formats_bytes_with_the_same_function() -> None:
 def test_run_report_and_doctor_count_usable_cpus_the_same_way(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from trainprof import runner
+    from trainprof.collect import runner
     from trainprof.doctor import cgroup, cpu
 
     # GIVEN a cgroup quota of half a CPU (docker --cpus 0.5), whatever the affinity mask

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trainprof.launcher import exit_code_of
+from trainprof.collect.launcher import exit_code_of
 from trainprof.render.console import sparkline
 from trainprof.store.events import EventTail, load_process
 
@@ -63,7 +63,7 @@ def test_sparkline() -> None:
 
 
 def test_status_line_with_gpu_unavailable_and_with_gpus() -> None:
-    from trainprof.live import LiveView
+    from trainprof.collect.live import LiveView
 
     view = LiveView("/nonexistent", None, 2)
     view.latest_sample = {

@@ -12,8 +12,8 @@ import time
 
 import psutil
 
-from trainprof.samplers.host import HostSampler
-from trainprof.samplers.proctree import child_pids, tree_pids
+from trainprof.collect.samplers.host import HostSampler
+from trainprof.collect.samplers.proctree import child_pids, tree_pids
 
 BUSY = "import time\nt = time.time()\nwhile time.time() - t < 3: pass"
 

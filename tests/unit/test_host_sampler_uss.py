@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from trainprof.samplers.host import HostSampler
+from trainprof.collect.samplers.host import HostSampler
 
 FAMILY = """
 import os, subprocess, sys, time

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 import trainprof
-from trainprof.interpreter import (
+from trainprof.collect.interpreter import (
     ACTIVE_ENV,
     job_python,
     script_python,
     startup_hint,
 )
-from trainprof.launcher import resolve_command
+from trainprof.collect.launcher import resolve_command
 from trainprof.render.console import python_row
 
 
@@ -75,7 +75,7 @@ def test_trainprof_without_torch_runs_the_python_on_path(tmp_path: Path) -> None
     first = _python_in(tmp_path / "user env" / "bin")
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from trainprof.interpreter import script_python; print(list(script_python()))"
+        "from trainprof.collect.interpreter import script_python; print(list(script_python()))"
     )
     env = {k: v for k, v in os.environ.items() if k not in ACTIVE_ENV}
     env["PATH"] = f"{first.parent}{os.pathsep}{env.get('PATH', '')}"

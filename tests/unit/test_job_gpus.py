@@ -13,9 +13,9 @@ from rich.console import Console
 from synth import DEFAULT_LOADER, loop_spans, process, session
 
 from trainprof.analysis.pipeline import analyze
+from trainprof.collect.samplers.gpu import GpuSampler
 from trainprof.render import console as console_render
 from trainprof.render.json_report import report_dict
-from trainprof.samplers.gpu import GpuSampler
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import Session
 

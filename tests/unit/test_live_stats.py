@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainprof.live import LiveStats
+from trainprof.collect.live import LiveStats
 
 
 def step(stats: LiveStats, pid: int, t_s: float, samples: int = 32, role: str = "rank") -> None:

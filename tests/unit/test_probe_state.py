@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from trainprof import probe_state
-from trainprof.probe_state import ProbeWatch
+from trainprof.collect import probe_state
+from trainprof.collect.probe_state import ProbeWatch
 from trainprof.store.schema import PROBE_FAILED, PROBE_LOADED
 
 

@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from trainprof.collect.samplers import progress
+from trainprof.collect.samplers.suspended import Suspensions, is_stopped
 from trainprof.probe.progress import stopped_sinks
-from trainprof.samplers import progress
-from trainprof.samplers.suspended import Suspensions, is_stopped
 from trainprof.store.schema import BACKWARD, BATCH, INFO
 
 

@@ -320,7 +320,7 @@ def test_every_other_rank_gets_a_recorder_of_its_own_once_it_steps(
     a process without an int rank (a script, a launcher) never as another rank."""
     from types import SimpleNamespace
 
-    from trainprof.samplers import stack_starter
+    from trainprof.collect.samplers import stack_starter
 
     started: list[tuple[int, int, str | None]] = []
 
@@ -353,7 +353,7 @@ def test_every_other_rank_gets_a_recorder_of_its_own_once_it_steps(
 def test_the_stack_sampler_follows_rank_0_when_the_script_became_torchrun() -> None:
     from types import SimpleNamespace
 
-    from trainprof.samplers.stack_starter import StackStarter
+    from trainprof.collect.samplers.stack_starter import StackStarter
 
     starter = StackStarter.__new__(StackStarter)
     starter.recorder = SimpleNamespace(pid=100)  # type: ignore[assignment]

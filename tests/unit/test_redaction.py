@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trainprof.samplers.hang import _redact_process_line
+from trainprof.collect.samplers.hang import _redact_process_line
 from trainprof.store.redact import Redactor, is_secret_name, redact, secret_values
 from trainprof.store.schema import ENV_NO_REDACT, MAGIC
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from trainprof.runner import _Finishing
+from trainprof.collect.runner import _Finishing
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from trainprof.attach import DEFAULT_DURATION_S, DEFAULT_RATE_HZ
+from trainprof.collect.attach import DEFAULT_DURATION_S, DEFAULT_RATE_HZ
 from trainprof.commands.options import SAMPLING, JsonOut, NoColor, Quiet, RunDir, Verbose
 
 
@@ -53,8 +53,8 @@ def attach(
 
       trainprof attach 12345 --duration 60
     """
-    from trainprof.attach.runner import AttachOptions
-    from trainprof.attach.runner import attach as run_attach
+    from trainprof.collect.attach.runner import AttachOptions
+    from trainprof.collect.attach.runner import attach as run_attach
 
     code = run_attach(
         AttachOptions(

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from trainprof.collect.runner import RunOptions
+from trainprof.collect.runner import run as run_job
 from trainprof.commands.options import (
     BASELINE,
     GATES,
@@ -31,8 +33,6 @@ from trainprof.commands.options import (
 from trainprof.commands.run import positive_seconds
 from trainprof.errors import TrainprofError
 from trainprof.render.text import make_console, shell_join
-from trainprof.runner import RunOptions
-from trainprof.runner import run as run_job
 from trainprof.store import rundir
 
 # The reports' loaders and renderers and the gates load the analysis: imported where used, so

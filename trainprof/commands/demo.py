@@ -9,10 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
+from trainprof.collect.runner import RunOptions
+from trainprof.collect.runner import run as run_job
 from trainprof.commands.options import NoColor, RunDir
 from trainprof.errors import TrainprofError
-from trainprof.runner import RunOptions
-from trainprof.runner import run as run_job
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

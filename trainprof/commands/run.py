@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from trainprof.collect.runner import RunOptions
+from trainprof.collect.runner import run as run_job
 from trainprof.commands.options import (
     HANG_AFTER_HELP,
     JOB,
@@ -22,8 +24,6 @@ from trainprof.commands.options import (
     refuse_stray_option,
 )
 from trainprof.errors import TrainprofError
-from trainprof.runner import RunOptions
-from trainprof.runner import run as run_job
 
 MIN_INTERVAL_S = 0.05  # below it the sampler itself costs a CPU core
 MAX_INTERVAL_S = 3600.0

@@ -8,6 +8,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 
+from trainprof.collect.samplers.pyspy import py_spy_path
 from trainprof.doctor.ptrace import (
     SCOPE_MEANING,
     PtraceInputs,
@@ -15,7 +16,6 @@ from trainprof.doctor.ptrace import (
     ptrace_inputs,
 )
 from trainprof.errors import TrainprofError
-from trainprof.samplers.pyspy import py_spy_path
 
 DUMP_TIMEOUT_S = 20.0
 # A non-blocking dump of a hot pure-Python loop fails ~1 time in 8 here on a quiet machine (the

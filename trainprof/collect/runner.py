@@ -16,23 +16,30 @@ from typing import Any
 
 from trainprof import signals
 from trainprof.analysis.outcome import job_exception, killed_at_shutdown
+from trainprof.collect.interpreter import job_python, startup_hint
+from trainprof.collect.launcher import (
+    Job,
+    exit_code_of,
+    probe_blocked_by,
+    probe_env,
+    resolve_command,
+)
+from trainprof.collect.live import LiveStats, LiveView
+from trainprof.collect.output import TerminalLock
+from trainprof.collect.probe_state import ProbeWatch, probe_state
+from trainprof.collect.samplers import at_work
+from trainprof.collect.samplers import progress as progress_page
+from trainprof.collect.samplers.hang import HANG_STACKS, dump_stacks
+from trainprof.collect.samplers.loop import DEFAULT_INTERVAL_S, SamplerLoop
+from trainprof.collect.samplers.progress import ProgressPage
+from trainprof.collect.samplers.stack_starter import StackStarter
+from trainprof.collect.samplers.stacks import StackRecorder
+from trainprof.collect.samplers.suspended import Suspensions
+from trainprof.collect.watchdog import Watchdog
 from trainprof.doctor.cpu import usable_cpu_count
-from trainprof.interpreter import job_python, startup_hint
-from trainprof.launcher import Job, exit_code_of, probe_blocked_by, probe_env, resolve_command
 from trainprof.limits import HANG_SILENCE_S, HANG_STEP_MULTIPLE
-from trainprof.live import LiveStats, LiveView
-from trainprof.output import TerminalLock
-from trainprof.probe_state import ProbeWatch, probe_state
 from trainprof.render.text import make_console
 from trainprof.report import report, write_run_json
-from trainprof.samplers import at_work
-from trainprof.samplers import progress as progress_page
-from trainprof.samplers.hang import HANG_STACKS, dump_stacks
-from trainprof.samplers.loop import DEFAULT_INTERVAL_S, SamplerLoop
-from trainprof.samplers.progress import ProgressPage
-from trainprof.samplers.stack_starter import StackStarter
-from trainprof.samplers.stacks import StackRecorder
-from trainprof.samplers.suspended import Suspensions
 from trainprof.store import rundir
 from trainprof.store.abandoned import process_started
 from trainprof.store.redact import redact
@@ -45,7 +52,6 @@ from trainprof.store.schema import (
 from trainprof.store.session import Session
 from trainprof.units import plural
 from trainprof.version import __version__
-from trainprof.watchdog import Watchdog
 
 TIMEOUT_EXIT = 124  # as GNU timeout
 

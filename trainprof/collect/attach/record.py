@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainprof.samplers.pyspy import interrupt, py_spy_path, record_command, start_record
+from trainprof.collect.samplers.pyspy import interrupt, py_spy_path, record_command, start_record
 from trainprof.store.stacks import tid_key, write_packed
 
 LOG = "py-spy.log"

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainprof.samplers.gpu import GpuSampler
-from trainprof.samplers.host import HostSampler
+from trainprof.collect.samplers.gpu import GpuSampler
+from trainprof.collect.samplers.host import HostSampler
 from trainprof.store.rundir import open_private
 
 STATIC_PROC_FIELDS = ("ppid", "name", "nofile", "threads")

@@ -10,8 +10,8 @@ from typing import Any
 import psutil
 
 from trainprof.analysis.attribution import is_compiling
-from trainprof.samplers.proctree import process_tree
-from trainprof.samplers.pyspy import py_spy_path
+from trainprof.collect.samplers.proctree import process_tree
+from trainprof.collect.samplers.pyspy import py_spy_path
 from trainprof.store.dumps import parse
 from trainprof.store.redact import redact
 from trainprof.store.rundir import write_private_text

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import psutil
 
 from trainprof.analysis.attribution import is_user_file, short_name
+from trainprof.collect.samplers.hang import dump_one
+from trainprof.collect.samplers.proctree import process_tree
+from trainprof.collect.samplers.pyspy import py_spy_path
 from trainprof.limits import MOVED_BYTES
-from trainprof.samplers.hang import dump_one
-from trainprof.samplers.proctree import process_tree
-from trainprof.samplers.pyspy import py_spy_path
 from trainprof.store.dumps import parse
 from trainprof.store.stacks import Frame
 from trainprof.units import fmt_bytes

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainprof.output import TerminalLock, write_all
+from trainprof.collect.output import TerminalLock, write_all
 from trainprof.render.text import no_color
 from trainprof.store import gpus
 from trainprof.store.events import EventTail

@@ -11,8 +11,8 @@ from typing import Any
 
 import psutil
 
-from trainprof.attach.target import is_python
-from trainprof.samplers.proctree import process_tree
+from trainprof.collect.attach.target import is_python
+from trainprof.collect.samplers.proctree import process_tree
 from trainprof.store.schema import EVENT_FILE_PREFIX, PROBE_FAILED, PROBE_LOADED
 
 # A Python process of the job this old without the probe loaded never will: the probe starts

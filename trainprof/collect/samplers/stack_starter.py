@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainprof.interpreter import script_python
-from trainprof.samplers.stacks import StackRecorder
+from trainprof.collect.interpreter import script_python
+from trainprof.collect.samplers.stacks import StackRecorder
 
 if TYPE_CHECKING:
-    from trainprof.launcher import Job
-    from trainprof.live import LiveView
+    from trainprof.collect.launcher import Job
+    from trainprof.collect.live import LiveView
 
 # The other ranks' stacks only say what a straggler does more of (a share of its time, its
 # hottest line): 20 samples a second give hundreds in a short run, at 2/5 of py-spy's cost.

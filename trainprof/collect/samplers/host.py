@@ -13,8 +13,8 @@ from typing import Any
 
 import psutil
 
+from trainprof.collect.samplers.proctree import child_pids, process_tree
 from trainprof.doctor.cgroup import limits_of, quota_stat_file, read_throttling
-from trainprof.samplers.proctree import child_pids, process_tree
 from trainprof.store.schema import ENV_DISABLE
 
 SHM_PATH = "/dev/shm"

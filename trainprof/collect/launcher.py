@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import trainprof
+from trainprof.collect.interpreter import script_python
+from trainprof.collect.output import StreamPump, TerminalLock
 from trainprof.errors import TrainprofError
-from trainprof.interpreter import script_python
-from trainprof.output import StreamPump, TerminalLock
 from trainprof.store.rundir import STDERR_LOG, STDOUT_LOG
 from trainprof.store.schema import ENV_MAX_STEPS, ENV_PKG_PARENT, ENV_RUN_DIR, ENV_STEPS_MIN_S
 

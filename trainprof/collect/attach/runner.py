@@ -16,24 +16,24 @@ from typing import Any
 import psutil
 
 from trainprof import signals
-from trainprof.attach import DEFAULT_DURATION_S, DEFAULT_RATE_HZ, access, record
-from trainprof.attach.target import Process, Targets, resolve
+from trainprof.collect.attach import DEFAULT_DURATION_S, DEFAULT_RATE_HZ, access, record
+from trainprof.collect.attach.target import Process, Targets, resolve
+from trainprof.collect.live import LiveView
+from trainprof.collect.output import TerminalLock
+from trainprof.collect.samplers.at_work import io_bytes
+from trainprof.collect.samplers.hang import dump_one
+from trainprof.collect.samplers.loop import SamplerLoop
+from trainprof.collect.samplers.proctree import process_tree
+from trainprof.collect.samplers.pyspy import py_spy_path
+from trainprof.collect.watchdog import Watchdog
 from trainprof.doctor.cpu import usable_cpu_count
 from trainprof.errors import TrainprofError
-from trainprof.live import LiveView
-from trainprof.output import TerminalLock
 from trainprof.render import console as console_render
 from trainprof.render.text import make_console
-from trainprof.samplers.at_work import io_bytes
-from trainprof.samplers.hang import dump_one
-from trainprof.samplers.loop import SamplerLoop
-from trainprof.samplers.proctree import process_tree
-from trainprof.samplers.pyspy import py_spy_path
 from trainprof.store import rundir
 from trainprof.store.redact import redact
 from trainprof.store.session import Session
 from trainprof.version import __version__
-from trainprof.watchdog import Watchdog
 
 MAX_RATE_HZ = 1000
 SAMPLE_INTERVAL_S = 0.5

@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from trainprof.samplers.pyspy import interrupt, py_spy_path, record_command, start_record
+from trainprof.collect.samplers.pyspy import interrupt, py_spy_path, record_command, start_record
 from trainprof.store.stacks import GZ, pack
 
 DEFAULT_RATE_HZ = 50
