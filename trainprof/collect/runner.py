@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
 import sys
@@ -16,6 +15,7 @@ from typing import Any
 
 from trainprof import signals
 from trainprof.analysis.outcome import job_exception, killed_at_shutdown
+from trainprof.collect.hang_watch import HangWatch
 from trainprof.collect.interpreter import job_python, startup_hint
 from trainprof.collect.launcher import (
     Job,
@@ -24,33 +24,26 @@ from trainprof.collect.launcher import (
     probe_env,
     resolve_command,
 )
-from trainprof.collect.live import LiveStats, LiveView
+from trainprof.collect.live import LiveView
 from trainprof.collect.output import TerminalLock
 from trainprof.collect.probe_state import ProbeWatch, probe_state
-from trainprof.collect.samplers import at_work
-from trainprof.collect.samplers import progress as progress_page
-from trainprof.collect.samplers.hang import HANG_STACKS, dump_stacks
+from trainprof.collect.recording import Recording
 from trainprof.collect.samplers.loop import DEFAULT_INTERVAL_S, SamplerLoop
-from trainprof.collect.samplers.progress import ProgressPage
 from trainprof.collect.samplers.stack_starter import StackStarter
 from trainprof.collect.samplers.stacks import StackRecorder
-from trainprof.collect.samplers.suspended import Suspensions
+from trainprof.collect.say import say
 from trainprof.collect.watchdog import Watchdog
 from trainprof.doctor.cpu import usable_cpu_count
-from trainprof.limits import HANG_SILENCE_S, HANG_STEP_MULTIPLE
 from trainprof.render.text import make_console
-from trainprof.report import report, write_run_json
+from trainprof.report import report
 from trainprof.store import rundir
 from trainprof.store.abandoned import process_started
 from trainprof.store.redact import redact
 from trainprof.store.schema import (
     ENV_DISABLE,
     ENV_NO_REDACT,
-    PROBE_STOPPED,
-    event_file_name,
 )
 from trainprof.store.session import Session
-from trainprof.units import plural
 from trainprof.version import __version__
 
 TIMEOUT_EXIT = 124  # as GNU timeout
@@ -117,7 +110,7 @@ def run(opts: RunOptions) -> int:
     if blocked is not None:
         meta["probe"] = {"loaded": False, "reason": blocked}
         print(f"trainprof: {blocked}; the report will have host metrics only", file=sys.stderr)
-    recording = _Recording(run_dir)
+    recording = Recording(run_dir)
     guard = Watchdog()  # should trainprof die, the job and py-spy go with it
     guard.start()
     interactive = sys.stderr.isatty() and not opts.quiet
@@ -157,7 +150,7 @@ def run(opts: RunOptions) -> int:
         if rec.spy_pid is not None:
             guard.watch(rec.spy_pid, signal.SIGINT)  # SIGINT: py-spy writes what it recorded
         for note in rec.notes:  # its rate lowered: py-spy cost the job too much
-            _say(live, f"trainprof: {note}")
+            say(live, f"trainprof: {note}")
         rec.notes.clear()
         meta["stacks"] = starter.describe()
         recording.write(rundir.META, meta)
@@ -203,7 +196,7 @@ def run(opts: RunOptions) -> int:
             },
         )
         meta["probe"] = probe_state(run_dir, blocked)
-        probe.check(lambda message: _say(live, message))  # a job too short for the loop to see
+        probe.check(lambda message: say(live, message))  # a job too short for the loop to see
         recording.check(job, sampler, live)
         recording.after_stop(watch.page.read(), watch.stood_down)
         recording.save_meta(meta)
@@ -296,173 +289,6 @@ class _Finishing:
         signals.restore(self.previous)
 
 
-class HangWatch:
-    """Notices when the job stops making progress, and keeps the stacks that show where.
-
-    Armed only once the job has made an optimizer step (or, with no optimizer, a few batches;
-    with neither an optimizer nor a DataLoader, a few backward passes):
-    before it, compiling, a first CUDA context, cudnn autotuning or a first-epoch cache fill
-    are progress, and only --timeout bounds them. A silence whose stacks show torch.compile
-    compiling (a recompile) is progress too, and so is a silence at work (a final evaluation, a
-    checkpoint written: its stack moves or it reads or writes, samplers/at_work.py): the watch
-    looks again one silence later."""
-
-    MIN_SILENCE_S = HANG_SILENCE_S
-    STEP_MULTIPLE = HANG_STEP_MULTIPLE
-    RECORDED_LAG_S = 2.0  # a probe's records reach its file this late (its flush timer)
-    ARM_AFTER_BATCHES = 3  # a job that never steps an optimizer: its first batches (or backward
-    # passes) warm up
-
-    def __init__(self, opts: RunOptions, run_dir: Path) -> None:
-        self.run_dir = run_dir
-        self.after = opts.hang_after_s
-        self.action = opts.on_hang or ("kill" if opts.timeout_s else "report")
-        self.hang: dict[str, Any] | None = None
-        self.look_again_at: float | None = None  # compiling, or at work: not before then
-        self.suspect: dict[str, Any] | None = None  # the stacks of a silence being looked at
-        self.looks: list[at_work.Look] = []
-        # the latest silence found at work: its stacks, why, and its last progress
-        self.at_work: dict[str, Any] | None = None
-        self.redact = not opts.no_redact
-        self.recording: _Recording | None = None  # whether the run directory still records
-        self.page = ProgressPage(run_dir)  # the steps made since recording stopped
-        self.unrecorded = progress_page.NOTHING
-        self.stood_down: dict[str, Any] | None = None  # recording stopped and took its view
-        self.suspensions = Suspensions(time.monotonic())  # the job stopped by a signal
-
-    def last_progress(self, stats: LiveStats) -> float | None:
-        """The latest step, batch or backward pass: recorded, or counted once recording stopped."""
-        last, counted = stats.last_progress, self.unrecorded.last_t
-        if counted is not None and (last is None or counted > last):
-            return counted
-        return last
-
-    def check(self, job: Job, live: LiveView, now: float) -> bool:
-        """True when a hang was just detected and the job should be stopped."""
-        stats = live.stats
-        if self._suspended(job, live, now) or self.hang is not None or self.stood_down:
-            return False
-        self.unrecorded = self.page.read()
-        last = self.last_progress(stats)
-        if last is None:
-            return False
-        steps = stats.steps + self.unrecorded.steps
-        made = stats.progress[0] + self.unrecorded.total()
-        if made < (1 if steps else self.ARM_AFTER_BATCHES):
-            return False
-        if self.look_again_at is not None and now < self.look_again_at:
-            return False
-        limit = self.after
-        if limit is None:
-            typical = (
-                sorted(stats.per_step_s)[len(stats.per_step_s) // 2] if stats.per_step_s else 0.0
-            )
-            limit = max(self.MIN_SILENCE_S, self.STEP_MULTIPLE * typical)
-        resumed = self.suspensions.last_end  # a stopped job's silence counts from its SIGCONT
-        silent = now - (last if resumed is None else max(last, resumed))
-        if silent <= limit:
-            self.suspect, self.looks = None, []
-            return False
-        if self._stand_down(last, now):
-            return False
-        if self.suspect is None:
-            info = dump_stacks(job.pid, self.run_dir, self.redact)
-            if info.get("compiling"):
-                self.look_again_at = now + limit
-                return False
-            self.suspect = info
-        # a few looks over LOOK_FOR_S tell a silence at work from a hang
-        self.looks.append(at_work.look(job.pid, stats.stepping, now))
-        if now - self.looks[0].t < at_work.LOOK_FOR_S:
-            return False
-        info, why = self.suspect, at_work.why_at_work(self.looks)
-        self.suspect, self.looks = None, []
-        progress, unit = stats.progress
-        progress += self.unrecorded.total()
-        if why is not None:
-            self.look_again_at = now + limit
-            said = self.at_work is not None and self.at_work["since"] == last
-            self.at_work = {
-                **info,
-                "at_work": why,
-                "since": last,
-                "steps_before": progress,
-                "unit": unit,
-            }
-            if not said:
-                print(
-                    f"\ntrainprof: no progress for {silent:.0f} s, but the job is at work ({why}):"
-                    " not a hang; looking again later",
-                    file=sys.stderr,
-                )
-            return False
-        info.update(silent_s=round(silent, 2), steps_before=progress, unit=unit)
-        self.hang = info
-        print(
-            f"\ntrainprof: no progress for {silent:.0f} s after {plural(progress, unit)}; "
-            f"stacks saved to {_shown_path(self.run_dir / HANG_STACKS)}"
-            + ("; stopping the job (--on-hang kill)" if self.action == "kill" else ""),
-            file=sys.stderr,
-        )
-        return self.action == "kill"
-
-    def stopped_at_work(self, stats: LiveStats, now: float) -> dict[str, Any] | None:
-        """The silence found at work, where the job was stopped (by --timeout, a Ctrl-C) still
-        in it: what the report tells instead of a hang (where it was, and that it moved)."""
-        if self.at_work is None or self.at_work["since"] != self.last_progress(stats):
-            return None
-        info = {k: v for k, v in self.at_work.items() if k != "since"}
-        return dict(info, silent_s=round(now - self.at_work["since"], 2))
-
-    def _suspended(self, job: Job, live: LiveView, now: float) -> bool:
-        """Whether the job is stopped by a signal now; said once it is continued."""
-        pids = {job.pid, *live.stats.stepping}
-        span = self.suspensions.update(pids, now)
-        if self.suspensions.stopped:
-            self.suspect, self.looks = None, []
-            return True
-        if span is not None:
-            _say(
-                live,
-                f"trainprof: the job was stopped by a signal for {span[1] - span[0]:.0f} s "
-                "(SIGSTOP, or Ctrl-Z's SIGTSTP) and continued: not a hang, and not counted as one",
-            )
-        return False
-
-    def _stand_down(self, last: float, now: float) -> bool:
-        """Recording stopped and no probe counts steps since (``probe/progress.py``): the
-        silence is of trainprof's own making, so the watch stands down rather than stop a job
-        it no longer sees. A silence that began well before recording stopped is the job's."""
-        rec = self.recording
-        if rec is None or rec.when is None or self.unrecorded.last_t is not None:
-            return False
-        when = rec.when
-        if not rec.blinds_the_watch():  # the probes still record: the silence is the job's
-            return False
-        if last < when - self.RECORDED_LAG_S:
-            return False
-        self.stood_down = {"at_s": round(now - self.suspensions.started_at, 2)}
-        print(
-            "\ntrainprof: recording stopped, and the job's steps are no longer seen: the hang "
-            "watch stands down (it cannot tell a hang from a job it does not see)",
-            file=sys.stderr,
-        )
-        return True
-
-    def record(self, job: Job, silent: float, steps_before: int) -> None:
-        info = dump_stacks(job.pid, self.run_dir, self.redact)
-        info.update(silent_s=round(silent, 2), steps_before=steps_before, unit="step")
-        self.hang = info
-
-
-def _shown_path(path: Path) -> str:
-    """A path under the current directory, relative (as the report shows the run directory)."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
-        return str(path)
-
-
 def _supervise(
     job: Job,
     live: LiveView,
@@ -470,7 +296,7 @@ def _supervise(
     opts: RunOptions,
     stacks: StackStarter | None,
     watch: HangWatch,
-    recording: _Recording | None = None,
+    recording: Recording | None = None,
     held: list[int] | None = None,
     probe: ProbeWatch | None = None,
 ) -> str | None:
@@ -503,7 +329,7 @@ def _supervise(
                 if recording is not None:
                     recording.check(job, sampler, live)
                 if probe is not None:
-                    probe.check(lambda message: _say(live, message))
+                    probe.check(lambda message: say(live, message))
                     live.no_probe = probe.missing
             except Exception as exc:  # never lose the job over a display or watch error
                 _warn_once(f"trainprof: live view disabled after an internal error: {exc!r}")
@@ -544,129 +370,3 @@ def _stop_reason(session: Session) -> str | None:
             if info.get("stop") == "steps":
                 return "steps"
     return None
-
-
-def _say(live: LiveView | None, message: str) -> None:
-    """One line of trainprof's on stderr while the job runs: the status line erased first, and
-    on a line of its own when the job's output stopped mid-line."""
-    lead = ""
-    if live is not None:
-        live.erase()
-        if live.terminal is not None and not live.terminal.at_line_start:
-            lead = "\n"
-    print(f"{lead}{message}", file=sys.stderr, flush=True)
-
-
-class _Recording:
-    """Whether the run directory still takes what trainprof writes. The first write that fails
-    (a full disk: the output copy, samples, run.json) stops recording; the job runs on exactly as
-    without trainprof and its output still flows. trainprof says so in one line, and the report
-    covers what was recorded, flagged in ``meta["recording"]``: ``{"stopped_at_s": seconds
-    since the job's launch, "reason": the error, "file": the file that failed first}``. The
-    probe inside the job stops on its own at its first failed write (``EventWriter.stopped``)."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
-        self.started_at = time.monotonic()  # the job's launch, once it is known
-        self.stopped: dict[str, Any] | None = None
-        self._when: float | None = None
-        self._announced = False
-        self.probe_stopped = False  # a probe of the job said its recording stopped
-        rundir.reserve_space(run_dir)  # given back for run.json and report.json at a full disk
-        progress_page.create(run_dir)  # where the probes count the steps they cannot record
-
-    def blinds_the_watch(self) -> bool:
-        """Whether the probes' event files stopped too: a probe said it stopped, or the disk
-        is full (the runner's own write failed for space), so theirs fail as well."""
-        full = {os.strerror(e) for e in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)}
-        return self.probe_stopped or (self.stopped is not None and self.stopped["reason"] in full)
-
-    @property
-    def when(self) -> float | None:
-        """When recording stopped (monotonic), or None while it goes on."""
-        return self._when
-
-    def after_stop(
-        self, counted: progress_page.Unrecorded, stood_down: dict[str, Any] | None
-    ) -> None:
-        """What the job made once recording stopped, and whether the hang watch stood down: in
-        ``meta["recording"]`` as ``unrecorded`` ({"steps", "batches", "backward_passes"}) and
-        ``hang_watch_stood_down_at_s``."""
-        if self.stopped is None:
-            return
-        if counted.pids:
-            self.stopped["unrecorded"] = {
-                "steps": counted.steps,
-                "batches": counted.batches,
-                "backward_passes": counted.backwards,
-            }
-        if stood_down is not None:
-            self.stopped["hang_watch_stood_down_at_s"] = stood_down["at_s"]
-
-    def failed(self, when: float, reason: str, name: str) -> None:
-        if self._when is None or when < self._when:
-            self._when = when
-            self.stopped = {
-                "stopped_at_s": round(max(0.0, when - self.started_at), 2),
-                "reason": reason,
-                "file": name,
-            }
-
-    def check(self, job: Job, sampler: SamplerLoop, live: LiveView | None) -> None:
-        """Collect what the writers ran into; say once that recording stopped."""
-        errors = [(p.log_error, p.log_path.name) for p in job.pumps]
-        errors.append((sampler.write_error, rundir.SAMPLES))
-        if not self.probe_stopped:  # (looked for until one is found)
-            probe = self._probe_errors()
-            self.probe_stopped = bool(probe)
-            errors += probe
-        for error, name in errors:
-            if error is not None:
-                self.failed(error[0], error[1], name)
-        self.announce(live)
-
-    def _probe_errors(self) -> list[tuple[tuple[float, str] | None, str]]:
-        """Processes of the job whose probe stopped recording (``EventWriter._failed``)."""
-        out: list[tuple[tuple[float, str] | None, str]] = []
-        for path in self.run_dir.glob(f"{PROBE_STOPPED}*"):
-            pid, _, err = path.name[len(PROBE_STOPPED) :].partition("-")
-            try:
-                ago = time.time() - path.stat().st_mtime
-                reason = os.strerror(int(err)) if int(err) else "the probe's writer failed"
-                out.append(((time.monotonic() - max(ago, 0.0), reason), event_file_name(int(pid))))
-            except (OSError, ValueError):
-                continue
-        return out
-
-    def announce(self, live: LiveView | None) -> None:
-        s = self.stopped
-        if s is None or self._announced:
-            return
-        self._announced = True
-        _say(
-            live,
-            f"trainprof: recording stopped {s['stopped_at_s']:.1f} s into the run: "
-            f"{s['reason']} (writing {self.run_dir / s['file']}); the job goes on and its output "
-            "still flows; the report covers what was recorded until then",
-        )
-
-    def write(self, name: str, data: Any) -> bool:
-        """Write a JSON file of the run; the space held back is given back only once the job
-        has ended (``save_meta``), so it is still there for run.json and report.json."""
-        path = self.run_dir / name
-        try:
-            rundir.write_json(path, data)
-            return True
-        except OSError as exc:
-            self.failed(time.monotonic(), exc.strerror or str(exc), name)
-            return False
-
-    def save_meta(self, meta: dict[str, Any]) -> None:
-        """After the job: run.json, with the recording flag, using the space held back if need be."""
-        if self.stopped is not None:
-            meta["recording"] = self.stopped
-        error = write_run_json(self.run_dir / rundir.META, meta)
-        if error is not None:
-            self.failed(time.monotonic(), error, rundir.META)
-            meta["recording"] = self.stopped
-        self.announce(None)
