@@ -1,0 +1,122 @@
+"""Score trainprof's first finding on the blind scripts against EXPECTED.md.
+
+Runs each script once under `trainprof run -q --json`, prints its first warning or error
+finding, its `where`, and whether they match, then the total. Usage:
+
+    .venv/bin/python tests/blind/score.py [--keep DIR] [SCRIPT ...]
+
+`--keep DIR` keeps each run's report as DIR/SCRIPT.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+TRAINPROF = REPO / ".venv" / "bin" / "trainprof"
+
+
+@dataclass
+class Expected:
+    script: str
+    finding: str  # "none" for a control
+    where: list[str]  # function names, any of which matches
+
+
+@dataclass
+class Outcome:
+    finding: str  # "none", or "(no report: ...)"
+    where: str
+    id_ok: bool
+    where_ok: bool
+
+
+def read_expected() -> list[Expected]:
+    rows = []
+    for line in (HERE / "EXPECTED.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].endswith(".py"):
+            continue
+        where = cells[2].replace("\\_", "_")
+        names = [] if where == "-" else [w.strip() for w in where.split(" or ")]
+        rows.append(Expected(cells[0], cells[1], names))
+    return rows
+
+
+def function_of(where: str) -> str:
+    """The function a `file:line (function)` location names: the callee of `caller → callee()`."""
+    m = re.search(r"\((.*)\)\s*$", where)
+    name = (m.group(1) if m else where).split("→")[-1].strip()
+    return name.removesuffix("()").split(".")[-1].strip()
+
+
+def run_one(exp: Expected, tmp: Path) -> Outcome:
+    report = tmp / f"{exp.script}.json"
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    cmd = [str(TRAINPROF), "run", "-q", "--timeout", "120", "--run-dir", str(tmp / exp.script)]
+    cmd += ["--json", str(report), str(HERE / exp.script)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    if not report.exists():
+        tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        return Outcome(f"(no report: exit {proc.returncode}: {tail})", "", False, False)
+    findings = json.loads(report.read_text()).get("findings") or []
+    serious = [f for f in findings if f.get("severity") in ("warning", "error")]
+    if not serious:
+        ok = exp.finding == "none"
+        return Outcome("none", "", ok, ok)
+    first = serious[0]
+    where = first.get("where") or ""
+    id_ok = first.get("id") == exp.finding
+    where_ok = id_ok and function_of(where) in exp.where
+    return Outcome(str(first.get("id")), where, id_ok, where_ok)
+
+
+def main(argv: list[str]) -> int:
+    rows = read_expected()
+    keep: Path | None = None
+    if argv[:1] == ["--keep"] and len(argv) > 1:
+        keep = Path(argv[1])
+        keep.mkdir(parents=True, exist_ok=True)
+        argv = argv[2:]
+    if argv:
+        wanted = {a if a.endswith(".py") else a + ".py" for a in argv}
+        rows = [r for r in rows if r.script in wanted]
+    cases = ids = full = controls = controls_clean = 0
+    print(f"{'script':24} {'expected':18} {'first finding':18} id  where  location")
+    with tempfile.TemporaryDirectory() as tmp:
+        for exp in rows:
+            out = run_one(exp, Path(tmp))
+            report = Path(tmp) / f"{exp.script}.json"
+            if keep is not None and report.exists():
+                (keep / report.name).write_bytes(report.read_bytes())
+            if exp.finding == "none":
+                controls += 1
+                controls_clean += out.id_ok
+            else:
+                cases += 1
+                ids += out.id_ok
+                full += out.where_ok
+            mark = lambda ok: "yes" if ok else "no"  # noqa: E731
+            print(
+                f"{exp.script:24} {exp.finding:18} {out.finding:18} {mark(out.id_ok):3} "
+                f"{mark(out.where_ok):6} {out.where}",
+                flush=True,
+            )
+    print(
+        f"score: {ids}/{cases} first finding right, {full}/{cases} with its where; "
+        f"controls clean {controls_clean}/{controls}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
