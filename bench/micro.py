@@ -119,9 +119,9 @@ def main() -> int:
     import torch
     import torch.optim.optimizer as optim_mod
 
-    from trainprof import probe
+    from trainprof.probe import records
 
-    if probe.writer() is None:
+    if records.writer() is None:
         print(json.dumps({"error": "the probe is not running (run under the probe's environment)"}))
         return 1
     from trainprof.probe import torch_hooks as th
@@ -348,7 +348,7 @@ def main() -> int:
     floors = _floors(torch, optim_mod)
     t0 = time.perf_counter()
     n = 100000
-    w = probe.writer()
+    w = records.writer()
     assert w is not None
     for _ in range(n):
         w.add("S 1 2 3 4 5 6 7\n")

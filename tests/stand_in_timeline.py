@@ -24,10 +24,9 @@ def use_stand_in_timeline(memory: Any = None, every_stride_step: bool = False) -
     """What a CUDA job's first step starts, ``torch_hooks._start_timeline``, builds its timeline
     on ``FreeEvent`` (and ``memory``, the allocator read, if given) from now on. With
     ``every_stride_step``: no cap on timed steps a second, however fast the loop goes."""
-    from trainprof import probe
-    from trainprof.probe import device, torch_hooks
+    from trainprof.probe import device, records, torch_hooks
 
-    w = probe.writer()
+    w = records.writer()
     torch_hooks.cuda_timeline = lambda *a: device.Timeline(FreeEvent, memory, w.add, w.us)
     if every_stride_step:
         device.MAX_PER_S = 1e9

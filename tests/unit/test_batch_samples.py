@@ -1,6 +1,6 @@
 """The samples a DataLoader batch holds, as the probe's ``__next__`` wrapper counts them (for
 samples/s): the common batches (a tensor, a list or tuple led by one) are read inline, every
-other shape by ``_leading_dim``; both must give the leading dimension of the first tensor."""
+other shape by ``batches.leading_dim``; both must give the leading dimension of the first tensor."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainprof.probe import torch_hooks
+from trainprof.probe import batches, torch_hooks
 
 
 @pytest.mark.parametrize(
@@ -21,7 +21,7 @@ from trainprof.probe import torch_hooks
         ((torch.zeros(5, 3), torch.zeros(5)), 5),
         ([torch.zeros(7), torch.zeros(7)], 7),
         ({"input_ids": torch.zeros(4, 16), "labels": torch.zeros(4)}, 4),
-        ([{"x": torch.zeros(6, 2)}], 6),  # a list led by a dict: _leading_dim's walk
+        ([{"x": torch.zeros(6, 2)}], 6),  # a list led by a dict: leading_dim's walk
         (np.zeros((3, 2)), 3),
         ((np.zeros((9,)), 1), 9),
         (torch.tensor(1.0), 1),  # a scalar: one sample
@@ -49,4 +49,4 @@ def test_the_wrapper_counts_the_first_tensors_leading_dim(
     next(it)
     next(it)
     assert torch_hooks._state.samples == 2 * samples
-    assert torch_hooks._leading_dim(batch) == (samples if samples else -1)
+    assert batches.leading_dim(batch) == (samples if samples else -1)

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from trainprof import probe
 from trainprof.analysis import debug_modes as analysis
-from trainprof.probe import debug_modes
+from trainprof.probe import debug_modes, records
 from trainprof.probe.writer import EventWriter
 from trainprof.store.events import load_processes
 
@@ -21,7 +20,7 @@ torch = pytest.importorskip("torch")
 @pytest.fixture
 def writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EventWriter]:
     w = EventWriter(str(tmp_path))
-    monkeypatch.setattr(probe, "_writer", w)
+    monkeypatch.setattr(records, "_writer", w)
     monkeypatch.setattr(debug_modes, "_state", debug_modes._State())
     monkeypatch.setattr(torch, "set_anomaly_enabled", torch.set_anomaly_enabled)  # restored
     profiler = torch.autograd.profiler

@@ -38,7 +38,7 @@ import time
 import weakref
 from typing import Any
 
-from trainprof import probe
+from trainprof.probe import records
 
 EMIT_EVERY_S = 0.25
 NAMES = (
@@ -87,7 +87,7 @@ _state = _State()
 def install(torch: Any) -> None:
     """Wrap the collectives, DDP's constructor and ``torch.autograd.backward`` (fail-open: the
     caller records an error and the job goes on unwrapped)."""
-    if probe.writer() is None or "collectives" in probe.disabled_parts():
+    if records.writer() is None or "collectives" in records.disabled_parts():
         return
     dist = torch.distributed
     if not dist.is_available():
@@ -125,9 +125,9 @@ def _noting_rank(init: Any) -> Any:
         try:
             import torch.distributed as dist
 
-            probe.record_info({"rank": dist.get_rank(), "world_size": dist.get_world_size()})
+            records.record_info({"rank": dist.get_rank(), "world_size": dist.get_world_size()})
         except Exception as exc:
-            probe.record_error("rank", exc)
+            records.record_error("rank", exc)
         return out
 
     return init_process_group
@@ -179,7 +179,7 @@ def _wrap_backward() -> None:
         autograd.backward = _waited_backward(autograd.backward)
         _state.engine = engine
     except Exception as exc:  # fail open: no DDP wait measured, the job goes on
-        probe.record_error("ddp backward", exc)
+        records.record_error("ddp backward", exc)
 
 
 def _compute_done() -> None:
@@ -256,7 +256,7 @@ def emit(now: float | None = None) -> None:
         return
     st.emitted = counters
     try:
-        probe.record_info(
+        records.record_info(
             {
                 "collectives": {
                     "s": round(st.coll_s, 6),

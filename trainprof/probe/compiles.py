@@ -27,7 +27,7 @@ import time
 import types
 from typing import Any
 
-from trainprof import probe
+from trainprof.probe import records
 
 MAX_RECORDS = 200  # compiles and recompile reasons a process (a job stuck recompiling is news once)
 REASON_CHARS = 300
@@ -58,7 +58,7 @@ def install(dynamo: types.ModuleType) -> None:
         from torch._dynamo.callback import callback_handler
     except ImportError:  # a torch without compile callbacks: no compile records
         return
-    w = probe.writer()
+    w = records.writer()
     if w is None:
         return
     torch = sys.modules.get("torch")
@@ -84,7 +84,7 @@ def _registering_again(reset: Any, handler: Any) -> Any:
             if _ended not in handler.end_callbacks:
                 handler.register_end_callback(_ended)
         except Exception as exc:
-            probe.record_error("compile callbacks after reset", exc)
+            records.record_error("compile callbacks after reset", exc)
         return out
 
     return reset_then_register
@@ -96,14 +96,14 @@ def _started(*_args: Any) -> None:
         _state.started = time.monotonic()
         _state.where = _job_frame()
     except Exception as exc:
-        probe.record_error("compile start", exc)
+        records.record_error("compile start", exc)
 
 
 def _ended(*args: Any) -> None:
     try:
         t1, t0 = time.monotonic(), _state.started
         _state.started = None
-        w = probe.writer()
+        w = records.writer()
         if w is None or t0 is None:
             return
         info = args[0] if args else None
@@ -116,7 +116,7 @@ def _ended(*args: Any) -> None:
             record["file"], record["line"], record["function"] = _state.where
         _record("compile", record)
     except Exception as exc:
-        probe.record_error("compile end", exc)
+        records.record_error("compile end", exc)
 
 
 def _job_frame() -> tuple[str, int, str] | None:
@@ -172,7 +172,7 @@ def read_reasons() -> None:
 def _record(kind: str, fact: dict[str, object]) -> None:
     if _state.recorded < MAX_RECORDS:
         _state.recorded += 1
-        probe.record_info({kind: fact})
+        records.record_info({kind: fact})
 
 
 def _record_break(r: Any) -> None:

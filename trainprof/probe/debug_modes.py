@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any
 
-from trainprof import probe
+from trainprof.probe import records
 
 LAUNCH_BLOCKING = "CUDA_LAUNCH_BLOCKING"
 
@@ -59,7 +59,7 @@ def _noting_site(key: str, fn: Any, first_arg: bool = False) -> Any:
             not first_arg or (args[0] if args else kwargs.get("enabled"))
         ):
             _state.sites.add(key)
-            probe.record_callers(key, 2, lines=True)  # above this wrapper
+            records.record_callers(key, 2, lines=True)  # above this wrapper
         return fn(*args, **kwargs)
 
     return noting
@@ -68,7 +68,7 @@ def _noting_site(key: str, fn: Any, first_arg: bool = False) -> Any:
 def at_first_step() -> None:
     """Read the switches once the job trains, and watch anomaly detection and the profiler
     from then on."""
-    w = probe.writer()
+    w = records.writer()
     if w is None or _state.torch is None:
         return
     _record(launch_blocking=os.environ.get(LAUNCH_BLOCKING))
@@ -96,7 +96,7 @@ def _record(**extra: Any) -> None:
     try:
         anomaly, check_nan, profiler = _state.last = _modes()
     except Exception as exc:
-        probe.record_error("debug modes", exc)
+        records.record_error("debug modes", exc)
         return
     fact = {"anomaly": anomaly, "check_nan": check_nan, "profiler": profiler, **extra}
-    probe.record_info({"debug": fact})
+    records.record_info({"debug": fact})

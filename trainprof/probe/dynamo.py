@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from trainprof import probe
-from trainprof.probe import compiles
+from trainprof.probe import compiles, records
 from trainprof.probe.import_hook import call_after_import
 
 PACKAGE = "trainprof.probe"
@@ -25,7 +24,7 @@ def install() -> None:
 
 def _on_dynamo_imported(dynamo: ModuleType) -> None:
     _skip_probe(dynamo)
-    if "compile" not in probe.disabled_parts():
+    if "compile" not in records.disabled_parts():
         compiles.install(dynamo)  # each compile's time, and why Dynamo compiled again
 
 
@@ -35,4 +34,4 @@ def _skip_probe(_dynamo: ModuleType) -> None:
 
         rules.add(PACKAGE)
     except Exception as exc:  # an older or newer torch without it: Dynamo traces the hooks
-        probe.record_error("torch._dynamo skip", exc)
+        records.record_error("torch._dynamo skip", exc)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from trainprof import probe
+from trainprof.probe import records
 
 
 def _safe_counter(torch: Any) -> Any:
@@ -66,7 +66,7 @@ class StepFlops:
         self.done = True  # one try per run, whatever happens
         reason = _why_not(self.torch)
         if reason is not None:
-            probe.record_info({"flops": {"skipped": reason}})
+            records.record_info({"flops": {"skipped": reason}})
             return
         counter = _safe_counter(self.torch)
         counter.__enter__()
@@ -87,7 +87,7 @@ class StepFlops:
         self.counter = None
         counter.__exit__(None, None, None)
         steps = steps_so_far - self.first_step + 1
-        probe.record_info(
+        records.record_info(
             {
                 "flops": {
                     "step": self.first_step,

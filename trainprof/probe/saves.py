@@ -20,7 +20,7 @@ import time
 from types import ModuleType
 from typing import Any
 
-from trainprof import probe
+from trainprof.probe import records
 from trainprof.store.schema import SAVE
 
 _clock = time.monotonic
@@ -42,7 +42,7 @@ def timed(orig: Any, path_kw: str) -> Any:
         finally:
             _saving.depth = 0
             t1 = _clock()
-            w = probe.writer()
+            w = records.writer()
             if w is not None:
                 f = args[1] if len(args) > 1 else kwargs.get(path_kw)
                 w.add(

@@ -22,8 +22,8 @@ import os
 import time
 from typing import Any
 
-from trainprof import probe
-from trainprof.probe import debug_modes, models, optimized, saves, structure, worker_info
+from trainprof.probe import debug_modes, models, optimized, records, saves, structure, worker_info
+from trainprof.probe.batches import leading_dim
 from trainprof.probe.device import Timeline, cuda_timeline
 from trainprof.probe.flops import StepFlops
 from trainprof.probe.writer import FLUSH_EVERY_RECORDS
@@ -160,15 +160,15 @@ _state = _State()
 
 
 def install(torch: Any) -> None:
-    w = probe.writer()
+    w = records.writer()
     if w is None:
         return
-    off = probe.disabled_parts()
+    off = records.disabled_parts()
     _state.writer = w
     _state.last_boundary = w.t0
     # --steps counts the steps the "steps" part sees (with it off, nothing is counted)
-    _state.max_steps = probe.max_steps() if "steps" not in off else None
-    _state.steps_min_s = probe.steps_min_s()
+    _state.max_steps = records.max_steps() if "steps" not in off else None
+    _state.steps_min_s = records.steps_min_s()
     w.add(f"{TORCH} {w.us(_clock())}\n")
     w.on_tick.append(flush_counters)
     import torch.optim.optimizer as optim_mod
@@ -211,7 +211,7 @@ def install(torch: Any) -> None:
 def flush_counters() -> None:
     """Write the cumulative counters that moved (called at flush points): dataset fetches, and
     the optimizers that stepped (which one is counted, and how often each stepped)."""
-    w = probe.writer()
+    w = records.writer()
     if w is None:
         return
     _report_optimizers()
@@ -232,7 +232,7 @@ def _report_optimizers() -> None:
         return
     s.optimizers_reported = total
     counted = s.optimizers.get(s.primary_opt_id) if s.primary_opt_id is not None else None
-    probe.record_info(
+    records.record_info(
         {
             "optimizers": {
                 "counted": counted[1][0] if counted else None,
@@ -305,7 +305,7 @@ def _stop_if_long_enough(s: _State, steps: int, now: float, w: Any) -> None:
     they have also spanned ``steps_min_s`` (a fast job's few steps would leave the rules no
     steady state to judge)."""
     if now - (s.first_step_t or now) >= s.steps_min_s:
-        probe.record_info({"stop": "steps", "steps": steps})
+        records.record_info({"stop": "steps", "steps": steps})
         w.flush()
         raise SystemExit(0)
 
@@ -362,7 +362,7 @@ def _record_step_callers() -> None:
     """The functions on the stack that steps the optimizer, read once, at the first step: the
     training loop and its train-step helpers as a fact. Stack samples alone can miss them (a
     loop whose steps take a few ms between long stalls gets a handful of backward samples)."""
-    probe.record_callers("step_callers", 3, lines=False)  # from the optimizer hook up
+    records.record_callers("step_callers", 3, lines=False)  # from the optimizer hook up
 
 
 def _record_loader_callers() -> None:
@@ -371,7 +371,7 @@ def _record_loader_callers() -> None:
     user's ``next(it)`` or ``for batch in loader`` line as a fact. py-spy's --nonblocking
     samples of a loop that fetches 64 batches a step were torn or failed (a quarter of them
     on a 2-core machine), and none named that line once."""
-    probe.record_callers("loader_callers", 3, lines=True)  # above the __next__ wrapper
+    records.record_callers("loader_callers", 3, lines=True)  # above the __next__ wrapper
 
 
 def _count_flops(s: _State) -> None:
@@ -387,7 +387,7 @@ def _count_flops(s: _State) -> None:
                 s.flops = None
     except Exception as exc:  # fail open: no FLOP count, the job goes on
         s.flops = None
-        probe.record_info({"flops": {"skipped": f"{type(exc).__name__}: {exc}"[:300]}})
+        records.record_info({"flops": {"skipped": f"{type(exc).__name__}: {exc}"[:300]}})
 
 
 def _sync_pre_step(s: _State, active: bool) -> None:
@@ -437,7 +437,7 @@ def _marked_backward(owner: Any, orig: Any, count: bool) -> Any:
                 s.backward_seen = True  # among batches: they are training (see _early_step)
             return orig(*args, **kwargs)
         out = orig(*args, **kwargs)
-        w = probe.writer()
+        w = records.writer()
         if w is not None and not s.steps:  # an optimizer stepped inside it (a grad hook): no
             now = _clock()
             w.add(f"{BACKWARD} {w.us(now)}\n")
@@ -461,7 +461,7 @@ def _timeline_failed(exc: Exception) -> None:
     _state.timeline = None
     _sync_pre_step(_state, False)
     _state.pre_step_hooks = None
-    probe.record_info({"device_timeline_error": f"{type(exc).__name__}: {exc}"[:300]})
+    records.record_info({"device_timeline_error": f"{type(exc).__name__}: {exc}"[:300]})
 
 
 # ---------------------------------------------------------------- DataLoader
@@ -487,10 +487,10 @@ def _wrap_loader(dl: Any) -> None:
         s.wait += dt
         s.fetches += 1
         # The common batches inline (a tensor, or a list or tuple whose first item is one): a
-        # call a step is dear on a GPU host's cold caches; anything else goes to _leading_dim.
+        # call a step is dear on a GPU host's cold caches; anything else goes to leading_dim.
         first = batch[0] if type(batch) in (tuple, list) and batch else batch
         shape = getattr(first, "shape", None)
-        n = int(shape[0]) if isinstance(shape, tuple) and shape else _leading_dim(batch)
+        n = int(shape[0]) if isinstance(shape, tuple) and shape else leading_dim(batch)
         if s.fetches == 1:
             s.batch_size = n
         if n > 0:
@@ -507,7 +507,7 @@ def _wrap_loader(dl: Any) -> None:
                 _record_loader_callers()
             else:
                 s.batches_seen = True
-                w = probe.writer()
+                w = records.writer()
                 if w is not None:
                     w.add(f"{BATCH} {w.us(t0 + dt)} {int(dt * 1e6)} {int(s.sampler * 1e6)} {n}\n")
                     if s.max_steps is not None:
@@ -538,7 +538,7 @@ def _wrap_loader(dl: Any) -> None:
             _state.epochs_pending += 1
             _record_sampler_epoch(self, key)
         except Exception as exc:  # no epoch record for this loader: say why, once
-            probe.record_error("DataLoader.__iter__", exc)
+            records.record_error("DataLoader.__iter__", exc)
         return it
 
     base.__next__ = __next__
@@ -557,11 +557,11 @@ def _record_sampler_epoch(loader: Any, key: int) -> None:
     epoch = getattr(sampler, "epoch", None)
     if type(epoch) is int and getattr(sampler, "shuffle", False) is True:
         first = _state.shuffled_datasets.setdefault(id(getattr(loader, "dataset", None)), key)
-        probe.record_info({"sampler_epoch": [first, epoch]})
+        records.record_info({"sampler_epoch": [first, epoch]})
 
 
 def _record_epoch(it: Any, started: float, first_wait: float) -> None:
-    w = probe.writer()
+    w = records.writer()
     if w is not None:
         key = getattr(it, "_tp_loader_key", -1)
         w.add(f"{EPOCH} {key} {w.us(started)} {int(first_wait * 1e6)}\n")
@@ -575,7 +575,7 @@ def _loader_key(loader: Any) -> int:
         return key
     key = len(keys)
     keys[id(loader)] = key
-    w = probe.writer()
+    w = records.writer()
     if w is not None:
         w.add(f"{LOADER} {key} {json.dumps(_loader_config(loader), default=str)}\n")
     return key
@@ -634,30 +634,6 @@ def _qualname(obj: Any) -> str | None:
         return None
     target = obj if callable(obj) and hasattr(obj, "__qualname__") else type(obj)
     return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
-
-
-def _leading_dim(batch: Any) -> int:
-    """Leading dimension of the first tensor found in the batch (-1 if none)."""
-    tensor = first_tensor(batch)
-    if tensor is None:
-        return -1
-    return int(tensor.shape[0]) if len(tensor.shape) else 1
-
-
-def first_tensor(batch: Any) -> Any:
-    """The first tensor (anything with a ``shape``) in a batch of nested tuples, lists and
-    dicts, up to 4 deep; None if there is none."""
-    obj = batch
-    for _ in range(4):
-        if getattr(obj, "shape", None) is not None:
-            return obj
-        if isinstance(obj, (list, tuple)) and obj:
-            obj = obj[0]
-        elif isinstance(obj, dict) and obj:
-            obj = next(iter(obj.values()))
-        else:
-            return None
-    return None
 
 
 def _timed_fetch(orig: Any) -> Any:
@@ -720,7 +696,7 @@ def _timed_pin(orig: Any) -> Any:
 def _worker_loop(orig: Any) -> Any:
     @functools.wraps(orig)
     def loop(*args: Any, **kwargs: Any) -> Any:
-        w = probe.writer()
+        w = records.writer()
         if w is not None:
             _state.fetch_count = _state.fetch_reported = 0
             _state.fetch_time = _state.collate_time = _state.pin_time = 0.0
@@ -730,7 +706,7 @@ def _worker_loop(orig: Any) -> Any:
             try:
                 worker_info.watch_in_worker()  # an IterableDataset: does this worker split it?
             except Exception as exc:
-                probe.record_error("worker_info", exc)
+                records.record_error("worker_info", exc)
         try:
             return orig(*args, **kwargs)
         finally:
@@ -753,7 +729,7 @@ def _models_at_first_step(optimizer: Any) -> models.Found:
 
         return models.found(torch, trained, optimizer)
     except Exception as exc:
-        probe.record_error("models", exc)
+        records.record_error("models", exc)
         return models.Found([("model", trained)] if trained is not None else [], None)
 
 
@@ -790,14 +766,14 @@ def _record_precision(optimizer: Any, found: list[tuple[str, Any]]) -> None:
             if uuid is not None:
                 info["gpu_uuid"] = str(uuid)
         counted = param.device.type == "cuda" or os.environ.get(ENV_FLOPS) == "cpu"
-        if counted and "flops" not in probe.disabled_parts():
+        if counted and "flops" not in records.disabled_parts():
             _state.flops = StepFlops(torch)
-        probe.record_info({"precision": info})
+        records.record_info({"precision": info})
         trained = _state.model_ref() if _state.model_ref is not None else None
         model = models.main_model(found, trained, optimizer)
-        probe.record_info({"structure": structure.facts(torch, model, optimizer)})
+        records.record_info({"structure": structure.facts(torch, model, optimizer)})
     except Exception as exc:
-        probe.record_error("precision", exc)
+        records.record_error("precision", exc)
 
 
 def _record_unoptimized(optimizer: Any, found: models.Found) -> None:
@@ -809,9 +785,9 @@ def _record_unoptimized(optimizer: Any, found: models.Found) -> None:
             made = [opt for ref in s.made_optimizers if (opt := ref()) is not None]
             mine = made if any(opt is optimizer for opt in made) else [optimizer, *made]
             facts = optimized.facts(found.models, mine)
-            probe.record_info({"unoptimized": {**facts, "optimizer_name": found.optimizer_name}})
+            records.record_info({"unoptimized": {**facts, "optimizer_name": found.optimizer_name}})
         except Exception as exc:
-            probe.record_error("unoptimized", exc)
+            records.record_error("unoptimized", exc)
     s.made_optimizers = []
 
 
@@ -844,7 +820,7 @@ def _mode_restored(s: _State, now: float) -> None:
     if model is None or getattr(model, "training", False) is not True:
         return
     s.training = True
-    w = probe.writer()
+    w = records.writer()
     if w is not None:
         w.add(f"{MODE} {w.us(now)} 1\n")
 
@@ -867,7 +843,7 @@ def _noticed_zero_grad(owner: type, orig: Any) -> Any:
         s = _state
         if not set_to_none and not s.zero_grad_kept:
             s.zero_grad_kept = True
-            probe.record_info({"zero_grad_set_to_none": False})
+            records.record_info({"zero_grad_set_to_none": False})
         if s.zero_grad_kept or s.steps >= WATCH_STEPS:
             _unwrap(owner, "zero_grad", zero_grad, orig)
         return orig(self, set_to_none)
@@ -906,7 +882,7 @@ def _noticed_autocast(owner: type, orig: Any) -> Any:
             key = (str(getattr(self, "device", "?")), str(getattr(self, "fast_dtype", "?")))
             if key not in seen:
                 seen.add(key)
-                probe.record_info({"autocast": key[0], "dtype": key[1]})
+                records.record_info({"autocast": key[0], "dtype": key[1]})
             if _state.steps >= WATCH_STEPS:
                 _unwrap(owner, "__enter__", __enter__, orig)
         return orig(self)
@@ -936,7 +912,7 @@ def _watched_train(orig: Any) -> Any:
                 _remember_model(self)
             if s.train_depth == 0 and s.training is not bool(mode):
                 s.training = bool(mode)
-                w = probe.writer()
+                w = records.writer()
                 if w is not None:
                     w.add(f"{MODE} {w.us(_clock())} {int(bool(mode))}\n")
 

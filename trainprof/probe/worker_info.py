@@ -16,14 +16,14 @@ import sys
 import zlib
 from typing import Any
 
-from trainprof import probe
+from trainprof.probe import records
 
 _TORCH_DATA = "/torch/utils/data/"
 
 
 def watch_in_worker() -> None:
     """At a DataLoader worker's start (``_worker_loop``); fail-open like every probe hook."""
-    if "loader" in probe.disabled_parts():
+    if "loader" in records.disabled_parts():
         return
     import torch.utils.data as data
     import torch.utils.data._utils.worker as worker_mod
@@ -64,7 +64,7 @@ def _fingerprint_first_batch() -> None:
                 crc = zlib.crc32(repr(values).encode())
                 _record_now({"first_batch": crc})
         except Exception as exc:
-            probe.record_error("first_batch", exc)
+            records.record_error("first_batch", exc)
         return batch
 
     cls.fetch = first_fetch  # type: ignore[method-assign]
@@ -72,7 +72,7 @@ def _fingerprint_first_batch() -> None:
 
 def _first_values(batch: Any) -> list[Any] | None:
     """Up to 64 values of the first tensor found in a batch (nested tuples, lists, dicts)."""
-    from trainprof.probe.torch_hooks import first_tensor  # (torch_hooks imports this module)
+    from trainprof.probe.batches import first_tensor
 
     tensor = first_tensor(batch)
     if tensor is None or not hasattr(tensor, "reshape"):
@@ -101,7 +101,7 @@ def _noting(original: Any) -> Any:
 def _record_now(info: dict[str, object]) -> None:
     """Once per worker, written at once: a worker of a short job is often killed at the job's
     exit before its writer's next tick, and these records would go with it."""
-    probe.record_info(info)
-    w = probe.writer()
+    records.record_info(info)
+    w = records.writer()
     if w is not None:
         w.flush()

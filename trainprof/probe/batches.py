@@ -1,0 +1,29 @@
+"""A batch's first tensor and its leading dimension, for counting the samples a batch holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def leading_dim(batch: Any) -> int:
+    """Leading dimension of the first tensor found in the batch (-1 if none)."""
+    tensor = first_tensor(batch)
+    if tensor is None:
+        return -1
+    return int(tensor.shape[0]) if len(tensor.shape) else 1
+
+
+def first_tensor(batch: Any) -> Any:
+    """The first tensor (anything with a ``shape``) in a batch of nested tuples, lists and
+    dicts, up to 4 deep; None if there is none."""
+    obj = batch
+    for _ in range(4):
+        if getattr(obj, "shape", None) is not None:
+            return obj
+        if isinstance(obj, (list, tuple)) and obj:
+            obj = obj[0]
+        elif isinstance(obj, dict) and obj:
+            obj = next(iter(obj.values()))
+        else:
+            return None
+    return None
