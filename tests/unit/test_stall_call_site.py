@@ -58,3 +58,12 @@ def test_the_probes_loader_caller_is_the_innermost_user_frame() -> None:
     )
     assert recorded_caller([{"loader_callers": [["main", TRAIN, "73"]]}], "loader_callers") is None
     assert recorded_caller([], "loader_callers") is None
+
+
+def test_a_function_under_a_decorator_is_the_one_named() -> None:
+    """validate() under @torch.no_grad(): the loop calls it through torch's wrapper, and the
+    stall was named after the loop's line alone (`train_one_epoch`), not after validate."""
+    wrapper = ("decorate_context", f"{TORCH}/utils/_contextlib.py", 120)
+    evaluating = (("main", TRAIN, 130), wrapper, ("validate", TRAIN, 60), MODULE)
+    site = call_site(spans((0.2, evaluating)), [(0.0, 0.2)], LOOP)
+    assert site is not None and site.where == f"{TRAIN}:130 (main → validate())"

@@ -3,6 +3,7 @@ call site a finding names."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ def enclosing(qualname: str) -> str:
     return parts[-1] if parts else qualname
 
 
+_WRAPPER_FILES = re.compile(r"(?:torch/utils/_contextlib|/contextlib|/functools)\.py$")
 # A stall's window holds its step's own forward, backward and optimizer step too: code called
 # from another loop line names the stall when it holds this share of the window's loop calls.
 OTHER_CALL_SHARE = 0.25
@@ -121,7 +123,13 @@ def call_site(
         # A comprehension or lambda in the loop is the loop's own code: name what it calls.
         # A library call made on the loop's line (model(x), requests.post) is the loop's
         # own work at that line.
-        named = [g for g in s.frames[i + 1 :] if not short_name(g[0]).startswith("<")]
+        # A decorator's wrapper (@torch.no_grad(), functools.wraps) between them is not a call
+        # of the loop's: the function it wraps is (a validate() under @torch.no_grad()).
+        named = [
+            g
+            for g in s.frames[i + 1 :]
+            if not short_name(g[0]).startswith("<") and not _WRAPPER_FILES.search(g[1])
+        ]
         inline = not named or not is_user_file(named[0][1])
         key = (f, "<inline>" if inline else named[0][0])
         calls[key] += weight
