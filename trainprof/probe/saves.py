@@ -47,7 +47,7 @@ def timed(orig: Any, path_kw: str) -> Any:
                 f = args[1] if len(args) > 1 else kwargs.get(path_kw)
                 w.add(
                     f"{SAVE} {w.us(t1)} {int((t1 - t0) * 1e6)} {saved_bytes(f)} "
-                    f"{json.dumps(str(f))}\n"
+                    f"{json.dumps(str(getattr(f, 'name', f)))}\n"  # a file object: its path
                 )
 
     return save
