@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from trainprof.analysis.attribution import user_frame
 from trainprof.store.stacks import Frame, StackSpan
 
 MAX_QUOTE = 100  # characters of a hot line quoted in a finding
@@ -98,3 +99,21 @@ def hot_line(
         if frame in s.frames:
             below.update(s.frames[s.frames.index(frame) + 1 :])
     return HotLine(frame, text, identify(text, below))
+
+
+def hottest_line(
+    spans: Iterable[StackSpan],
+    source: Mapping[tuple[str, int], str],
+    keep: Callable[[tuple[Frame, ...]], bool],
+) -> HotLine | None:
+    """The user's line that held the kept stacks longest (their innermost user frame), with
+    its text and the costly call it makes; None without such stacks."""
+    kept = [s for s in spans if keep(s.frames)]
+    lines: Counter[Frame] = Counter()
+    for s in kept:
+        frame = user_frame(s.frames)
+        if frame is not None:
+            lines[frame] += int((s.t1 - s.t0) * 1e6)
+    if not lines:
+        return None
+    return hot_line(lines.most_common(1)[0][0], source, kept)

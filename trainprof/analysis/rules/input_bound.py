@@ -26,7 +26,10 @@ Best practice::
 from __future__ import annotations
 
 import math
+import re
 
+from trainprof.analysis.attribution import data_part
+from trainprof.analysis.costly_calls import HotLine, hottest_line
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import LoaderView, Metrics
 from trainprof.analysis.rules._common import (
@@ -133,6 +136,14 @@ def check(m: Metrics) -> Finding | None:
         if loader is not None and loader.iterable:
             fix.append(SHARD_FIX)
         fix.extend(part_fix(part, loader))
+        hot = _hot_in(m, part) if not workers else None
+        if hot is not None and hot.text:
+            evidence.append(hot.evidence)
+            rebuilt = _REBUILT.match(hot.text)
+            if hot.call is not None:
+                fix.insert(0, hot.call.fix)
+            elif rebuilt:  # state the dataset builds again for every sample
+                fix.insert(0, f"build {rebuilt.group(1)} once, in __init__, not for every sample")
     if m.gpu_util_mean is not None and not cfg.get("pin_memory"):
         # Not to a loader already pinned (the H200 input-bound job was told to pin it).
         fix.append("pin_memory=True and .to(device, non_blocking=True) for host→device copies")
@@ -534,3 +545,16 @@ def _workers_seen(m: Metrics, restarts: float) -> str:
         f"unless persistent_workers=True); starting them held the main thread {restarts:.0%} "
         "of the time, and their first batches are waited for"
     )
+
+
+# A line of __getitem__ that sets an attribute of the dataset: ``self.vocab = build(...)``.
+_REBUILT = re.compile(r"^(self\.\w+)\s*=[^=]")
+
+
+def _hot_in(m: Metrics, part: str | None) -> HotLine | None:
+    """The line that held the main process longest inside the loader's costly part (the
+    dataset's ``__getitem__``, or the collate): its text and the call it makes."""
+    bucket = {"getitem": "fetch", "collate": "collate"}.get(part or "")
+    if bucket is None:
+        return None
+    return hottest_line(m.activity.spans, m.activity.source, lambda f: data_part(f) == bucket)
