@@ -46,11 +46,12 @@ def suggested_workers(m: Metrics) -> int:
 def loader_caller(m: Metrics) -> str | None:
     """The user's line that pulls batches from the DataLoader (next(it), for batch in loader)."""
     spans = m.activity.spans
-    frame = caller_of(spans, m.activity.window, "torch/utils/data/") if m.activity.window else None
-    # No full sample of the steady window landed in the loader (a short window sampled at
-    # 50 Hz; py-spy's --nonblocking samples torn or failed): the probe read the line once,
-    # and the loop calls it from the same line all run long.
-    frame = frame or m.activity.loader_caller
+    # The line the probe read at the loader's first batch: the loop calls it from the same
+    # line all run long, and py-spy's --nonblocking samples, torn now and then, once named a
+    # line of training_step as the caller. Without it, the stacks say.
+    frame = m.activity.loader_caller
+    if frame is None and m.activity.window:
+        frame = caller_of(spans, m.activity.window, "torch/utils/data/")
     if frame is None and spans:
         frame = caller_of(spans, (spans[0].t0, spans[-1].t1), "torch/utils/data/")
     return where(frame)
