@@ -4,6 +4,7 @@ with it when it is killed."""
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import signal
 import subprocess
 import sys
@@ -50,7 +51,8 @@ def test_a_reused_pid_is_another_process(target: subprocess.Popen[str]) -> None:
 
 @pytest.mark.parametrize("who", ["itself", "its parent"])
 def test_attach_refuses_itself_and_its_parent(tmp_path: Path, who: str) -> None:
-    cmd = " ".join(trainprof_cmd("attach", "--duration", "1", "$$"))
+    # quoted: the suite runs from a path with a space in it too; $$ is the shell's own pid
+    cmd = shlex.join(trainprof_cmd("attach", "--duration", "1")) + " $$"
     # exec: the shell's pid becomes trainprof's; without it, the shell is trainprof's parent
     script = f"exec {cmd}" if who == "itself" else f"{cmd}; exit $?"
     proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -282,7 +283,10 @@ def test_python_isolated_mode_says_the_probe_could_not_load(tmp_path: Path) -> N
         skipped["input-bound"] == "the probe did not load in the job: nothing it measures was seen"
     )
 
-    hidden = run_trainprof(tmp_path, "--", "sh", "-c", f"exec {sys.executable} -I {script}")
+    python = shlex.quote(sys.executable)  # the suite runs from a path with a space in it too
+    hidden = run_trainprof(
+        tmp_path, "--", "sh", "-c", f"exec {python} -I {shlex.quote(str(script))}"
+    )
     meta = json.loads((hidden.run_dir / "run.json").read_text())
     assert meta["probe"]["loaded"] is False
     assert meta["probe"]["reason"].startswith("no process of the job loaded the probe")
@@ -300,7 +304,8 @@ def test_a_probe_that_fails_to_start_in_the_job_is_named(tmp_path: Path) -> None
     stale.mkdir(parents=True)
     (stale / "__init__.py").write_text("raise ImportError('a stale copy of trainprof')\n")
     script = write_script(tmp_path, "train.py", TRAINS)
-    job = f'PYTHONPATH="$PYTHONPATH:{stale.parent}" exec {sys.executable} {script}'
+    python, path = shlex.quote(sys.executable), shlex.quote(str(script))
+    job = f'PYTHONPATH="$PYTHONPATH:{stale.parent}" exec {python} {path}'
     r = run_trainprof(tmp_path, "--", "sh", "-c", job)
     assert r.returncode == 0 and r.stdout == "trained\n", r.stderr[-3000:]
     probe = json.loads((r.run_dir / "run.json").read_text())["probe"]

@@ -9,6 +9,7 @@ script, is told why.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -74,7 +75,7 @@ def test_a_python_that_lacks_a_module_is_named(tmp_path: Path) -> None:
     assert run["python"] == {"path": str(venv / "bin" / "python"), "chosen": "PATH"}
     hint = run["hint"]
     assert f"{venv / 'bin' / 'python'}, has no module 'torch'" in hint
-    assert f"`trainprof run -- {sys.executable} needs_torch.py`" in hint
+    assert f"`trainprof run -- {shlex.quote(sys.executable)} needs_torch.py`" in hint
     assert "hint  the job's Python, " in r.stderr  # the console report says it too
 
 

@@ -5,6 +5,7 @@ the inputs `trainprof doctor`'s attach check reads."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -49,7 +50,7 @@ def test_a_pid_that_is_not_python_and_runs_none_is_one_line() -> None:
 
 
 def test_a_shell_launcher_leads_to_the_python_under_it() -> None:
-    proc = _started(["sh", "-c", f'{sys.executable} -c "{READY}"; true'])
+    proc = _started(["sh", "-c", f'{shlex.quote(sys.executable)} -c "{READY}"; true'])
     try:
         found = target.resolve(proc.pid)
         assert len(found.processes) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -122,7 +123,7 @@ def test_a_missing_module_names_the_interpreter() -> None:
     assert f"nor has trainprof's own ({sys.executable})" in hint
     # pytest is in trainprof's environment: then its Python is offered
     hint = startup_hint(_failed("ModuleNotFoundError", "No module named 'pytest'", "/e/py"), "")
-    assert hint is not None and f"`trainprof run -- {sys.executable} train.py`" in hint
+    assert hint is not None and f"`trainprof run -- {shlex.quote(sys.executable)} train.py`" in hint
     # another error, or a success, says nothing
     assert startup_hint(_failed("ValueError", "No module named 'x'", "/e/py"), "") is None
     assert startup_hint({**meta, "exit_code": 0}, "") is None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Collection
@@ -91,7 +92,7 @@ def _missing_module(meta: dict[str, Any]) -> str | None:
     if _has_module(module):
         return (
             f"{said}; trainprof's own Python has it: activate the environment the script needs, "
-            f"or name its Python: `trainprof run -- {own} {script}`"
+            f"or name its Python: `trainprof run -- {shlex.quote(own)} {shlex.quote(script)}`"
         )
     return (
         f"{said}, nor has trainprof's own ({own}): activate the environment the script needs, "
