@@ -8,6 +8,7 @@ from conftest import assert_rules_ran
 from synth import loop_spans, process, session
 
 from trainprof.analysis.pipeline import analyze
+from trainprof.render.console import quiet_note
 
 
 def test_five_hundred_steps_in_under_a_second_are_judged() -> None:
@@ -41,6 +42,18 @@ def test_time_no_rule_could_judge_is_said() -> None:
     assert f.claimed == (("data_wait", f.claimed[0][1]),)
 
 
-def test_time_under_a_rules_threshold_is_no_problem() -> None:
-    _m, verdict = analyze(session(process(200, step_s=0.1, wait_s=0.015)))
+def test_time_under_a_rules_threshold_is_no_finding_but_no_all_clear() -> None:
+    """15 % of every step waits for data: under input-bound's threshold, so no finding; but the
+    panel shows it, so the report names it instead of "no problems found"."""
+    m, verdict = analyze(session(process(200, step_s=0.1, wait_s=0.015)))
     assert verdict.findings == ()
+    note, all_clear = quiet_note({"exit_code": 0}, m, verdict.findings)
+    assert not all_clear and "No problems found" not in note
+    assert note.startswith("No finding passed its rule's threshold, but")
+    assert '"DataLoader: waiting on workers, or its own code" takes 15%' in note
+
+
+def test_time_under_ten_percent_is_an_all_clear() -> None:
+    m, verdict = analyze(session(process(200, step_s=0.1, wait_s=0.005)))
+    assert verdict.findings == ()
+    assert quiet_note({"exit_code": 0}, m, verdict.findings) == ("No problems found. ✓", True)

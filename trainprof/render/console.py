@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from trainprof.analysis import ledger
-from trainprof.analysis.findings import Verdict
+from trainprof.analysis.findings import Finding, Verdict
 from trainprof.analysis.ledger import DATA, STALLS, STEP
 from trainprof.analysis.metrics import Metrics, batches_per_step
+from trainprof.analysis.rules import unowned_time
 from trainprof.analysis.rules.registry import SIGNALS
 from trainprof.analysis.stats import bins
 from trainprof.render.host_rows import add_host_rows
@@ -452,16 +453,27 @@ def _steps_text(m: Metrics) -> str:
     return plural(m.total_steps, m.unit) + " (no optimizer step or DataLoader batch seen)"
 
 
-def quiet_note(meta: dict[str, Any] | None, m: Metrics | None) -> tuple[str, bool]:
-    """What a report with no finding says, and whether that is an all-clear: only for a job that
-    finished cleanly and had the steps the rules judge (a job whose steps trainprof did not see
-    was not judged, and "no problems" would claim what nobody measured)."""
+def quiet_note(
+    meta: dict[str, Any] | None, m: Metrics | None, findings: Sequence[Finding] = ()
+) -> tuple[str, bool]:
+    """What a report with no finding to show says, and whether that is an all-clear.
+
+    An all-clear needs a job that finished cleanly, had the steps the rules judge, and left no
+    bucket of the ledger's steady time of 10 % or more unclaimed by ``findings``: the note never
+    contradicts the where-the-time-went panel."""
     if meta is not None and not finished_cleanly(meta):
         return unclean_note(meta, m), False
-    if m is None or isinstance((meta or {}).get("attach"), dict):  # attach: stacks, not steps
+    if m is None:
         return "No problems found. ✓", True
-    why = SIGNALS["steps"](m)
+    unclaimed = unowned_time.unclaimed_text(m, findings)
+    attached = isinstance((meta or {}).get("attach"), dict)  # attach: stacks, not steps
+    why = None if attached else SIGNALS["steps"](m)
     if why is None:
+        if unclaimed is not None:
+            return (
+                f"No finding passed its rule's threshold, but {unclaimed}: -v shows what each "
+                "rule measured"
+            ), False
         return "No problems found. ✓", True
     if m.probe_missing is not None:
         return (
@@ -476,6 +488,12 @@ def quiet_note(meta: dict[str, Any] | None, m: Metrics | None) -> tuple[str, boo
             "(-v lists them)"
         ), False
     more = "a larger --steps" if (meta or {}).get("stopped_by") == "steps" else "more steps"
+    if unclaimed is not None and m.steady is not None:
+        return (
+            f"Not judged, yet {unclaimed}, over only {plural(m.steady.count, 'steady ' + m.unit)} "
+            f"in {fmt_duration(m.steady.duration_s)}: too few for the rules (-v); {more} would "
+            "have them judge it"
+        ), False
     return (
         f"No problem found, but {why}: the rules that read steps were skipped (-v); "
         f"{more} would have them judged"
@@ -508,7 +526,7 @@ def findings_group(
     grid.add_column(overflow="fold")
     shown = [f for f in verdict.findings if verbose or f.severity != "info"]
     if not shown:
-        text, ok = quiet_note(meta, m)
+        text, ok = quiet_note(meta, m, verdict.findings)
         grid.add_row("", Text(text, style="green" if ok else "yellow"))
     for i, f in enumerate(shown, 1):
         head = Text(overflow="fold")

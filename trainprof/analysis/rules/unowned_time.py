@@ -4,8 +4,9 @@ The where-the-time-went panel shows every bucket; a rule claims a bucket's time 
 its cause. A bucket of at least ``share`` that no finding claimed, while the rules that judge
 it were skipped (their signals were missing), is said as a warning, so that a report never
 says "no problem found" beside a panel that shows one. It needs the evidence the rules need (a
-steady state long enough, or ``min_samples`` stack samples); a bucket its rules judged and
-found under their thresholds is no problem.
+steady state long enough, or ``min_samples`` stack samples). A bucket its rules judged and
+found under their thresholds, or one measured over too few steps, is no finding; the report's
+note then names it instead of "no problems found" (``unclaimed``).
 
 Anti-pattern::
 
@@ -20,6 +21,7 @@ Best practice::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from trainprof.analysis import ledger as ledger_mod
@@ -54,26 +56,52 @@ define(
 )
 
 
-def judge(m: Metrics, findings: list[Finding], skipped: tuple[Skipped, ...]) -> Finding | None:
-    """The finding for the buckets of ``SHARE`` or more that ``findings`` left unclaimed."""
+def unclaimed(m: Metrics, findings: Sequence[Finding]) -> list[tuple[str, float]]:
+    """Each ownable bucket of ``SHARE`` or more of the steady time that ``findings`` left
+    unclaimed, largest first, as (bucket, seconds); none where host time is free."""
     led = m.ledger
     if led is None or led.window_s <= 0 or host_time_is_free(m):
-        return None
+        return []
     claimed: dict[str, float] = {}
     for f in findings:
         for bucket, seconds in f.claimed:
             claimed[bucket] = claimed.get(bucket, 0.0) + seconds
+    left = [(b, led.get(b) - claimed.get(b, 0.0)) for b in OWNABLE]
+    return sorted(
+        ((b, free) for b, free in left if free / led.window_s >= SHARE.value),
+        key=lambda bf: -bf[1],
+    )
+
+
+def unclaimed_text(m: Metrics, findings: Sequence[Finding]) -> str | None:
+    """The unclaimed buckets said in words ("printing and logging takes 37 % of the steady
+    time"), or None where there is none."""
+    left = unclaimed(m, findings)
+    if not left or m.ledger is None:
+        return None
+    window = m.ledger.window_s
+    parts = [
+        f'"{ledger_mod.label(b, m.streams_data)}" takes {free / window:.0%}' for b, free in left
+    ]
+    return f"{', '.join(parts)} of {m.basis.of}"
+
+
+def judge(m: Metrics, findings: list[Finding], skipped: tuple[Skipped, ...]) -> Finding | None:
+    """The finding for the buckets of ``SHARE`` or more that ``findings`` left unclaimed while
+    every rule that judges them was skipped."""
+    led = m.ledger
+    if led is None:
+        return None
     why = {s.id: s.reason for s in skipped}
     lines: list[str] = []
     left: list[tuple[str, float]] = []
-    for bucket in OWNABLE:
-        free = led.get(bucket) - claimed.get(bucket, 0.0)
+    for bucket, free in sorted(unclaimed(m, findings), key=lambda bf: OWNABLE.index(bf[0])):
         owners = sorted(
             (r for r in REGISTRY.values() if bucket in r.claims and r.id != ID),
             key=lambda r: (r.last_resort, r.id),
         )
-        if free / led.window_s < SHARE.value or any(r.id not in why for r in owners):
-            continue  # judged by a rule of its own and found under its threshold: no problem
+        if any(r.id not in why for r in owners):
+            continue  # judged by a rule of its own and found under its threshold
         name = ledger_mod.label(bucket, m.streams_data)
         first = owners[0].id
         lines.append(
