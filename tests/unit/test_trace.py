@@ -13,7 +13,7 @@ import pytest
 from synth import process, session
 
 from trainprof.analysis.pipeline import analyze
-from trainprof.render import trace
+from trainprof.render import trace, trace_events, trace_stacks, trace_steps
 
 REQUIRED = {
     "X": ("name", "ph", "ts", "dur", "pid", "tid"),
@@ -122,7 +122,7 @@ def test_steps_data_wait_stalls_and_counters() -> None:
     data = trace.build(s, m)
     assert check_trace(data) == []
     evs = data["traceEvents"]
-    steps = [e for e in evs if e["ph"] == "X" and e["tid"] == trace.TID_STEPS]
+    steps = [e for e in evs if e["ph"] == "X" and e["tid"] == trace_events.TID_STEPS]
     assert len([e for e in steps if e["name"].startswith("step ")]) == 400
     # The data wait is inside its step, and split: sampler first, then the rest.
     step3 = next(e for e in steps if e["name"] == "step 3")
@@ -148,11 +148,15 @@ def test_steps_data_wait_stalls_and_counters() -> None:
 
 
 def test_a_span_that_would_cross_another_gets_its_own_lane() -> None:
-    t = trace.Trace(origin=0.0)
-    t.spans(1, trace.TID_PHASES, [trace._Span("a", 0.0, 1.0, "x"), trace._Span("b", 0.5, 2.0, "x")])
+    t = trace_events.Trace(origin=0.0)
+    t.spans(
+        1,
+        trace_events.TID_PHASES,
+        [trace_events.Span("a", 0.0, 1.0, "x"), trace_events.Span("b", 0.5, 2.0, "x")],
+    )
     xs = [e for e in t.events if e["ph"] == "X"]
-    assert {e["name"]: e["tid"] for e in xs}["a"] == trace.TID_PHASES
-    assert {e["name"]: e["tid"] for e in xs}["b"] != trace.TID_PHASES
+    assert {e["name"]: e["tid"] for e in xs}["a"] == trace_events.TID_PHASES
+    assert {e["name"]: e["tid"] for e in xs}["b"] != trace_events.TID_PHASES
     assert check_trace({"traceEvents": sorted(t.events, key=lambda e: e["ts"])}) == []
 
 
@@ -201,13 +205,15 @@ def begin_end_spans(events: list[dict[str, Any]]) -> list[tuple[str, int, int, i
 def test_a_long_run_keeps_every_anomaly_and_stays_small(monkeypatch: pytest.MonkeyPatch) -> None:
     # 30,000 steps with the detail threshold lowered to 3,000: the same code path a
     # million-step run takes at the default (bench.longrun measures that one).
-    monkeypatch.setattr(trace, "DETAILED_STEPS", 3_000)
-    monkeypatch.setattr(trace, "STEP_BLOCKS", 500)
+    monkeypatch.setattr(trace_steps, "DETAILED_STEPS", 3_000)
+    monkeypatch.setattr(trace_steps, "STEP_BLOCKS", 500)
     s = _stalled_run(30_000, every=1_000)
     m, _v = analyze(s)
     data = trace.build(s, m)
     assert check_trace(data) == []
-    steps = [e for e in data["traceEvents"] if e["ph"] == "X" and e["tid"] == trace.TID_STEPS]
+    steps = [
+        e for e in data["traceEvents"] if e["ph"] == "X" and e["tid"] == trace_events.TID_STEPS
+    ]
     single = {e["args"]["step"] for e in steps if e["name"].startswith("step ")}
     assert {st.index for st in m.activity.stalls} <= single
     assert len(m.activity.stalls) == 29
@@ -256,7 +262,7 @@ def test_a_hang_is_a_span_from_the_last_step_to_the_end() -> None:
 def test_too_many_stacks_keep_those_inside_stalls(monkeypatch: pytest.MonkeyPatch) -> None:
     from trainprof.store.stacks import StackSpan
 
-    monkeypatch.setattr(trace, "STACK_EVENTS", 200)
+    monkeypatch.setattr(trace_stacks, "STACK_EVENTS", 200)
     s = _stalled_run(300)
     log = s.primary
     start = log.t0 + (log.steps["t"][0] - log.steps["dur"][0]) / 1e6
@@ -302,7 +308,7 @@ def test_the_device_timeline_is_a_track_of_its_own() -> None:
     origin = data["otherData"]["origin_monotonic_s"]
     batch_mark = log.t0 + (end_us - 7000) / 1e6  # the host's first mark of the step
     assert gpu[0]["ts"] == round((batch_mark - origin) * 1e6)
-    assert all(e["tid"] == trace.TID_DEVICE for e in gpu)
+    assert all(e["tid"] == trace_events.TID_DEVICE for e in gpu)
     (alloc,) = [e for e in data["traceEvents"] if e.get("name") == "CUDA allocated (MiB)"]
     assert alloc["args"] == {"allocated": 64.0}
 
@@ -323,11 +329,11 @@ def test_merged_nodes_keep_processes_apart_when_their_pids_repeat() -> None:
         e["pid"]: e["args"]["name"] for e in data["traceEvents"] if e["name"] == "process_name"
     }
     assert names[4242] == "rank 1 (node 1)"  # the base node's pid as it is
-    assert names[trace.NODE_PID_STRIDE + 4242] == "rank 0 (node 0)"
+    assert names[trace_events.NODE_PID_STRIDE + 4242] == "rank 0 (node 0)"
     steps = {
         e["pid"] for e in data["traceEvents"] if e["ph"] == "X" and e["name"].startswith("step")
     }
-    assert steps == {4242, trace.NODE_PID_STRIDE + 4242}
+    assert steps == {4242, trace_events.NODE_PID_STRIDE + 4242}
 
 
 def test_each_compile_the_probe_timed_is_a_span_with_its_line_and_reason() -> None:

@@ -117,12 +117,14 @@ def test_waiting_on_slow_workers_keeps_the_workers_fix() -> None:
 def test_the_trace_draws_the_receiving_share_in_each_wait() -> None:
     from test_trace import check_trace
 
-    from trainprof.render import trace
+    from trainprof.render import trace, trace_events
 
     sess = _job(receive_share=0.8)
     data = trace.build(sess, analyze(sess)[0])
     assert check_trace(data) == []
-    steps = [e for e in data["traceEvents"] if e["ph"] == "X" and e["tid"] == trace.TID_STEPS]
+    steps = [
+        e for e in data["traceEvents"] if e["ph"] == "X" and e["tid"] == trace_events.TID_STEPS
+    ]
     step9 = next(e for e in steps if e["name"] == "step 9")
     inside = [e["name"] for e in steps if e["cat"] == "data" and e["ts"] >= step9["ts"]
               and e["ts"] < step9["ts"] + step9["dur"] and e["name"] != "data wait"]  # fmt: skip
