@@ -101,11 +101,12 @@ def gpu_util_gate(report: dict[str, Any], minimum: float) -> GateResult:
     name, limit = "min-gpu-util", f">= {minimum:g}%"
     value = (report.get("summary") or {}).get("gpu_util_mean")
     if value is None:
+        # the rules that need the GPU's samples were skipped with why they were missing
         reason = next(
             (
                 s.get("reason")
                 for s in report.get("skipped") or []
-                if s.get("id") == "gpu-underutilized" and "GPU not measured" in str(s.get("reason"))
+                if str(s.get("reason")).startswith("GPU not measured: ")
             ),
             None,
         )
