@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME := $(VENV)/.runtime
 
-.PHONY: demo test test-fast lint docs bench clean venv gpu-check gpu-wheels browser-check
+.PHONY: demo test test-fast lint docs bench clean venv gpu-check gpu-wheels browser-check realworld
 
 # What `make demo` needs: trainprof and torch. `make test` adds the dev extras on top.
 $(RUNTIME): pyproject.toml
@@ -52,6 +52,15 @@ docs: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The real-world corpus (realworld/README.md): public training scripts run plain and under
+# trainprof on small synthetic data, checked against an expert's expected finding (≤ 10 min).
+$(VENV)/.realworld: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,realworld]'
+	touch $(VENV)/.realworld
+
+realworld: $(VENV)/.realworld
+	$(BIN)/python -m pytest -q -p no:cacheprovider -rxXs realworld
 
 # On a lent GPU machine: no venv (it has torch and the runtime packages); py-spy, pytest and
 # pytest-timeout come from wheels carried in .wheels/ when missing. See bench/gpu_check.py.

@@ -1,0 +1,34 @@
+"""One test per corpus case: plain and traced runs agree, steps agree, the expert's finding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import harness
+import pytest
+
+CASES = harness.discover()
+# Prepare, the plain run and the traced run, each within the case's timeout, plus start-up.
+SLACK_S = 60
+
+
+def _param(case: harness.Case) -> object:
+    limit = int(3 * case.timeout_s + harness.GRACE_S + SLACK_S)
+    return pytest.param(case, id=case.name, marks=pytest.mark.timeout(limit))
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+def test_case(case: harness.Case, tmp_path: Path) -> None:
+    o = harness.run_case(case, tmp_path)
+    harness.OUTCOMES.append(o)
+    assert not o.output, f"{case.name}: plain and traced runs differ\n" + "\n".join(o.output)
+    assert not o.steps, f"{case.name}: " + "\n".join(o.steps)
+    if case.known_miss:
+        if o.finding:
+            pytest.xfail(f"known miss: {case.known_miss}\n" + "\n".join(o.finding))
+        pytest.fail(f"{case.name}: marked known_miss but trainprof now agrees with the expert")
+    assert not o.finding, f"{case.name}: " + "\n".join(o.finding)
+
+
+def test_some_case_exists() -> None:
+    assert CASES, f"no case.json under {harness.CASES}"
