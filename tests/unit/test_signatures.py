@@ -1,7 +1,7 @@
 """Crash signatures against recorded stderr samples (tests/unit/stderr_samples).
 
 GIVEN a failed job's stderr and what was measured around the failure, WHEN it is matched against
-the signature table, THEN the cause comes first, with the matched line quoted and the limits that
+the crash signatures, THEN the cause comes first, with the matched line quoted and the limits that
 explain it, and symptoms (ConnectionResetError) never outrank causes.
 
 Where the failure can happen on a CPU, the sample is *real*: the stderr of a tiny torch 2.13
@@ -22,6 +22,7 @@ import ast
 import dataclasses
 import random
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +30,11 @@ from pathlib import Path
 import pytest
 
 from trainprof.analysis import crash
-from trainprof.analysis.crash import CrashContext, match_signatures, table
-from trainprof.analysis.crash.table import SIGNATURES
+from trainprof.analysis.crash.matcher import match_signatures
+from trainprof.analysis.crash.row import CrashContext
 from trainprof.analysis.crash.traceback import user_frame
 from trainprof.analysis.findings import Finding
+from trainprof.analysis.rules import registry, signatures
 
 SAMPLES = Path(__file__).parent / "stderr_samples"
 GiB = 1 << 30
@@ -845,10 +847,8 @@ def test_a_broken_row_costs_only_that_row(monkeypatch: pytest.MonkeyPatch) -> No
     def boom(scan: object) -> None:
         raise ValueError("bug in a builder")
 
-    broken = tuple(
-        dataclasses.replace(row, build=boom) if row.id == "cuda-oom" else row for row in SIGNATURES
-    )
-    monkeypatch.setattr(table, "SIGNATURES", broken)
+    row = registry.SIGNATURES["cuda-oom"]
+    monkeypatch.setitem(registry.SIGNATURES, "cuda-oom", dataclasses.replace(row, build=boom))
     text = (
         sample("cuda-oom__old_format_reserved.txt") + "\n" + sample("worker-killed__exit_code.txt")
     )
@@ -866,24 +866,22 @@ def test_a_long_log_is_fast() -> None:
     assert time.perf_counter() - start < 3.0
 
 
-# --- the table is data --------------------------------------------------------------------------
+# --- the signatures are data ----------------------------------------------------------------------
 
 
-def test_table_rows_are_unique_known_ids() -> None:
-    ids = [row.id for row in SIGNATURES]
+def test_every_signature_is_a_rule_with_a_case_and_its_place_in_the_order() -> None:
+    """Adding a signature is its module and a row in CASES (a recorded sample it comes first in)."""
+    ids = [row.id for row in signatures()]
     assert len(ids) == len(set(ids))
-    assert set(ids) == {
-        "worker-fd-limit",
-        "worker-shm-limit",
-        "worker-killed",
-        "worker-reset",
-        "ragged-batch",
-        "collate-structure",
-        "shape-mismatch",
-        "cuda-oom",
-        "host-oom",
-    }
-    for row in SIGNATURES:
+    assert set(ids) <= {c.ids[0] for c in CASES if c.ids}
+    # most specific first: a line a row used is not offered to the rows after it
+    assert ids.index("ragged-batch") < ids.index("shape-mismatch")  # "stack expects each"
+    assert ids.index("worker-shm-limit") < ids.index("worker-killed")  # "signal: Bus error"
+    assert ids.index("worker-killed") < ids.index("host-oom")  # "signal: Killed."
+    for cause in ("worker-killed", "worker-fd-limit", "worker-shm-limit", "host-oom"):
+        assert ids.index(cause) < ids.index("worker-reset")  # a symptom: it reads their findings
+    for row in signatures():
+        assert registry.REGISTRY[row.id].family == "crash"
         assert row.needles and row.patterns
         for pattern in row.patterns:  # every pattern can be reached through a needle
             literal = pattern.pattern.replace("\\", "")
@@ -891,16 +889,18 @@ def test_table_rows_are_unique_known_ids() -> None:
 
 
 def test_the_text_matching_modules_are_pure() -> None:
-    """What reads the text (and usercode.py) is standard library only; context.py, verdict.py,
-    hang.py (the hang verdict, from the recorded stacks) and still.py (attach's, from the
-    sampled ones), which read a recorded Session, are the only modules of the package that
-    import more."""
+    """What reads the text (the crash signatures' rule modules, and usercode.py) is standard
+    library only; context.py, verdict.py, hang.py (the hang verdict, from the recorded stacks)
+    and still.py (attach's, from the sampled ones), which read a recorded Session, are the only
+    modules of the package that import more."""
     package = Path(crash.__file__).parent
     reads_a_session = {
         package / name for name in ("context.py", "verdict.py", "hang.py", "still.py")
     }
+    rule_modules = {Path(sys.modules[row.build.__module__].__file__ or "") for row in signatures()}
     modules = sorted(set(package.rglob("*.py")) - reads_a_session) + [
-        package.parent / "usercode.py"
+        package.parent / "usercode.py",
+        *sorted(rule_modules),
     ]
     assert len(modules) > 10
     for path in modules:
@@ -915,6 +915,8 @@ def test_the_text_matching_modules_are_pure() -> None:
         allowed = {"__future__", "re", "collections.abc", "dataclasses", "functools"} | {
             "trainprof.analysis.findings",
             "trainprof.analysis.usercode",
+            "trainprof.analysis.rules",  # the signatures, for the matcher
+            "trainprof.analysis.rules.registry",  # where a signature is declared
         }
         if path.name == "usercode.py":  # finds trainprof's and torch's directories, once
             allowed |= {"os", "importlib"}

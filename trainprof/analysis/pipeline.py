@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from trainprof.analysis import frameworks
-from trainprof.analysis.crash import crash_findings
+from trainprof.analysis.crash.verdict import crash_findings
 from trainprof.analysis.findings import Finding, Skipped, Verdict, rank
 from trainprof.analysis.ledger import Ledger, allocate
 from trainprof.analysis.measure import measure

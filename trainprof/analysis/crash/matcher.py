@@ -1,12 +1,12 @@
-"""Runs the signature table over a failed job's stderr: rows in order, most specific first, a line
+"""Runs the crash signatures over a failed job's stderr: rows in order, most specific first, a line
 used by one row not offered to the rows below it. Never raises on odd input or a broken row."""
 
 from __future__ import annotations
 
-from trainprof.analysis.crash import table
 from trainprof.analysis.crash.row import CrashContext, Hit, Scan, Signature
 from trainprof.analysis.crash.traceback import Doc, parse
 from trainprof.analysis.findings import SEVERITY_RANK, Finding
+from trainprof.analysis.rules import signatures
 
 
 def _find(doc: Doc, row: Signature, claimed: set[int]) -> tuple[Hit, ...]:
@@ -34,7 +34,7 @@ def match_signatures(stderr: str, ctx: CrashContext) -> list[Finding]:
         doc = Doc((), (), {})
     fired: dict[str, Finding] = {}
     claimed: set[int] = set()
-    rows = table.SIGNATURES
+    rows = signatures()
     for row in rows:
         try:
             built = row.build(Scan(doc, ctx, _find(doc, row, claimed), dict(fired)))

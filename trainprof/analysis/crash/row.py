@@ -1,5 +1,5 @@
-"""One row of the signature table: what its builder is given (the parsed text, the row's hits,
-what was measured around the failure) and what it returns."""
+"""One crash signature's row: what its builder is given (the parsed text, the row's hits, what was
+measured around the failure) and what it returns."""
 
 from __future__ import annotations
 
@@ -53,13 +53,15 @@ class Scan:
 
 
 Built = tuple[Finding, tuple[Hit, ...]]  # the finding and the hits it used (claimed lines)
+Build = Callable[[Scan], Built | None]
 
 
 @dataclass(frozen=True)
 class Signature:
-    """One row: a finding id, cheap literal needles, patterns, and the builder."""
+    """One row: a finding id, its place in the order, literal needles, patterns, the builder."""
 
     id: str
+    order: int  # rows are tried lowest first
     needles: tuple[str, ...]
     patterns: tuple[re.Pattern[str], ...]
-    build: Callable[[Scan], Built | None]
+    build: Build

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainprof.analysis.crash.builders.common import innermost_user
+from trainprof.analysis.crash.common import innermost_user
 from trainprof.analysis.crash.traceback import parse
 from trainprof.analysis.findings import Finding
 

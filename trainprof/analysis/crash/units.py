@@ -1,5 +1,5 @@
-"""Sizes, percentages and measured values, as the builders read them from messages and print them
-in evidence."""
+"""Sizes, percentages and measured values, as the crash signatures read them from messages and
+print them in evidence."""
 
 from __future__ import annotations
 

@@ -1,12 +1,14 @@
 """The rules table: every module in this package (but the registry and helpers) is one rule,
-registered when the package is imported. Adding a rule is adding a module here."""
+registered when the package is imported. Adding a rule, or a crash signature, is adding a
+module here."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
 
-from trainprof.analysis.rules.registry import REGISTRY, Rule
+from trainprof.analysis.crash.row import Signature
+from trainprof.analysis.rules.registry import REGISTRY, SIGNATURES, Rule
 
 for _mod in pkgutil.iter_modules(__path__):
     if not _mod.name.startswith("_") and _mod.name != "registry":
@@ -17,3 +19,8 @@ def all_rules() -> tuple[Rule, ...]:
     """Every registered rule, in a stable order (family, then id)."""
     order = ("input", "stalls", "host", "model", "memory", "gpu", "distributed", "crash", "hang")
     return tuple(sorted(REGISTRY.values(), key=lambda r: (order.index(r.family), r.id)))
+
+
+def signatures() -> tuple[Signature, ...]:
+    """Every crash signature, in the order the matcher tries them."""
+    return tuple(sorted(SIGNATURES.values(), key=lambda s: s.order))

@@ -2,18 +2,24 @@
 needs, its thresholds, the ledger buckets it claims, and its check. Declarations are validated
 at import, so a typo in a signal or a bucket fails loudly instead of silently skipping a rule.
 
+A crash signature is a rule found in the job's output rather than in its measurements: its
+module declares, with ``@signature``, the text it matches (cheap literal needles, then patterns)
+and the builder that turns the lines it matched into a finding.
+
 ``trainprof rules`` and the README's rules table are generated from this registry; a rule
 module's docstring holds its **Anti-pattern** and **Best practice** blocks.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from trainprof.analysis import frameworks, ledger
+from trainprof.analysis.crash.row import Build, Signature
 from trainprof.analysis.findings import Finding, Harm, Severity
 from trainprof.analysis.metrics import ENOUGH_STEPS, MIN_ENOUGH_S, MIN_STEADY_S, Metrics
 from trainprof.units import plural, plural_of
@@ -287,6 +293,46 @@ def rule(
         doc = sys.modules[check.__module__].__doc__ or ""
         define(**declared, check=check, doc=doc)  # type: ignore[arg-type]
         return check
+
+    return register
+
+
+SIGNATURES: dict[str, Signature] = {}
+
+
+def signature(
+    *,
+    id: str,
+    title: str,
+    order: int,
+    needles: tuple[str, ...],
+    patterns: tuple[re.Pattern[str], ...],
+) -> Callable[[Build], Build]:
+    """Register the decorated builder as crash signature ``id`` (its module's docstring is its
+    reference). Signatures are tried by ``order``, lowest first: the most specific first, as a
+    line one used is not offered to those after it, and a builder sees their findings."""
+
+    def register(build: Build) -> Build:
+        taken = [s.id for s in SIGNATURES.values() if s.order == order]
+        if taken:
+            raise RuleError(f"crash signature {id}: order {order} is {taken[0]}'s already")
+        if not needles or not patterns:
+            raise RuleError(f"crash signature {id}: it needs needles and patterns")
+        doc = sys.modules[build.__module__].__doc__ or ""
+        define(
+            id=id,
+            title=title,
+            family="crash",
+            severity="error",
+            needs=("stderr",),
+            claims=(),
+            thresholds=(),
+            check=None,
+            doc=doc,
+            per_rank=False,
+        )
+        SIGNATURES[id] = Signature(id, order, needles, patterns, build)
+        return build
 
     return register
 

@@ -1,13 +1,25 @@
-"""cuda-oom: the GPU ran out of memory; the allocator's message tells fragmentation from a step
-that needs more than is left, and names other processes on the GPU."""
+"""CUDA out of memory.
+
+The GPU ran out of memory; the allocator's message tells fragmentation from a step that needs
+more than is left, and names the other processes on the GPU.
+
+Anti-pattern::
+
+    DataLoader(dataset, batch_size=512)  # activations do not fit
+
+Best practice::
+
+    smaller batch + gradient accumulation, torch.autocast, activation checkpointing
+"""
 
 from __future__ import annotations
 
 import re
 
-from trainprof.analysis.crash.builders.common import code_where, make_finding
+from trainprof.analysis.crash.common import code_where, make_finding
 from trainprof.analysis.crash.row import Built, Scan
 from trainprof.analysis.crash.units import SIZE, cite, fmt_bytes, to_bytes
+from trainprof.analysis.rules.registry import signature
 
 OOM_NEW = re.compile(
     rf"CUDA out of memory\. Tried to allocate ({SIZE})\. GPU (\d+) has a total capaci?ty of "
@@ -32,7 +44,22 @@ _OOM_SPLIT = re.compile(
 )
 
 
-def build_cuda_oom(scan: Scan) -> Built | None:
+NEEDLES = (
+    "out of memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "cudaErrorMemoryAllocation",
+    "CUDA_ERROR_OUT_OF_MEMORY",
+)
+
+
+@signature(
+    id="cuda-oom",
+    title="CUDA out of memory",
+    order=40,
+    needles=NEEDLES,
+    patterns=(OOM_NEW, OOM_OLD, OOM_RAW, OOM_ANY),
+)
+def build(scan: Scan) -> Built | None:
     if not scan.hits:
         return None
     detailed = [hit for hit in scan.hits if hit.pattern in (0, 1)]

@@ -1,5 +1,5 @@
-"""Helpers the builders share: where in the user's code a line was raised, in which worker, how
-near host memory was to its limit, and the finding itself."""
+"""Helpers the crash signatures share: where in the user's code a line was raised, in which
+worker, how near host memory was to its limit, and the finding itself."""
 
 from __future__ import annotations
 

@@ -1,14 +1,55 @@
-"""worker-shm-limit: DataLoader workers ran out of shared memory (/dev/shm), seen as a bus error
-or a failed write into it."""
+"""DataLoader workers run out of shared memory (/dev/shm).
+
+Seen as a bus error in a worker, or as a failed write into /dev/shm.
+
+Anti-pattern::
+
+    docker run ...  # default 64 MiB /dev/shm, num_workers=8
+
+Best practice::
+
+    docker run --shm-size=8g ...  (or --ipc=host)
+"""
 
 from __future__ import annotations
 
-from trainprof.analysis.crash.builders.common import in_worker, loop_where, make_finding
+import re
+
+from trainprof.analysis.crash.common import in_worker, loop_where, make_finding
 from trainprof.analysis.crash.row import Built, Scan
 from trainprof.analysis.crash.units import cite, fmt_bytes, measured_count, pct
+from trainprof.analysis.rules.registry import signature
+
+NEEDLES = (
+    "bus error",
+    "Bus error",
+    "out of shared memory",
+    "No space left on device",
+    "unable to write to file <",
+    "insufficient shared memory",
+)
+PATTERNS = tuple(
+    re.compile(p)
+    for p in (
+        r"Unexpected bus error encountered in worker",
+        r"DataLoader worker \(pid (\d+)\) is killed by signal: Bus error",
+        r"out of shared memory",
+        r"unable to [^<]{1,60}<(/?torch_[^>]*)>[^:]{0,80}: No space left on device",
+        r"unable to write to file <(/?torch_[^>]*)>",
+        r"No space left on device.{0,200}/dev/shm|/dev/shm.{0,200}No space left on device",
+        r"insufficient shared memory",
+    )
+)
 
 
-def build_shm(scan: Scan) -> Built | None:
+@signature(
+    id="worker-shm-limit",
+    title="DataLoader workers run out of shared memory (/dev/shm)",
+    order=50,
+    needles=NEEDLES,
+    patterns=PATTERNS,
+)
+def build(scan: Scan) -> Built | None:
     if not scan.hits:
         return None
     ctx = scan.ctx

@@ -1,16 +1,49 @@
-"""worker-killed: a DataLoader worker died (a signal, exit(), a native crash); SIGKILL is read
-against the measured memory to tell the OOM killer from something else."""
+"""A DataLoader worker was killed.
+
+A worker died (a signal, ``exit()``, a native crash); a SIGKILL is read against the measured
+memory to tell the OOM killer from something else.
+
+Anti-pattern::
+
+    a worker caching the dataset in memory until the OOM killer takes it
+
+Best practice::
+
+    bounded caches, fewer workers, more memory; read the kernel log (dmesg)
+"""
 
 from __future__ import annotations
 
-from trainprof.analysis.crash.builders.common import loop_where, make_finding, memory_pressure
+import re
+
+from trainprof.analysis.crash.common import loop_where, make_finding, memory_pressure
 from trainprof.analysis.crash.row import Built, Scan
 from trainprof.analysis.crash.units import cite, fmt_bytes, measured_count
+from trainprof.analysis.rules.registry import signature
 
 _KILLED_RANK = {0: 0, 1: 1, 3: 2, 2: 3}
 
 
-def build_killed(scan: Scan) -> Built | None:
+NEEDLES = ("DataLoader worker", "encountered in worker")
+PATTERNS = tuple(
+    re.compile(p)
+    for p in (
+        r"DataLoader worker \(pid (\d+)\) is killed by signal: ([^.]+)\.",
+        r"DataLoader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)",
+        r"DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly",
+        r"Unexpected (segmentation fault|floating-point exception) encountered in worker",
+    )
+)
+
+
+@signature(
+    id="worker-killed",
+    title="A DataLoader worker was killed",
+    order=70,
+    needles=NEEDLES,
+    patterns=PATTERNS,
+)
+def build(scan: Scan) -> Built | None:
     hits = list(scan.hits)
     specific = [hit for hit in hits if hit.pattern in (0, 1, 3)]
     explainer = next((i for i in ("worker-shm-limit", "worker-fd-limit") if i in scan.fired), None)

@@ -1,11 +1,22 @@
-"""worker-fd-limit: the job ran out of file descriptors (RLIMIT_NOFILE), mostly through the
-file_descriptor sharing strategy of batches in flight."""
+"""DataLoader workers hit the open-file limit.
+
+The job ran out of file descriptors (RLIMIT_NOFILE), mostly through the file_descriptor sharing
+strategy of the batches in flight.
+
+Anti-pattern::
+
+    ulimit -n 1024 with the file_descriptor sharing strategy
+
+Best practice::
+
+    ulimit -n 65536, or torch.multiprocessing.set_sharing_strategy('file_system')
+"""
 
 from __future__ import annotations
 
 import re
 
-from trainprof.analysis.crash.builders.common import (
+from trainprof.analysis.crash.common import (
     frame_funcs,
     in_worker,
     loop_where,
@@ -14,6 +25,7 @@ from trainprof.analysis.crash.builders.common import (
 from trainprof.analysis.crash.row import Built, CrashContext, Hit, Scan
 from trainprof.analysis.crash.traceback import Doc
 from trainprof.analysis.crash.units import cite, measured_count, measured_text, pct
+from trainprof.analysis.rules.registry import signature
 
 _EMFILE_PATH = re.compile(r"Too many open files: '([^']+)'")
 
@@ -54,7 +66,33 @@ def _strategy(doc: Doc, ctx: CrashContext) -> tuple[str | None, str]:
     return None, ""
 
 
-def build_fd(scan: Scan) -> Built | None:
+NEEDLES = (
+    "Too many open files",
+    "ancdata",
+    "unable to open shared memory object",
+    "EMFILE",
+    "Errno 24",
+)
+PATTERNS = tuple(
+    re.compile(p)
+    for p in (
+        r"Too many open files\. Communication with the workers is no longer possible",
+        r"received (\d+) items of ancdata",
+        r"unable to open shared memory object <(/?torch_[^>]*)> in read-write mode"
+        r"(?:: ([^()]*?) \((\d+)\))?",
+        r"\[Errno 24\]|Too many open files|\bEMFILE\b",
+    )
+)
+
+
+@signature(
+    id="worker-fd-limit",
+    title="DataLoader workers hit the open-file limit",
+    order=60,
+    needles=NEEDLES,
+    patterns=PATTERNS,
+)
+def build(scan: Scan) -> Built | None:
     hits = [hit for hit in scan.hits if _fd_accept(hit)]
     if not hits:
         return None

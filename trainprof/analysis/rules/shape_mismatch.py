@@ -1,9 +1,21 @@
-"""shape-mismatch: tensor shapes that do not fit the layer, loss or view that the code applies
-to them."""
+"""A tensor shape does not match what the code expects.
+
+Tensor shapes that do not fit the layer, loss or view that the code applies to them.
+
+Anti-pattern::
+
+    torch.cat([labels, extra], dim=2)  # labels are 2-D
+
+Best practice::
+
+    assert labels.dim() == 3, labels.shape  # check shapes where they are built
+"""
 
 from __future__ import annotations
 
-from trainprof.analysis.crash.builders.common import (
+import re
+
+from trainprof.analysis.crash.common import (
     blocks_up,
     code_where,
     in_worker,
@@ -13,6 +25,7 @@ from trainprof.analysis.crash.builders.common import (
 from trainprof.analysis.crash.row import Built, Hit, Scan
 from trainprof.analysis.crash.traceback import Doc
 from trainprof.analysis.crash.units import cite, measured_text
+from trainprof.analysis.rules.registry import signature
 
 
 def _shape_accept(doc: Doc, hit: Hit) -> bool:
@@ -124,7 +137,55 @@ def _shape_explain(hit: Hit) -> tuple[list[str], list[str]]:
     )
 
 
-def build_shape(scan: Scan) -> Built | None:
+NEEDLES = (
+    "Dimension out of range",
+    "cannot be multiplied",
+    "size mismatch, m1",
+    "Expected ",
+    "Given groups",
+    "must match the size of tensor",
+    "is invalid for input of size",
+    "running_mean should contain",
+    "Sizes of tensors must match",
+    "stack expects each",
+    "is not equal to len(dims)",
+)
+PATTERNS = tuple(
+    re.compile(p)
+    for p in (
+        r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], "
+        r"but got (-?\d+)\)",
+        r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)",
+        r"size mismatch, m1: \[(\d+) x (\d+)\], m2: \[(\d+) x (\d+)\]",
+        r"Expected (\d+)D \(unbatched\) or (\d+)D \(batched\) input to (\w+), "
+        r"but got input of size: \[([^\]]*)\]",
+        r"Expected (\d+)-dimensional input for (\d+)-dimensional weight \[([^\]]*)\], "
+        r"but got (\d+)-dimensional input of size \[([^\]]*)\] instead",
+        r"Given groups=(\d+), weight of size \[([^\]]*)\], expected input\[([^\]]*)\] "
+        r"to have (\d+) channels, but got (\d+) channels instead",
+        r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) "
+        r"at non-singleton dimension (\d+)",
+        r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)",
+        r"shape '\[([^\]]*)\]' is invalid for input of size (\d+)",
+        r"Expected more than 1 value per channel when training, got input size "
+        r"(?:torch\.Size\()?\[([^\]]*)\]",
+        r"running_mean should contain (\d+) elements not (\d+)",
+        r"Sizes of tensors must match except in dimension (\d+)",
+        r"stack expects each tensor to be equal size",
+        r"Expected target size (\[[^\]]*\]|\([^)]*\)), got (\[[^\]]*\]|\([^)]*\))",
+        r"input\.dim\(\) = (\d+) is not equal to len\(dims\) = (\d+)",
+    )
+)
+
+
+@signature(
+    id="shape-mismatch",
+    title="A tensor shape does not match what the code expects",
+    order=30,
+    needles=NEEDLES,
+    patterns=PATTERNS,
+)
+def build(scan: Scan) -> Built | None:
     hits = [hit for hit in scan.hits if _shape_accept(scan.doc, hit)]
     if not hits:
         return None

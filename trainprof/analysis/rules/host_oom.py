@@ -1,18 +1,26 @@
-"""host-oom: the job ran out of host memory, in one of two ways.
+"""The job ran out of host memory: an allocation refused, or the kernel's OOM killer.
 
-- An allocation was refused: torch's CPU allocator (``DefaultCPUAllocator: can't allocate
-  memory: you tried to allocate N bytes``), numpy (``Unable to allocate 17.9 TiB for an array
-  with shape ...``), Python's own ``MemoryError`` or C++'s ``std::bad_alloc``. One request
-  larger than the whole machine is a size computed wrong (an unintended broadcast, a bad
-  count), not a leak; a request that fits the machine but not what was left is exhaustion.
-- The whole job was SIGKILLed with host memory measured near its limit: the kernel's OOM killer.
+An allocation was refused by torch's CPU allocator (``DefaultCPUAllocator: can't allocate
+memory``), numpy (``Unable to allocate 17.9 TiB for an array``), Python (``MemoryError``) or
+C++ (``std::bad_alloc``): one request larger than the whole machine is a size computed wrong (an
+unintended broadcast, a bad count), not a leak; one that fits the machine but not what was left
+is exhaustion. Or the whole job was SIGKILLed with host memory measured near its limit: the
+kernel's OOM killer.
+
+Anti-pattern::
+
+    the whole dataset loaded into RAM in every worker; a (N, 1) - (N,) broadcast that asks for N x N
+
+Best practice::
+
+    memory-map the data (numpy.memmap), load lazily in __getitem__; shapes that match
 """
 
 from __future__ import annotations
 
 import re
 
-from trainprof.analysis.crash.builders.common import (
+from trainprof.analysis.crash.common import (
     code_where,
     in_worker,
     make_finding,
@@ -27,6 +35,7 @@ from trainprof.analysis.crash.units import (
     measured_text,
     to_bytes,
 )
+from trainprof.analysis.rules.registry import signature
 
 KILLED = (
     re.compile(r"^Killed$"),
@@ -64,7 +73,24 @@ _RAISE_LIMIT = (
 )
 
 
-def build_host_oom(scan: Scan) -> Built | None:
+NEEDLES = (
+    "Killed",
+    "Out of memory",
+    "oom-kill",
+    "DefaultCPUAllocator",
+    "MemoryError",
+    "bad_alloc",
+)
+
+
+@signature(
+    id="host-oom",
+    title="The job ran out of host memory: an allocation refused, or the kernel's OOM killer",
+    order=80,
+    needles=NEEDLES,
+    patterns=(*KILLED, *REFUSED),
+)
+def build(scan: Scan) -> Built | None:
     refused = [hit for hit in scan.hits if hit.pattern >= len(KILLED)]
     if refused:
         return _refused(scan, refused)

@@ -1,9 +1,22 @@
-"""worker-reset: ConnectionResetError from a DataLoader worker, which is harmless at teardown and
-otherwise the symptom of a worker's own failure."""
+"""A DataLoader worker's connection was reset.
+
+A ConnectionResetError from a DataLoader worker is harmless at teardown, and otherwise the
+symptom of the worker's own failure.
+
+Anti-pattern::
+
+    a worker dying mid-epoch leaves the others' queues broken
+
+Best practice::
+
+    find the first error above (the worker's own); DataLoader(num_workers=0) shows it
+"""
 
 from __future__ import annotations
 
-from trainprof.analysis.crash.builders.common import (
+import re
+
+from trainprof.analysis.crash.common import (
     frame_funcs,
     loop_where,
     make_finding,
@@ -12,6 +25,7 @@ from trainprof.analysis.crash.builders.common import (
 from trainprof.analysis.crash.row import Built, Hit, Scan
 from trainprof.analysis.crash.units import cite, measured_count
 from trainprof.analysis.findings import Severity
+from trainprof.analysis.rules.registry import signature
 
 _CAUSES = ("worker-killed", "worker-fd-limit", "worker-shm-limit", "host-oom")
 
@@ -25,7 +39,25 @@ def _teardown(hit: Hit) -> bool:
     )
 
 
-def build_reset(scan: Scan) -> Built | None:
+NEEDLES = ("ConnectionResetError", "Connection reset by peer")
+PATTERNS = tuple(
+    re.compile(p)
+    for p in (
+        r"ConnectionResetError: \[Errno 104\] Connection reset by peer",
+        r"ConnectionResetError\(104, 'Connection reset by peer'\)",
+        r"\[Errno 104\] Connection reset by peer",
+    )
+)
+
+
+@signature(
+    id="worker-reset",
+    title="A DataLoader worker's connection was reset",
+    order=90,
+    needles=NEEDLES,
+    patterns=PATTERNS,
+)
+def build(scan: Scan) -> Built | None:
     hits = list(scan.hits)
     if not hits:
         return None

@@ -1,14 +1,27 @@
-"""ragged-batch: samples of different shapes in one batch, which the default collate cannot
-stack."""
+"""Samples of different sizes break default_collate.
+
+The samples of one batch have different shapes, and the default collate stacks only samples of
+one shape (``torch.stack``). In a worker, torch may say it another way: the collate sized its
+shared memory for same-sized samples, and a storage "is not resizable".
+
+Anti-pattern::
+
+    DataLoader(clips_of_varying_length, batch_size=8)
+
+Best practice::
+
+    DataLoader(..., collate_fn=lambda b: pad_sequence(b, batch_first=True))
+"""
 
 from __future__ import annotations
 
 import re
 
-from trainprof.analysis.crash.builders.common import blocks_up, code_where, in_worker, make_finding
+from trainprof.analysis.crash.common import blocks_up, code_where, in_worker, make_finding
 from trainprof.analysis.crash.row import Built, Hit, Scan
 from trainprof.analysis.crash.traceback import Doc
 from trainprof.analysis.crash.units import cite, measured_text
+from trainprof.analysis.rules.registry import signature
 
 STACK = re.compile(
     r"stack expects each tensor to be equal size, but got (\[[^\]]*\]) at entry (\d+) "
@@ -54,7 +67,21 @@ _PAD_COLLATE = (
 )
 
 
-def build_ragged(scan: Scan) -> Built | None:
+NEEDLES = (
+    "stack expects each tensor",
+    "Sizes of tensors must match",
+    "resize storage that is not resizable",
+)
+
+
+@signature(
+    id="ragged-batch",
+    title="Samples of different sizes break default_collate",
+    order=10,
+    needles=NEEDLES,
+    patterns=(STACK, SIZES_OLD, RESIZE),
+)
+def build(scan: Scan) -> Built | None:
     hits = [hit for hit in scan.hits if _in_collate(scan.doc, hit)]
     if not hits:
         return None

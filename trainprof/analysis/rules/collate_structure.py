@@ -1,14 +1,26 @@
-"""collate-structure: a batch whose structure (tuple, list, dict, key names) is not what the
-training loop or a custom collate_fn expects."""
+"""A custom collate_fn returns or indexes the wrong structure.
+
+The batch's structure (tuple, list, dict, key names) is not what the training loop or a custom
+collate_fn expects of it.
+
+Anti-pattern::
+
+    collate_fn=lambda batch: batch[0]['x']  # a list of dicts, indexed as one dict
+
+Best practice::
+
+    collate_fn=lambda batch: {k: torch.stack([b[k] for b in batch]) for k in batch[0]}
+"""
 
 from __future__ import annotations
 
 import re
 
-from trainprof.analysis.crash.builders.common import code_where, in_worker, make_finding
+from trainprof.analysis.crash.common import code_where, in_worker, make_finding
 from trainprof.analysis.crash.row import Built, Hit, Scan
 from trainprof.analysis.crash.traceback import Block
 from trainprof.analysis.crash.units import cite, measured_text
+from trainprof.analysis.rules.registry import signature
 
 TENSOR_ATTRS = (
     "to|cuda|cpu|float|half|double|long|int|bool|bfloat16|size|shape|view|reshape|unsqueeze|"
@@ -55,7 +67,36 @@ def _collate_accept(hit: Hit) -> bool:
     return False
 
 
-def build_collate(scan: Scan) -> Built | None:
+NEEDLES = (
+    "indices must be integers",
+    "object has no attribute",
+    "KeyError",
+    "values to unpack",
+    "must be Tensor, not",
+    "string indices must be",
+)
+PATTERNS = tuple(
+    re.compile(p)
+    for p in (
+        r"^TypeError: (list|tuple) indices must be integers or slices, not (str|tuple|dict|list)",
+        rf"^AttributeError: '(list|tuple|dict|str)' object has no attribute '({TENSOR_ATTRS})'",
+        r"^KeyError: (.+)$",
+        r"^ValueError: (too many|not enough) values to unpack \(expected (\d+)(?:, got (\d+))?\)",
+        r"^TypeError: (\w+)\(\): argument '(\w+)' (?:\(position \d+\) )?must be Tensor, "
+        r"not (str|list|dict|tuple)",
+        r"^TypeError: string indices must be integers",
+    )
+)
+
+
+@signature(
+    id="collate-structure",
+    title="A custom collate_fn returns or indexes the wrong structure",
+    order=20,
+    needles=NEEDLES,
+    patterns=PATTERNS,
+)
+def build(scan: Scan) -> Built | None:
     hits = [hit for hit in scan.hits if _collate_accept(hit)]
     if not hits:
         return None
