@@ -45,3 +45,10 @@ def job_exception(session: Session) -> dict[str, Any] | None:
         if m:
             return {"type": m.group(1), "message": m.group(2)}
     return None
+
+
+def headline(message: str) -> tuple[str, int]:
+    """A message's first non-blank line, and how many non-blank lines follow it: a multi-line
+    exception message shown in one row."""
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    return (lines[0], len(lines) - 1) if lines else ("", 0)

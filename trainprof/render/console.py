@@ -19,6 +19,7 @@ from trainprof.analysis import ledger
 from trainprof.analysis.findings import Finding, Verdict
 from trainprof.analysis.ledger import DATA, STALLS, STEP
 from trainprof.analysis.metrics import Metrics, batches_per_step
+from trainprof.analysis.outcome import headline
 from trainprof.analysis.rules import unowned_time
 from trainprof.analysis.rules.registry import SIGNALS
 from trainprof.analysis.stats import bins
@@ -161,10 +162,12 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
         )
     exc = meta.get("exception")
     if exc and m.total_steps == 0 and meta.get("exit_code") not in (0, None):
+        first, more = headline(str(exc.get("message")))
         t.add_row(
             "failed",
             Text(
-                f"before training: {clean(str(exc.get('type')))}: {clean(str(exc.get('message')))}",
+                f"before training: {clean(str(exc.get('type')))}: {clean(first)}"
+                + (f" (and {plural(more, 'more line')} in the job's stderr)" if more else ""),
                 style="red",
             ),
         )
