@@ -358,9 +358,13 @@ def _sig(x: float) -> str:
 
 
 def relative_to(cwd: str | None) -> Callable[[str], str]:
-    """Paths under the job's working directory read better relative (train.py:42)."""
+    """Paths under the job's working directory read better relative (train.py:42); a path that
+    only holds the directory's path further in (/mnt/home/me/x.py for /home/me) is not under it."""
     prefix = cwd.rstrip("/") + "/" if cwd and cwd.rstrip("/") else None  # never "/" itself
-    return (lambda text: text.replace(prefix, "")) if prefix else (lambda text: text)
+    if prefix is None:
+        return lambda text: text
+    starts = re.compile(r"(?<![\w.~/-])" + re.escape(prefix))  # where a path starts
+    return lambda text: starts.sub("", text)
 
 
 _LOCATION = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?P<rest>\s.*)?$")

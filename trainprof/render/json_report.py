@@ -7,6 +7,7 @@ from typing import Any
 
 from trainprof.analysis.findings import Verdict
 from trainprof.analysis.metrics import Metrics
+from trainprof.render.console import relative_to
 from trainprof.render.ranks import ranks_json
 from trainprof.version import __version__
 
@@ -73,6 +74,17 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
         "ledger": metrics.ledger.to_json() if metrics.ledger else None,
         "device": metrics.device.to_json() if metrics.device else None,
         "ranks": ranks_json(metrics.activity.ranks),
-        "findings": [f.to_json() for f in verdict.findings],
+        "findings": [_located(f.to_json(), meta.get("cwd")) for f in verdict.findings],
         "skipped": [s.to_json() for s in verdict.skipped],
     }
+
+
+def _located(finding: dict[str, Any], cwd: str | None) -> dict[str, Any]:
+    """The finding with its ``where`` and ``hotspot`` relative to the run's working directory
+    where they lie under it (absolute elsewhere: an installed library), as the console shows
+    them."""
+    rel = relative_to(cwd)
+    for key in ("where", "hotspot"):
+        if isinstance(finding.get(key), str):
+            finding[key] = rel(finding[key])
+    return finding

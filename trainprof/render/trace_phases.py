@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from trainprof.analysis import attribution, call_sites
@@ -10,6 +10,7 @@ from trainprof.analysis.compiles import CompileLog
 from trainprof.analysis.loaders import training_loader_key
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.stalls import Stall
+from trainprof.render.console import relative_to
 from trainprof.render.trace_events import TID_PHASES, Span, Trace
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import Session
@@ -60,9 +61,10 @@ def phases(trace: Trace, session: Session, log: ProcessLog, m: Metrics) -> None:
         spans.append(
             Span("evaluation", seg.t0, seg.t1, "eval", {"seen as": how.get(seg.how, seg.how)})
         )
-    spans += _compile_spans(a.compiles)
+    rel = relative_to(session.meta.get("cwd"))  # file:line as the report shows it
+    spans += _compile_spans(a.compiles, rel)
     for st in a.stalls:
-        spans.append(_stall_span(st, list(a.spans), a.loop_funcs, a.step_lines))
+        spans.append(_stall_span(st, list(a.spans), a.loop_funcs, a.step_lines, rel))
     hang, wall = session.meta.get("hang"), session.meta.get("wall_s")
     if isinstance(hang, dict) and len(ts) and isinstance(launched, (int, float)) and wall:
         last = log.t0 + ts[-1] / 1e6
@@ -82,7 +84,7 @@ def phases(trace: Trace, session: Session, log: ProcessLog, m: Metrics) -> None:
         )
 
 
-def _compile_spans(log: CompileLog | None) -> list[Span]:
+def _compile_spans(log: CompileLog | None, rel: Callable[[str], str]) -> list[Span]:
     """Each compile the probe timed, with the line it ran under and Dynamo's reason."""
     if log is None:
         return []
@@ -92,7 +94,7 @@ def _compile_spans(log: CompileLog | None) -> list[Span]:
         what = "backward, at its first run" if c.trigger == "LAZY_BACKWARD" else "graph"
         args: dict[str, Any] = {"compile id": c.compile_id, "trigger": c.trigger}
         if c.where is not None:
-            args["under"] = attribution.where(c.where)
+            args["under"] = rel(attribution.where(c.where) or "")
         if c.trigger != "LAZY_BACKWARD" and c.compile_id in reasons:
             args["recompiled because"] = reasons[c.compile_id]
         out.append(
@@ -108,6 +110,7 @@ def _stall_span(
     spans: Sequence[StackSpan],
     loop_funcs: frozenset[tuple[str, str]],
     step_lines: frozenset[Frame],
+    rel: Callable[[str], str],
 ) -> Span:
     """``stall: CPU work in refresh_pseudo_labels()``: its cause and what the loop called."""
     site = call_sites.call_site(spans, [(st.t0, st.t1)], loop_funcs, step_lines) if spans else None
@@ -119,7 +122,7 @@ def _stall_span(
     }
     if site is None:
         return Span(f"stall: {cause} (step {st.index})", st.t0, st.t1, "stall", args)
-    args["where"] = site.where
+    args["where"] = rel(site.where)
     if site.hot_where:
-        args["hot line"] = site.hot_where
+        args["hot line"] = rel(site.hot_where)
     return Span(f"stall: {cause} in {site.called}", st.t0, st.t1, "stall", args)
