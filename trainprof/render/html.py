@@ -134,7 +134,7 @@ def _findings(verdict: Verdict, meta: dict[str, Any], m: Metrics) -> str:
     info = [f for f in verdict.findings if f.severity == "info"]
     out = ['<section class="findings"><h2>Findings</h2>']
     if not shown:
-        text, ok = console_render.quiet_note(meta, m)
+        text, ok = console_render.quiet_note(meta, m, verdict.findings)
         out.append(f'<p class="{"ok" if ok else "warning"}">{escape(clean(text))}</p>')
     out.append("<ol>")
     out.extend(_finding(f, rel) for f in shown)
