@@ -18,8 +18,9 @@ def epoch_first_steps(log: ProcessLog) -> list[int]:
     ts = log.steps["t"]
     workers = num_workers(log)
     out: list[int] = []
+    train = training_loader_key(log)
     for key, t_iter, _w in log.epochs:
-        if key == training_loader_key(log):
+        if key == train:
             i = bisect.bisect_right(ts, t_iter)
             out.extend(range(i, min(i + workers, len(ts))))
     return out
@@ -27,24 +28,39 @@ def epoch_first_steps(log: ProcessLog) -> list[int]:
 
 def num_workers(log: ProcessLog) -> int:
     """The training loader's workers, at least 1 (a corrupt count reads as 1)."""
-    n = (log.loaders.get(0) or {}).get("num_workers")
+    n = (log.loaders.get(training_loader_key(log)) or {}).get("num_workers")
     return n if isinstance(n, int) and 1 <= n <= 1024 else 1
 
 
 def training_loader_key(log: ProcessLog) -> int:
-    """The loader that feeds training: the last one to start an epoch before the first step
-    (a sanity-check validation loader may start earlier, but it has finished by then)."""
+    """The loader whose batches feed the optimizer steps: of those whose ``batch_size`` is the
+    steps' usual batch size (all, where none or no step says), the last to start an epoch at
+    or before the first step.
+
+    A loader iterated before the first step and left (Lightning's sanity-check validation, a
+    batch peeked at to size the model) started its pass earlier, and its batches are not the
+    steps'. Without epochs recorded, the first loader created."""
     ts = log.steps["t"]
     first = ts[0] if len(ts) else None
-    key = 0
-    for k, t_iter, _w in log.epochs:
-        if first is not None and t_iter > first:
-            break
-        key = k
-    return key
+    started = [(t, k) for k, t, _w in log.epochs if first is None or t <= first]
+    sized = _by_batch_size(log) & {k for _t, k in started}
+    candidates = [(t, k) for t, k in started if k in sized] if sized else started
+    return max(candidates)[1] if candidates else min(log.loaders, default=0)
+
+
+def _by_batch_size(log: ProcessLog) -> set[int]:
+    """The loaders whose configured ``batch_size`` is the median batch of the steps (the
+    leading dimension of each step's first batch); empty where that tells none apart."""
+    sizes = sorted(n for n in log.steps["batch_size"] if n > 0)
+    if not sizes:
+        return set()
+    usual = sizes[len(sizes) // 2]
+    keys = {k for k, cfg in log.loaders.items() if cfg.get("batch_size") == usual}
+    return keys if 0 < len(keys) < len(log.loaders) else set()
 
 
 def loader_views(session: Session, primary: ProcessLog | None) -> tuple[LoaderView, ...]:
+    """Every loader's view, the training loader's first (``training_loader_key``)."""
     if primary is None:
         return ()
     workers = session.workers
@@ -52,7 +68,9 @@ def loader_views(session: Session, primary: ProcessLog | None) -> tuple[LoaderVi
     w_us = sum(w.fetch_us for w in workers)
     w_collate = sum(w.collate_us for w in workers)
     views = []
-    for key, cfg in sorted(primary.loaders.items()):
+    train = training_loader_key(primary)
+    # the training loader first: rules and renderers read it as loaders[0]
+    for key, cfg in sorted(primary.loaders.items(), key=lambda kv: (kv[0] != train, kv[0])):
         uses_workers = (cfg.get("num_workers") or 0) > 0
         main_ms = (
             primary.fetch_us / primary.fetch_count / 1e3
