@@ -162,12 +162,12 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
         )
     exc = meta.get("exception")
     if exc and m.total_steps == 0 and meta.get("exit_code") not in (0, None):
-        first, more = headline(str(exc.get("message")))
+        first, after = headline(str(exc.get("message")))
         t.add_row(
             "failed",
             Text(
                 f"before training: {clean(str(exc.get('type')))}: {clean(first)}"
-                + (f" (and {plural(more, 'more line')} in the job's stderr)" if more else ""),
+                + (f" (and {plural(after, 'more line')} in the job's stderr)" if after else ""),
                 style="red",
             ),
         )
