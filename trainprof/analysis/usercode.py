@@ -1,9 +1,12 @@
 """One answer to "is this file the user's own code?", for py-spy frames and traceback text alike.
 
-trainprof's and torch's own code are told by where those packages are installed (their real
-directories, found once), never by a word in the path: a user's script in a folder named
-``trainprof`` or ``torch`` is the user's. Cached: py-spy profiles repeat the same few hundred
-paths millions of times.
+Installed code is told by where it lies (``installed``: the standard library, the site
+directories, the files of distributions installed elsewhere on ``sys.path``), and trainprof's and
+torch's own code by their packages' real directories, never by a word in the path: a user's
+script in a folder named ``trainprof`` or ``torch`` is the user's, a distribution installed with
+``pip install --target`` into a folder named ``vendor`` is not. The installers' folder names
+serve for paths of another environment (a run recorded on another machine). Cached: py-spy
+profiles repeat the same few hundred paths millions of times.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ import os
 import re
 from functools import lru_cache
 
-# Not the user's code: installed packages, the standard library (also on Windows and for other
-# interpreter layouts), interpreter internals such as <frozen runpy> (but <string>, <stdin> and
-# IPython cells are the user's), and code generated at run time (Inductor's kernels under
-# /tmp/torchinductor_<user>/).
+from trainprof.analysis.installed import is_installed
+
+# Not the user's code, in another environment's paths too: installed packages, the standard
+# library (also on Windows and for other interpreter layouts), interpreter internals such as
+# <frozen runpy> (but <string>, <stdin> and IPython cells are the user's), and code generated at
+# run time (Inductor's kernels under /tmp/torchinductor_<user>/).
 _LIBRARY = re.compile(
     r"site-packages|dist-packages"
     r"|/lib(?:64)?/python\d"
@@ -70,4 +75,6 @@ def is_user_path(path: str) -> bool:
     own, examples, torch = _roots()
     if p.startswith(examples) or _INSTALLED_EXAMPLES.search(p):
         return True
-    return not (p.startswith(own) or p.startswith(torch) or _LIBRARY.search(p))
+    if p.startswith(own) or p.startswith(torch) or is_installed(p):
+        return False
+    return not _LIBRARY.search(p)
