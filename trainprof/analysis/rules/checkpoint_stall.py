@@ -16,6 +16,7 @@ Best practice::
 
 from __future__ import annotations
 
+from trainprof.analysis import frameworks
 from trainprof.analysis.attribution import dominant_user_frame, where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
@@ -40,12 +41,7 @@ FIX = (
     or_from=FROM_STACKS,
     claims=("save",),
     thresholds=(SHARE,),
-    settings={
-        "transformers": "a larger save_steps (or save_strategy='epoch') in TrainingArguments, "
-        "save_only_model=True when you will not resume, save_total_limit=N",
-        "lightning": "ModelCheckpoint(every_n_train_steps=... or every_n_epochs=1, "
-        "save_weights_only=True, save_top_k=1)",
-    },
+    settings=frameworks.settings("save_every"),
 )
 def check(m: Metrics) -> Finding | None:
     if m.basis.by_stacks:

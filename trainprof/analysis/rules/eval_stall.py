@@ -21,6 +21,7 @@ Best practice::
 
 from __future__ import annotations
 
+from trainprof.analysis import frameworks
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import interval, ms, site
@@ -38,12 +39,7 @@ SHARE = Threshold("share", 0.05, "share", "share of the steady run spent evaluat
     or_from=FROM_STACKS,
     claims=("eval",),
     thresholds=(SHARE,),
-    settings={
-        "transformers": "a larger eval_steps (or eval_strategy='epoch'), a larger "
-        "per_device_eval_batch_size, and dataloader_num_workers in TrainingArguments",
-        "lightning": "Trainer(val_check_interval=..., limit_val_batches=...), or "
-        "check_val_every_n_epoch=N",
-    },
+    settings=frameworks.settings("eval_every", "eval_size", "eval_batch", "eval_workers"),
 )
 def check(m: Metrics) -> Finding | None:
     led = m.ledger
@@ -78,7 +74,8 @@ def check(m: Metrics) -> Finding | None:
         "evaluate less often, or on a fixed subset of the validation set",
         "use a larger eval batch size and torch.inference_mode() instead of torch.no_grad()",
     ]
-    if m.loaders:  # a loop that feeds its model by hand has no DataLoader to give workers
+    # a loop that feeds its model by hand (nanoGPT's get_batch) has no DataLoader to give workers
+    if m.loaders and frameworks.uses_dataloader(m.activity.framework):
         fix.append("give the validation DataLoader workers (num_workers, persistent_workers=True)")
     if not switched and not unseen:
         fix.insert(

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 
+from trainprof.analysis import frameworks
 from trainprof.analysis.attribution import data_part
 from trainprof.analysis.costly_calls import HotLine, hottest_line
 from trainprof.analysis.findings import Finding
@@ -66,11 +67,7 @@ DATA = ("fetch", "collate", "pin", "transfer", "data_wait")
     or_from=FROM_STACKS,
     claims=DATA,
     thresholds=(WAIT_FRAC, GPU_BUSY),
-    settings={
-        "transformers": "the Trainer builds the DataLoader: set its num_workers, "
-        "persistent_workers and pin_memory as dataloader_num_workers, "
-        "dataloader_persistent_workers and dataloader_pin_memory in TrainingArguments",
-    },
+    settings=frameworks.settings("workers", "persistent_workers", "pin_memory", "batch_size"),
 )
 def check(m: Metrics) -> Finding | None:
     if m.basis.by_stacks:

@@ -17,6 +17,7 @@ Best practice::
 
 from __future__ import annotations
 
+from trainprof.analysis import frameworks
 from trainprof.analysis.attribution import Profile, where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
@@ -36,12 +37,7 @@ LINES_PER_STEP = Threshold("lines_per_step", 0.5, "count", "lines of output per 
     or_from=FROM_STACKS,
     claims=("logging",),
     thresholds=(SHARE, LINES_PER_STEP, GPU_BUSY),
-    settings={
-        "transformers": "a larger logging_steps in TrainingArguments (and no print in a "
-        "callback's on_step_end)",
-        "lightning": "Trainer(log_every_n_steps=...), and self.log(..., on_step=False, "
-        "on_epoch=True) for what you read per epoch",
-    },
+    settings=frameworks.settings("log_every"),
 )
 def check(m: Metrics) -> Finding | None:
     if m.basis.by_stacks:

@@ -13,6 +13,7 @@ Best practice::
 
 from __future__ import annotations
 
+from trainprof.analysis import frameworks
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import primary_loader
@@ -24,6 +25,7 @@ from trainprof.analysis.rules.registry import rule
     title="Pageable memory",
     family="gpu",
     needs=("steps", "cuda", "loader"),
+    settings=frameworks.settings("pin_memory"),
 )
 def check(m: Metrics) -> Finding | None:
     loader = primary_loader(m)

@@ -16,6 +16,7 @@ Best practice::
 
 from __future__ import annotations
 
+from trainprof.analysis import frameworks
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import ms, primary_loader
@@ -38,6 +39,7 @@ SHARE = Threshold("share", 0.05, "share", "all epochs' first waits, as a share o
     needs=("steps", "loader"),
     claims=("worker_start",),
     thresholds=(FACTOR, MIN_WAIT, SHARE),
+    settings=frameworks.settings("persistent_workers"),
 )
 def check(m: Metrics) -> Finding | None:
     s = m.steady
