@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent
 CASES = ROOT / "cases"
 # No case may reach the network: the hubs' libraries are told so, and their caches are private.
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-# A run that ignores its own timeout is killed this long after it.
+# A traced run past its timeout gets SIGINT (trainprof stops the job and writes a partial
+# report), and is killed this long after.
 GRACE_S = 30.0
 BLOCKING = ("error", "warning")
 DIGITS = re.compile(r"[0-9.]+")
@@ -45,6 +46,7 @@ class Case:
     command: list[str]
     prepare: list[str] | None
     env: dict[str, str]
+    links: dict[str, str]
     own_steps: dict[str, Any]
     volatile: list[str]
     timeout_s: float
@@ -89,6 +91,7 @@ def load_case(path: Path) -> Case:
         command=list(spec["command"]),
         prepare=list(spec["prepare"]) if spec.get("prepare") else None,
         env=dict(spec.get("env") or {}),
+        links=dict(spec.get("links") or {}),
         own_steps=dict(own),
         volatile=list(spec.get("volatile") or []),
         timeout_s=float(spec["timeout_s"]),
@@ -166,7 +169,9 @@ def _kill_session(sid: int) -> None:
             pass
 
 
-def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> Run:
+def _run(
+    argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, interrupt: bool = False
+) -> Run:
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -184,8 +189,16 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> R
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_session(proc.pid)
-        out, err = proc.communicate()
+        if interrupt:
+            proc.send_signal(signal.SIGINT)
+            try:
+                out, err = proc.communicate(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                _kill_session(proc.pid)
+                out, err = proc.communicate()
+        else:
+            _kill_session(proc.pid)
+            out, err = proc.communicate()
     _kill_session(proc.pid)  # what the run left behind (a DataLoader worker, a server)
     return Run(argv, proc.returncode, out, err, time.perf_counter() - start, timed_out)
 
@@ -220,6 +233,8 @@ class Sandbox:
         for p in (self.work, self.data, self.home_cache):
             shutil.rmtree(p, ignore_errors=True)
         shutil.copytree(self.case.path, self.work)
+        for name, target in self.case.links.items():
+            (self.work / name).symlink_to(expand([target], self.python, self.data)[0])
         if self.pristine.exists():
             shutil.copytree(self.pristine, self.data)
         else:
@@ -257,7 +272,6 @@ def run_traced(box: Sandbox) -> Run:
             shutil.rmtree(p)
         elif p.exists():
             p.unlink()
-    timeout = box.case.timeout_s
     argv = [
         box.python,
         "-m",
@@ -265,8 +279,6 @@ def run_traced(box: Sandbox) -> Run:
         "run",
         "--quiet",
         "--no-color",
-        "--timeout",
-        str(int(timeout)),
         "--json",
         str(report),
         "--run-dir",
@@ -274,7 +286,7 @@ def run_traced(box: Sandbox) -> Run:
         "--",
         *expand(box.case.command, box.python, box.data),
     ]
-    run = _run(argv, box.work, box.env(), timeout + GRACE_S)
+    run = _run(argv, box.work, box.env(), box.case.timeout_s, interrupt=True)
     run.own_steps = own_steps(box.case, run.stdout + run.stderr, box.work)
     if report.is_file():
         run.report = json.loads(report.read_text())
