@@ -1,6 +1,7 @@
 """py-spy on the processes of a running job, from outside: ``record --nonblocking`` (the job is
 never paused, so an NCCL job never stalls on us), ``--idle`` (a thread blocked in I/O or a lock
-is where the time goes too) and ``--subprocesses`` (DataLoader workers).
+is where the time goes too) and ``--subprocesses`` (DataLoader workers), by the recorder of
+``samplers/spy_recorder.py``.
 
 py-spy writes one Chrome trace for the whole tree when it stops (``--duration`` ran out, it
 was sent SIGINT, or the target exited). ``split`` turns it into one trace per process, the
@@ -11,15 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
-import subprocess
-import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainprof.collect.samplers.pyspy import interrupt, py_spy_path, record_command, start_record
+from trainprof.collect.samplers.spy_recorder import SpyRecorder
 from trainprof.store.stacks import tid_key, write_packed
 
 LOG = "py-spy.log"
@@ -30,7 +28,7 @@ def stacks_file(pid: int) -> str:
     return f"stacks-{pid}.json"
 
 
-class SpyRecorder:
+class TreeRecorder(SpyRecorder):
     """``py-spy record`` of one process and its subprocesses, in one or more segments.
 
     py-spy may stop by itself while the process lives on. In ``--subprocesses`` mode it stops
@@ -41,70 +39,43 @@ class SpyRecorder:
     left; ``split`` joins the segments into one trace per process."""
 
     def __init__(self, pid: int, run_dir: Path, rate_hz: int, duration_s: float) -> None:
-        self.pid = pid
+        super().__init__(pid, run_dir / LOG, subprocesses=True)
         self.run_dir = run_dir
         self.rate_hz = rate_hz
         self.duration_s = duration_s
-        self.segments: list[tuple[Path, float]] = []  # (raw trace, its start, monotonic)
-        self.proc: subprocess.Popen[bytes] | None = None
         self.error: str | None = None
 
     @property
+    def segments(self) -> list[tuple[Path, float]]:
+        """Each recording's raw trace and its start (monotonic)."""
+        return [(piece.path, piece.started_at) for piece in self.pieces]
+
+    @property
     def started_at(self) -> float | None:
-        return self.segments[0][1] if self.segments else None
+        return self.pieces[0].started_at if self.pieces else None
 
     def start(self, duration_s: float | None = None) -> bool:
         """Start a recording (the first, or one more for the ``duration_s`` left). Where the
         first cannot start, ``error`` says why; a later one that cannot leaves the earlier."""
-        exe = py_spy_path()
-        n = len(self.segments)
-        if exe is None:
-            self._failed(n, "py-spy not found (pip install py-spy)")
-            return False
+        n = len(self.pieces)
         seconds = self.duration_s if duration_s is None else duration_s
         raw = self.run_dir / f"py-spy-raw-{self.pid}{f'-{n}' if n else ''}.json"
-        cmd = record_command(exe, self.pid, self.rate_hz, max(1, math.ceil(seconds)), raw, True)
-        proc = start_record(cmd, self.run_dir / LOG)
-        if isinstance(proc, str):
-            self._failed(n, proc)
-            return False
-        self.proc = proc
-        self.segments.append((raw, time.monotonic()))
-        return True
-
-    def _failed(self, segments_before: int, why: str) -> None:
-        if not segments_before:
+        why = self.record(raw, self.rate_hz, seconds)
+        if why is not None and not n:
             self.error = why
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return why is None
 
     def pid_of_run(self) -> int:
         """The pid (and process group) of the latest py-spy run; 0 where none started."""
-        return self.proc.pid if self.proc is not None else 0
-
-    def ended_by_itself(self) -> bool:
-        """py-spy exited on its own and wrote what it had (a run that failed wrote nothing)."""
-        proc = self.proc
-        return proc is not None and proc.poll() is not None and self.segments[-1][0].is_file()
+        return self.spy_pid or 0
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGINT: py-spy writes what it recorded (it does by itself when the target exits)."""
-        proc = self.proc
-        if proc is None:
+        if self.proc is None:
             return
-        interrupt(proc, timeout)
+        super().stop(timeout)
         if not any(raw.is_file() for raw, _t in self.segments):
-            self.error = _last_line(self.run_dir / LOG) or "py-spy wrote no samples"
-
-
-def _last_line(path: Path) -> str | None:
-    try:
-        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return None
-    lines = [ln for ln in lines if not ln.startswith("py-spy> Visit")]
-    return lines[-1][:300] if lines else None
+            self.error = self.log_tail() or "py-spy wrote no samples"
 
 
 def split(

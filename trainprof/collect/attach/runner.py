@@ -147,7 +147,7 @@ def _sample(
     # or writes is at work (a long download or save), not hung (analysis/stillness.py)
     io_at_start = io_bytes(process_tree(root))
     spies = [
-        record.SpyRecorder(t.pid, run_dir, opts.rate_hz, opts.duration_s) for t in targets.processes
+        record.TreeRecorder(t.pid, run_dir, opts.rate_hz, opts.duration_s) for t in targets.processes
     ]
     guard = Watchdog()  # should trainprof die (kill -9), py-spy stops with it
     guard.start()
@@ -227,7 +227,7 @@ def _lives_on(t: Process) -> bool:
 
 
 def _collect(
-    spies: list[record.SpyRecorder],
+    spies: list[record.TreeRecorder],
     targets: Targets,
     run_dir: Path,
     meta: dict[str, Any],

@@ -1,8 +1,8 @@
-"""Main-thread stack samples of the job, taken from outside with py-spy (``--nonblocking``: the
-job is never paused, so the probe's overhead budget is untouched).
+"""Main-thread stack samples of the job, taken from outside with py-spy in chunks: how long a
+chunk is, at what rate it samples, which chunks are kept (``spy_recorder.py`` runs py-spy).
 
 py-spy writes a Chrome trace (begin/end events per frame with microsecond timestamps relative
-to its own start) when it is stopped; the runner notes the monotonic time it started py-spy so
+to its own start) when it is stopped; each chunk notes the monotonic time it started py-spy so
 the analysis can line stack samples up with steps.
 """
 
@@ -15,7 +15,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from trainprof.collect.samplers.pyspy import interrupt, py_spy_path, record_command, start_record
+from trainprof.collect.samplers.pyspy import interrupt
+from trainprof.collect.samplers.spy_recorder import SpyRecorder
 from trainprof.store.stacks import GZ, pack
 
 DEFAULT_RATE_HZ = 50
@@ -40,7 +41,7 @@ MIN_RATE_HZ = 2
 SPY_STARTUP_S = 1.0
 
 
-class StackRecorder:
+class StackRecorder(SpyRecorder):
     """Runs py-spy in consecutive chunks (``stacks-N.json``, gzipped once finished), so neither
     py-spy's memory nor the files grow without bound on a long job; later chunks sample at a
     lower rate."""
@@ -48,7 +49,7 @@ class StackRecorder:
     def __init__(
         self, pid: int, run_dir: Path, rate_hz: int = DEFAULT_RATE_HZ, label: str | None = None
     ) -> None:
-        self.pid = pid
+        super().__init__(pid, run_dir / (f"py-spy-{label}.log" if label else "py-spy.log"))
         self.run_dir = run_dir
         self.rate_hz = rate_hz
         # files of a second recorder of the same run (another rank): stacks-rank1-0.json
@@ -56,38 +57,25 @@ class StackRecorder:
         self.chunks: list[dict[str, object]] = []
         self._started = 0  # chunks started so far (names stay unique after old ones are deleted)
         self.error: str | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log = run_dir / (f"py-spy-{label}.log" if label else "py-spy.log")
         self._cost_mark: tuple[float, float] | None = None  # (monotonic, py-spy's CPU seconds)
         self.notes: list[str] = []  # for the runner to say: the rate lowered, and why
         # py-spy runs stopped for a lower rate, still writing their chunk
         self._retiring: list[tuple[subprocess.Popen[bytes], dict[str, object]]] = []
 
     @property
-    def spy_pid(self) -> int | None:
-        """The py-spy process recording the current chunk (its own session: pgid = pid)."""
-        return self._proc.pid if self._proc is not None else None
-
-    @property
     def started_at(self) -> float | None:
         return float(self.chunks[0]["started_at"]) if self.chunks else None  # type: ignore[arg-type]
 
     def start(self) -> bool:
-        exe = py_spy_path()
-        if exe is None:
-            self.error = "py-spy not found"
-            return False
         n = self._started
         rate = self.rate_hz if n < FAST_CHUNKS else min(self.rate_hz, LONG_RUN_RATE_HZ)
         name = f"{self._prefix}-{n}.json"
-        cmd = record_command(exe, self.pid, rate, CHUNK_S, self.run_dir / name)
-        started = time.monotonic()
-        proc = start_record(cmd, self._log)
-        if isinstance(proc, str):
-            self.error = proc
+        why = self.record(self.run_dir / name, rate, CHUNK_S)
+        if why is not None:
+            self.error = why
             return False
-        self._proc = proc
         self._cost_mark = None
+        started = self.pieces[-1].started_at
         self.chunks.append({"file": name, "started_at": started, "rate_hz": rate})
         self._started += 1
         return True
@@ -97,14 +85,14 @@ class StackRecorder:
         packing the finished one leaves no gap in the stacks); when py-spy costs more than
         ``SPY_BUDGET`` of a CPU, go on in a new chunk at a rate within it."""
         self._reap()
-        if self._proc is not None and self._proc.poll() is not None and self.error is None:
+        if self.proc is not None and self.proc.poll() is not None and self.error is None:
             finished = self.chunks[-1] if self.chunks else None
             self.start()
             if finished is not None:
                 self._pack(finished)
             self._forget_middle_chunks()
-        elif self._proc is not None and self.error is None:
-            self._keep_within_budget(self._proc)
+        elif self.proc is not None and self.error is None:
+            self._keep_within_budget(self.proc)
 
     def _reap(self, wait_s: float | None = None) -> None:
         """Pack the chunks of the py-spy runs stopped for a lower rate once they are written
@@ -170,19 +158,15 @@ class StackRecorder:
     def stop(self, timeout: float = 10.0) -> None:
         """py-spy writes its file when interrupted (or when the target exits by itself)."""
         self._reap(timeout)
-        proc = self._proc
-        if proc is None:
+        if self.proc is None:
             return
-        interrupt(proc, timeout)
+        super().stop(timeout)
         self.chunks = [c for c in self.chunks if (self.run_dir / str(c["file"])).is_file()]
         for chunk in self.chunks:
             if not str(chunk["file"]).endswith(GZ):
                 self._pack(chunk)
         if not self.chunks:
-            try:
-                self.error = self._log.read_text(errors="replace").strip().splitlines()[-1][:300]
-            except (OSError, IndexError):
-                self.error = "py-spy wrote no samples"
+            self.error = self.log_tail() or "py-spy wrote no samples"
 
 
 def _cpu_seconds(pid: int) -> float | None:
