@@ -26,15 +26,16 @@ def analyze(session: Session) -> tuple[Metrics, Verdict]:
     found, skipped = evaluate(m)
     crashes = crash_findings(session, m)
     # A crash or hang explains the run before any throughput rule: its findings come first,
-    # in the order the signature table chose (the most specific cause first); what it found
+    # in the order the crash signatures are tried (the most specific cause first); what it found
     # to say only as information (a pause that was no hang) comes last.
     seen = {f.id for f in crashes}
     said = tuple(f for f in crashes if f.severity == "info")
     crashes = [f for f in crashes if f.severity != "info"]
     rest = tuple(f for f in found if f.id not in seen) + said
-    if m.outside is not None and crashes:
-        # attach found the job hung: the rules that judge how the loop spends its time judged
-        # a loop that did not run (a job hung waiting on its workers read as input-bound)
+    if m.basis.by_stacks and crashes:
+        # the stacks show the job hung: the rules that judge how the loop spends its time from
+        # them judged a loop that did not run (a job hung waiting on its workers read as
+        # input-bound)
         hung = "nothing moved in the window sampled: the hang (first) explains it"
         skipped = skipped + tuple(Skipped(f.id, hung) for f in rest)
         rest = ()

@@ -60,7 +60,7 @@ def _stacks(m: Metrics) -> str | None:
 
 
 def _sampled_window(m: Metrics) -> str | None:
-    if m.outside is None:
+    if not m.basis.by_stacks:
         return "the window's time was split by the probe's timed steps, not by stack samples"
     return None
 
@@ -399,8 +399,8 @@ def missing_signal(r: Rule, m: Metrics) -> str | None:
     other = _first_missing(r.or_from, m)
     if other is None:
         return None
-    # measured from outside, what the stack samples lack is the reason, not the probe's absence
-    return other if m.outside is not None else reason
+    # judged from stack samples alone, what they lack is the reason, not the probe's absence
+    return other if m.basis.by_stacks else reason
 
 
 def _first_missing(needs: tuple[str, ...], m: Metrics) -> str | None:
@@ -408,7 +408,7 @@ def _first_missing(needs: tuple[str, ...], m: Metrics) -> str | None:
     if probe and m.probe_missing is not None:
         # Not "too few steps (0 seen)": the steps were made, nothing was there to see them.
         return "the probe did not load in the job: nothing it measures was seen"
-    if probe and m.outside is not None:
+    if probe and m.basis.by_stacks:  # no probe timed the steps: what it measures is missing
         return PROBE_SIGNALS[probe[0]]
     for need in needs:
         reason = SIGNALS[need](m)
