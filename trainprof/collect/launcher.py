@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -117,6 +118,7 @@ class Job:
     started_at: float = 0.0
     forwarded: list[str] = field(default_factory=list)
     _tty_fd: int | None = None
+    _pidfd: int | None = None  # the job's pidfd (-1: none, or closed once it exited)
 
     @property
     def pid(self) -> int:
@@ -146,11 +148,31 @@ class Job:
         self._give_terminal()
 
     def poll(self, timeout: float) -> int | None:
+        """The job's exit status, or None once ``timeout`` passed: one wake-up on a pidfd where
+        the kernel has them (Popen.wait wakes ~40 times a second to poll)."""
         assert self.proc is not None
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        fd = self._exit_fd()
+        if fd is not None and self.proc.returncode is None and timeout > 0:
+            select.select([fd], [], [], timeout)
+            code = self.proc.poll()
+        else:
+            try:
+                code = self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                code = None
+        if code is not None and fd is not None:
+            os.close(fd)
+            self._pidfd = -1
+        return code
+
+    def _exit_fd(self) -> int | None:
+        """A file descriptor readable once the job has exited (None: the kernel has none)."""
+        if self._pidfd is None:
+            try:
+                self._pidfd = os.pidfd_open(self.pid)
+            except (AttributeError, OSError):  # Linux < 5.3
+                self._pidfd = -1
+        return self._pidfd if self._pidfd >= 0 else None
 
     def send(self, sig: int) -> None:
         """Signal the job's whole process group (main process and its workers)."""

@@ -14,6 +14,7 @@ from typing import Any
 import psutil
 
 from trainprof.collect.samplers.proctree import child_pids, process_tree
+from trainprof.collect.samplers.smaps import SmapsSchedule, read_smaps
 from trainprof.doctor.cgroup import limits_of, quota_stat_file, read_throttling
 from trainprof.store.schema import ENV_DISABLE
 
@@ -25,19 +26,22 @@ class HostSampler:
         self.root_pid = root_pid
         self._procs: dict[int, psutil.Process] = {}
         self._last_swap: tuple[float, int, int] | None = None
-        # USS walks every resident page of /proc/PID/smaps_rollup under the process's
-        # memory-map lock: 3 ms for a 290 MB CPU torch process here, more for a CUDA job's GBs,
-        # and most of this sampler's CPU. Only a forked DataLoader worker needs it (its RSS
-        # counts the parent's pages it touched), so only those are read (``_forked``); the GPU
-        # bench can switch it off entirely (TRAINPROF_PROBE_DISABLE=uss).
+        # PSS and USS come from smaps_rollup, a walk of every resident page: read within a CPU
+        # budget (``SmapsSchedule``); the GPU bench switches them off (TRAINPROF_PROBE_DISABLE=uss).
+        # USS is written for forked children only (a DataLoader worker: its RSS counts the
+        # parent's pages it touched); PSS for every process read, for the job's real memory.
         self.uss = "uss" not in os.environ.get(ENV_DISABLE, "").split(",")
+        self.smaps = SmapsSchedule()
         self._forked: dict[int, bool] = {}
         # trainprof's own processes: this one (the runner, or attach) and its children outside
-        # the job's tree (py-spy): their CPU is said in the report, and is not "other processes"
-        # competing with the job
+        # the job's tree (py-spy): their CPU is the report's own cost, and is not "other
+        # processes" competing with the job. Counted from here: the job has started.
         self._me = psutil.Process(os.getpid())
-        self._me.cpu_percent(None)
-        self._helpers: dict[int, psutil.Process] = {}
+        self._me_start = _cpu_s(self._me)
+        self._helpers: dict[int, tuple[psutil.Process, float]] = {}  # pid → (it, CPU s so far)
+        self._helpers_gone_s = 0.0  # CPU seconds of helpers that ended, at their last reading
+        self._own_t: float | None = None  # the last tick's (none yet: no interval)
+        self._own_total = 0.0
         psutil.cpu_percent(None)  # prime the system-wide counter
         # A CPU quota on the job's cgroup (a container's --cpus, a Kubernetes limit): its
         # throttling counters, read each tick (one small file)
@@ -47,11 +51,15 @@ class HostSampler:
 
     def sample(self) -> dict[str, Any]:
         now = time.monotonic()
-        procs = self._sample_tree()
+        procs = self._sample_tree(now)
+        self_cpu, own_s = self._own_cpu(now, {p["pid"] for p in procs})
         row = {
             "t": round(now, 3),
             "procs": procs,
-            "self_cpu": self._own_cpu({p["pid"] for p in procs}),
+            "self_cpu": self_cpu,
+            # CPU seconds of trainprof's own processes since sampling began: [this process,
+            # its helpers (py-spy)]; cumulative, so the report's own cost needs no tick in between
+            "own_s": own_s,
             "cpu": psutil.cpu_percent(None),
             "mem": _memory(),
             "swap": self._swap(now),
@@ -62,33 +70,46 @@ class HostSampler:
             row["quota"] = quota
         return row
 
-    def _own_cpu(self, job: set[int]) -> float | None:
-        """Percent of one CPU trainprof's own processes used since the last tick: this one and
-        its children outside the job's tree (a child's first tick has no interval: not counted
-        until its second)."""
+    def _own_cpu(self, now: float, job: set[int]) -> tuple[float | None, list[float] | None]:
+        """Percent of one CPU trainprof's own processes used since the last tick (a helper's
+        CPU before its first tick is not in it), and their CPU seconds since sampling began:
+        this process, and its children outside the job's tree."""
         try:
-            total = self._me.cpu_percent(None)
+            mine = _cpu_s(self._me) - self._me_start
             pids = child_pids(self._me.pid)
             if pids is None:  # (a kernel without /proc/PID/task/TID/children)
                 pids = [c.pid for c in self._me.children()]
         except psutil.Error:
-            return None
-        helpers: dict[int, psutil.Process] = {}
+            return None, None
+        helpers: dict[int, tuple[psutil.Process, float]] = {}
+        unseen = 0.0  # CPU of helpers first seen now, spent before this interval perhaps
         for pid in pids:
             if pid in job or pid == self.root_pid:
                 continue
+            known = self._helpers.get(pid)
             try:
-                child = self._helpers.get(pid)
-                if child is not None and child.is_running():
-                    total += child.cpu_percent(None)
-                else:  # new (or a new process under an old pid): its first reading
+                if known is not None and known[0].is_running():
+                    child = known[0]
+                else:  # new (or a new process under an old pid)
                     child = psutil.Process(pid)
-                    child.cpu_percent(None)
+                    known = None
+                cpu = _cpu_s(child)
             except psutil.Error:
                 continue
-            helpers[pid] = child
+            if known is None:
+                unseen += cpu
+            helpers[pid] = (child, cpu)
+        for pid, (child, cpu) in self._helpers.items():
+            if pid not in helpers or helpers[pid][0] is not child:
+                self._helpers_gone_s += cpu  # ended: its CPU up to its last reading
         self._helpers = helpers
-        return round(total, 2)
+        theirs = self._helpers_gone_s + sum(cpu for _, cpu in helpers.values())
+        total, last = mine + theirs, self._own_t
+        pct = None
+        if last is not None and now > last:
+            pct = max(0.0, (total - self._own_total - unseen) / (now - last) * 100)
+        self._own_t, self._own_total = now, total
+        return (None if pct is None else round(pct, 2)), [round(mine, 3), round(theirs, 3)]
 
     def _throttling(self) -> dict[str, Any] | None:
         if self._quota_stat is None:
@@ -103,7 +124,7 @@ class HostSampler:
             "throttled_s": round(th.throttled_s, 4),
         }
 
-    def _sample_tree(self) -> list[dict[str, Any]]:
+    def _sample_tree(self, now: float) -> list[dict[str, Any]]:
         seen: dict[int, psutil.Process] = {}
         rows = []
         # fresh objects: a known process is told from a new one on its pid below
@@ -114,13 +135,28 @@ class HostSampler:
             seen[proc.pid] = proc
             if known is None or proc.pid not in self._forked:
                 self._forked[proc.pid] = _is_fork_child(proc)
-            uss = self.uss and self._forked[proc.pid]
-            row = _read_process(proc, first=known is None, uss=uss)
+            row = _read_process(proc, first=known is None)
             if row is not None:
                 rows.append(row)
         self._procs = seen
         self._forked = {pid: v for pid, v in self._forked.items() if pid in seen}
+        if self.uss:
+            self._read_smaps(now, rows)
         return rows
+
+    def _read_smaps(self, now: float, rows: list[dict[str, Any]]) -> None:
+        """PSS (and a forked child's USS) of the processes due for a read, within the budget."""
+        live = {row["pid"]: row for row in rows if "rss" in row}
+        for pid in self.smaps.due(now, {pid: row["rss"] for pid, row in live.items()}):
+            if not self.smaps.may_read():
+                break
+            began = time.thread_time()  # the kernel's page walk is this thread's system time
+            got = read_smaps(self._procs[pid])
+            self.smaps.done(pid, now, live[pid]["rss"], time.thread_time() - began)
+            if got is not None:
+                live[pid]["pss"] = got.pss
+                if self._forked.get(pid):
+                    live[pid]["uss"] = got.uss
 
     def _swap(self, now: float) -> dict[str, Any] | None:
         try:
@@ -137,7 +173,9 @@ class HostSampler:
         return row
 
 
-def _read_process(proc: psutil.Process, first: bool, uss: bool = True) -> dict[str, Any] | None:
+def _read_process(proc: psutil.Process, first: bool) -> dict[str, Any] | None:
+    """The cheap readings of one process (its stat, statm, status, schedstat, fds and limits);
+    ``uss`` stays None until ``_read_smaps`` reads it."""
     try:
         with proc.oneshot():
             cpu = proc.cpu_percent(None)
@@ -148,7 +186,7 @@ def _read_process(proc: psutil.Process, first: bool, uss: bool = True) -> dict[s
                 "name": proc.name(),
                 "cpu": None if first else cpu,  # the first reading has no interval yet
                 "rss": mem.rss,
-                "uss": _optional(lambda: proc.memory_full_info().uss) if uss else None,
+                "uss": None,
                 "rq_wait": _optional(lambda: run_queue_wait(proc.pid)),
                 "fds": _optional(proc.num_fds),
                 "threads": _optional(proc.num_threads),
@@ -160,6 +198,12 @@ def _read_process(proc: psutil.Process, first: bool, uss: bool = True) -> dict[s
         return None
     except psutil.AccessDenied:
         return {"pid": proc.pid, "denied": True}
+
+
+def _cpu_s(proc: psutil.Process) -> float:
+    """User and system CPU seconds of a process so far (its own, not its reaped children's)."""
+    t = proc.cpu_times()
+    return t.user + t.system
 
 
 def _is_fork_child(proc: psutil.Process) -> bool:
