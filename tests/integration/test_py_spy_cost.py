@@ -41,7 +41,8 @@ def test_py_spy_samples_less_often_on_a_job_of_500_threads(tmp_path: Path) -> No
     first = chunks[0]
     assert first["rate_hz"] == DEFAULT_RATE_HZ and first["spy_cpu"] > SPY_BUDGET, chunks
     for before, after in itertools.pairwise(chunks):  # each lowered to the rate within budget
-        wanted = max(MIN_RATE_HZ, int(before["rate_hz"] * SPY_BUDGET / before["spy_cpu"]))
+        budget = before.get("spy_budget", SPY_BUDGET)  # lower on a busy machine once it trains
+        wanted = max(MIN_RATE_HZ, int(before["rate_hz"] * budget / before["spy_cpu"]))
         assert after["rate_hz"] == wanted, chunks
     assert chunks[-1]["rate_hz"] < DEFAULT_RATE_HZ
     said = [ln for ln in proc.stderr.splitlines() if ln.startswith("trainprof: py-spy used")]

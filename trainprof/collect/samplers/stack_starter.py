@@ -9,12 +9,14 @@ stacks are the only place its extra work shows; the other ranks' show only waiti
 from __future__ import annotations
 
 import sys
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainprof.collect.interpreter import script_python
-from trainprof.collect.samplers.stacks import StackRecorder
+from trainprof.collect.samplers.stacks import SPY_BUDGET, StackRecorder
+from trainprof.doctor.cpu import usable_cpu_count
 
 if TYPE_CHECKING:
     from trainprof.collect.launcher import Job
@@ -25,7 +27,48 @@ if TYPE_CHECKING:
 RANK_RATE_HZ = 20
 MAX_OTHER_RANKS = 15  # ranks on one node besides the main one (16-GPU nodes); more are left out
 
+# While the CPUs the job may use are busy, each CPU-second py-spy takes is one the job loses:
+# once the job trains, py-spy then keeps within BUSY_SHARE of those CPUs (1.5 % of one CPU on
+# 2 CPUs), not SPY_BUDGET of one. Busy: on average over the last BUSY_TICKS host samples, at
+# least BUSY_AT of the machine's CPUs in use, or the job's processes using BUSY_AT of its CPUs.
+BUSY_SHARE = 0.0075
+BUSY_AT = 0.9
+BUSY_TICKS = 10
+
 OnStart = Callable[["StackStarter", StackRecorder, "int | None"], None]
+
+
+class Busyness:
+    """Whether the job's CPUs are busy, from the host sampler's rows."""
+
+    def __init__(self, usable_cpus: int | None) -> None:
+        self.usable = max(usable_cpus or 1, 1)
+        self._shares: deque[float] = deque(maxlen=BUSY_TICKS)
+        self._last_t: object = None
+        self.training = False  # the job has made a step, batch or backward pass
+
+    def feed(self, row: dict[str, Any] | None) -> None:
+        """One host sample (the same row fed twice counts once)."""
+        if not isinstance(row, dict) or row.get("t") == self._last_t:
+            return
+        self._last_t = row.get("t")
+        machine = _num(row.get("cpu")) / 100  # of all the machine's CPUs
+        job = sum(_num(p.get("cpu")) for p in row.get("procs") or () if isinstance(p, dict))
+        self._shares.append(max(machine, job / 100 / self.usable))
+
+    @property
+    def busy(self) -> bool:
+        return len(self._shares) >= 2 and sum(self._shares) / len(self._shares) >= BUSY_AT
+
+    def spy_budget(self) -> float:
+        """py-spy's budget now, as a share of one CPU."""
+        if not (self.training and self.busy):
+            return SPY_BUDGET
+        return min(SPY_BUDGET, BUSY_SHARE * self.usable)
+
+
+def _num(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
 
 
 class StackStarter:
@@ -42,10 +85,15 @@ class StackStarter:
         # (starter, the recorder, its previous chunk's py-spy pid) at each chunk of each recorder
         self.on_start = on_start
         self.followed = False  # switched to rank 0 (a script that launched torchrun itself)
+        self.busyness = Busyness(usable_cpu_count())
         if command[0] in (sys.executable, script_python()[0]):  # a script: `python train.py`
             self._start_main(job.pid)
 
     def poll(self, live: LiveView) -> None:
+        self.busyness.feed(live.latest_sample)
+        # the busy budget protects the training: not the job's start-up, whose imports make
+        # each of py-spy's samples dearer than a steady step's
+        self.busyness.training = live.stats.last_progress is not None
         if self.recorder is None:
             # The process that trains: the first to record a step or batch (rank 0 under
             # torchrun; never a launcher such as torchrun's agent, which imports torch but does
@@ -67,6 +115,7 @@ class StackStarter:
 
     def _next_chunk(self, rec: StackRecorder) -> None:
         previous = rec.spy_pid
+        rec.budget = self.busyness.spy_budget()
         rec.poll()
         if rec.spy_pid != previous and self.on_start is not None:
             self.on_start(self, rec, previous)

@@ -58,6 +58,7 @@ class StackRecorder(SpyRecorder):
         self._started = 0  # chunks started so far (names stay unique after old ones are deleted)
         self.error: str | None = None
         self._cost_mark: tuple[float, float] | None = None  # (monotonic, py-spy's CPU seconds)
+        self.budget = SPY_BUDGET  # lower while the job's CPUs are busy (stack_starter.py)
         self.notes: list[str] = []  # for the runner to say: the rate lowered, and why
         # py-spy runs stopped for a lower rate, still writing their chunk
         self._retiring: list[tuple[subprocess.Popen[bytes], dict[str, object]]] = []
@@ -120,25 +121,29 @@ class StackRecorder(SpyRecorder):
                 self._cost_mark = (now, cpu)
             return
         then, before = self._cost_mark
-        if now - then < COST_WINDOW_S:
+        share = (cpu - before) / max(now - then, 1e-9)
+        # a lower budget is judged over a longer window (CPU time is counted in 10 ms ticks);
+        # a share above SPY_BUDGET, at once
+        budget = min(self.budget, SPY_BUDGET) if share <= SPY_BUDGET else SPY_BUDGET
+        if now - then < COST_WINDOW_S * SPY_BUDGET / budget:
             return
         self._cost_mark = (now, cpu)
-        share = (cpu - before) / (now - then)
         chunk = self.chunks[-1]
         chunk["spy_cpu"] = round(share, 3)
         rate = int(chunk["rate_hz"])  # type: ignore[call-overload]
-        if share <= SPY_BUDGET or rate <= MIN_RATE_HZ:
+        if share <= budget or rate <= MIN_RATE_HZ:
             return
-        self.rate_hz = max(MIN_RATE_HZ, int(rate * SPY_BUDGET / share))
+        chunk["spy_budget"] = budget
+        self.rate_hz = max(MIN_RATE_HZ, int(rate * budget / share))
         if not self.start():  # the new chunk first: no gap in the stacks
             return
         with contextlib.suppress(ProcessLookupError):  # it writes its chunk, reaped later:
             proc.send_signal(signal.SIGINT)  # the runner's loop does not wait for it
         self._retiring.append((proc, chunk))
         self.notes.append(
-            f"py-spy used {share:.0%} of a CPU sampling pid {self.pid} at {rate} Hz (a sample "
-            f"reads every thread): sampling at {self.rate_hz} Hz from now on, so that trainprof "
-            "costs the job little"
+            f"py-spy used {share:.1%} of a CPU sampling pid {self.pid} at {rate} Hz (a sample "
+            f"reads every thread; its budget: {budget:.1%}): sampling at {self.rate_hz} Hz from "
+            "now on, so that trainprof costs the job little"
         )
 
     def _pack(self, chunk: dict[str, object]) -> None:
