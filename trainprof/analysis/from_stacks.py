@@ -46,6 +46,7 @@ from trainprof.analysis.stillness import stillness
 from trainprof.analysis.usercode import is_torch_path
 from trainprof.analysis.worker_load import worker_load
 from trainprof.store.gpus import machine_utils
+from trainprof.store.host_totals import own_cost, peak_memory
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan, load_spans
 
@@ -205,7 +206,6 @@ def compute(session: Session) -> Metrics:
         stillness=still,
         py_spy_restarts=_restarts(att),
     )
-    tree_rss = finite(session.samples.tree_rss)
     return Metrics(
         unit="step",
         total_steps=0,
@@ -226,7 +226,8 @@ def compute(session: Session) -> Metrics:
             meta.get("usable_cpus"),
             meta.get("cpu_count"),
         ),
-        peak_rss_bytes=int(max(tree_rss)) if tree_rss else None,
+        peak_memory=peak_memory(session.samples),
+        own_cost=own_cost(session.samples, meta.get("usable_cpus")),
         gpu_util_mean=_window_mean(session, session.samples.gpu_util, window),
         gpu_unavailable=session.samples.gpu_unavailable,
         gpus=session.samples.job_gpus,

@@ -57,6 +57,7 @@ from trainprof.analysis.step_columns import (
 from trainprof.analysis.worker_load import busy_workers, worker_load
 from trainprof.store.events import ProcessLog
 from trainprof.store.gpus import machine_utils
+from trainprof.store.host_totals import own_cost, peak_memory
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan
 
@@ -143,7 +144,8 @@ def compute(session: Session) -> Metrics:
             session.samples, busy_workers(session.workers, session.samples), window
         ),
         cpu_starvation=starvation,
-        peak_rss_bytes=_peak(session.samples.tree_rss),
+        peak_memory=peak_memory(session.samples),
+        own_cost=own_cost(session.samples, meta.get("usable_cpus")),
         gpu_util_mean=gpu_util,
         gpu_unavailable=session.samples.gpu_unavailable,
         gpus=session.samples.job_gpus,
@@ -397,11 +399,6 @@ def _window_mean(session: Session, series: Any, window: tuple[float, float] | No
             return mean(vals)
     vals = finite(series)
     return mean(vals) if vals else None
-
-
-def _peak(series: Any) -> int | None:
-    vals = finite(series)
-    return int(max(vals)) if vals else None
 
 
 def _train_wait(

@@ -36,6 +36,7 @@ from trainprof.analysis.stalls import (
 from trainprof.analysis.usercode import is_user_path
 from trainprof.analysis.worker_load import WorkerLoad
 from trainprof.store.gpus import JobGpus
+from trainprof.store.host_totals import OwnCost, PeakMemory
 from trainprof.store.stacks import Frame, StackSpan
 
 MIN_STEADY = 5
@@ -204,7 +205,9 @@ class Metrics:
     # the main thread's wait for a CPU over the steady window, and who took the CPUs (None:
     # not read: no schedstat, or no steady window)
     cpu_starvation: CpuStarvation | None = None
-    peak_rss_bytes: int | None = None
+    # the job's peak memory: PSS summed over its processes where read, else RSS summed
+    peak_memory: PeakMemory | None = None
+    own_cost: OwnCost | None = None  # trainprof's own processes' CPU while the job ran
     gpu_util_mean: float | None = None  # over the job's GPUs (store/gpus.py)
     gpu_unavailable: str | None = None
     gpus: JobGpus | None = None  # which of the machine's GPUs those are
@@ -229,6 +232,11 @@ class Metrics:
     # the job measured from outside alone (stacks, /proc, NVML): no probe in it timed steps
     outside: OutsideView | None = None
     stack_rate_hz: float | None = None  # py-spy's sampling rate (None: not recorded)
+
+    @property
+    def peak_rss_bytes(self) -> int | None:
+        """The job's peak memory in bytes (``peak_memory``: on PSS where read); None: unsampled."""
+        return self.peak_memory.bytes if self.peak_memory is not None else None
 
     @property
     def basis(self) -> Basis:

@@ -1,4 +1,5 @@
-"""The report's host rows: CPU, peak memory and GPU utilization, as sampled from outside."""
+"""The report's host rows: CPU, trainprof's own cost, peak memory and GPU utilization, as
+sampled from outside."""
 
 from __future__ import annotations
 
@@ -6,26 +7,23 @@ from rich.table import Table
 
 from trainprof.analysis.metrics import Metrics
 from trainprof.render.text import literal
+from trainprof.store.host_totals import NO_OWN_COST, OwnCost, PeakMemory
 from trainprof.units import fmt_bytes
+
+UNSAMPLED = "not measured: no host sample was taken while the job ran"
 
 
 def add_host_rows(t: Table, m: Metrics) -> None:
-    """CPU, peak memory and GPU utilization, as sampled from outside (run and attach alike)."""
-    unsampled = "not measured: no host sample was taken while the job ran"
-    own = m.trainprof_cpu_percent_mean
+    """CPU, trainprof's cost, peak memory and GPU utilization, sampled from outside (run and
+    attach alike)."""
     t.add_row(
         "CPU",
-        unsampled
+        UNSAMPLED
         if m.cpu_percent_mean is None
-        else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)"
-        + (f" · trainprof itself {own:.0f}%" if own is not None else ""),
+        else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)",
     )
-    t.add_row(
-        "peak memory",
-        unsampled
-        if m.peak_rss_bytes is None
-        else f"{fmt_bytes(m.peak_rss_bytes)} RSS (job and workers)",
-    )
+    t.add_row("trainprof cost", own_cost_text(m.own_cost))
+    t.add_row("peak memory", peak_memory_text(m.peak_memory))
     gpu = (
         f"{m.gpu_util_mean:.0f}% mean"
         + (f" ({m.gpus.describe()})" if m.gpus and m.gpus.of > 1 else "")
@@ -33,3 +31,33 @@ def add_host_rows(t: Table, m: Metrics) -> None:
         else f"not measured: {m.gpu_unavailable or 'no GPU samples'}"
     )
     t.add_row("GPU", literal(gpu))
+
+
+def own_cost_text(cost: OwnCost | None) -> str:
+    """trainprof's own CPU over the job, as a share of the CPUs it had; the probe's, not
+    measured."""
+    probe = "the probe inside the job: not measured"
+    if cost is None:
+        return f"{NO_OWN_COST} · {probe}"
+    share = (
+        f"{cost.machine_share:.1%} of the job's {cost.usable_cpus} CPUs"
+        if cost.machine_share is not None
+        else "its share of the machine not measured (usable CPUs unknown)"
+    )
+    return (
+        f"{cost.cpu_s:.2f} CPU-s over {cost.span_s:.1f} s = {share} "
+        f"({cost.wall_share:.1%} of one CPU: trainprof {cost.supervisor_s:.2f} s, "
+        f"py-spy {cost.helpers_s:.2f} s) · {probe}"
+    )
+
+
+def peak_memory_text(peak: PeakMemory | None) -> str:
+    """The job's peak memory and its basis: PSS (shared pages counted once) or RSS summed."""
+    if peak is None:
+        return UNSAMPLED
+    if peak.basis == "rss":
+        return f"{fmt_bytes(peak.bytes)} RSS (job and workers, summed; PSS not read)"
+    text = f"{fmt_bytes(peak.bytes)} PSS (job and workers; shared pages counted once)"
+    if peak.rss_sum_bytes is not None and peak.rss_sum_bytes > 1.1 * peak.bytes:
+        text += f"; their RSS summed: {fmt_bytes(peak.rss_sum_bytes)}"
+    return text

@@ -9,6 +9,7 @@ from trainprof.analysis.findings import Verdict
 from trainprof.analysis.metrics import Metrics
 from trainprof.render.console import relative_to
 from trainprof.render.ranks import ranks_json
+from trainprof.store.host_totals import NO_OWN_COST, own_cost_json
 from trainprof.version import __version__
 
 SCHEMA = "trainprof.report/1"
@@ -69,7 +70,12 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
             "cpu_percent_mean": _num(metrics.cpu_percent_mean, 2),
             "trainprof_cpu_percent_mean": _num(metrics.trainprof_cpu_percent_mean, 2),
             "workers_cpu": metrics.worker_load.to_json() if metrics.worker_load else None,
+            # the job's peak memory: PSS summed over its processes where read ("basis": "pss"),
+            # else RSS summed ("rss", which counts pages shared with forked workers per process)
             "peak_rss_bytes": metrics.peak_rss_bytes,
+            "peak_memory": metrics.peak_memory.to_json() if metrics.peak_memory else None,
+            # trainprof's own processes' CPU while the job ran, and its share of the machine
+            "trainprof_cost": own_cost_json(metrics.own_cost, NO_OWN_COST),
         },
         "ledger": metrics.ledger.to_json() if metrics.ledger else None,
         "device": metrics.device.to_json() if metrics.device else None,

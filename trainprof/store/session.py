@@ -34,6 +34,7 @@ class ProcSeries:
     t: array[float] = field(default_factory=lambda: array("d"))
     rss: array[float] = field(default_factory=lambda: array("d"))
     uss: array[float] = field(default_factory=lambda: array("d"))  # NaN when unavailable
+    pss: array[float] = field(default_factory=lambda: array("d"))  # NaN on a tick not read
     cpu: array[float] = field(default_factory=lambda: array("d"))  # NaN when unavailable
     # Seconds its main thread has waited, runnable, for a CPU (cumulative); NaN when unavailable
     rq_wait: array[float] = field(default_factory=lambda: array("d"))
@@ -50,6 +51,13 @@ class Samples:
     # trainprof's own processes (the runner or attach, and py-spy), % of one CPU; NaN: unread
     self_cpu: array[float] = field(default_factory=lambda: array("d"))
     tree_rss: array[float] = field(default_factory=lambda: array("d"))
+    # The job's real memory: the sum of each process's latest PSS (pages shared with its forked
+    # workers counted once); NaN while a process of the tick has no PSS read yet
+    tree_pss: array[float] = field(default_factory=lambda: array("d"))
+    # trainprof's own CPU seconds since sampling began (cumulative; NaN: unread): the process
+    # that sampled (the runner or attach), and its helpers outside the job (py-spy)
+    own_supervisor_s: array[float] = field(default_factory=lambda: array("d"))
+    own_helpers_s: array[float] = field(default_factory=lambda: array("d"))
     swap_used: array[float] = field(default_factory=lambda: array("d"))
     swap_in_bps: array[float] = field(default_factory=lambda: array("d"))
     swap_out_bps: array[float] = field(default_factory=lambda: array("d"))
@@ -78,6 +86,7 @@ class Samples:
     gpu_uuid: dict[int, str] = field(default_factory=dict)  # NVML's UUID of each GPU
     gpu_pids: dict[int, set[int]] = field(default_factory=dict)  # PIDs NVML saw on each GPU
     job_gpus: gpus.JobGpus | None = None  # the job's GPUs, once told (store/gpus.py)
+    _pss: dict[int, float] = field(default_factory=dict, repr=False)  # pid → its latest PSS
 
     def __len__(self) -> int:
         return len(self.t)
@@ -99,6 +108,11 @@ class Samples:
         self.self_cpu.append(_num(row.get("self_cpu")))
         rss = (_num(p.get("rss")) for p in procs)
         self.tree_rss.append(float(sum(r for r in rss if not math.isnan(r))) if procs else nan)
+        self.tree_pss.append(self._tree_pss(procs))
+        own = row.get("own_s")
+        own = own if isinstance(own, list) and len(own) == 2 else [None, None]
+        self.own_supervisor_s.append(_num(own[0]))
+        self.own_helpers_s.append(_num(own[1]))
         swap = _dict(row.get("swap"))
         self.swap_total = _total(swap, self.swap_total)
         self.swap_used.append(_num(swap.get("used")))
@@ -154,6 +168,21 @@ class Samples:
         for p in procs:
             self._add_proc(t, p)
 
+    def _tree_pss(self, procs: list[dict[str, Any]]) -> float:
+        """The sum of the latest PSS of each process of the tick (NaN: one has none yet)."""
+        total = 0.0
+        for p in procs:
+            pid, pss = _int(p.get("pid")), _num(p.get("pss"))
+            if pid is None:
+                continue
+            if not math.isnan(pss):
+                self._pss[pid] = pss
+            latest = self._pss.get(pid)
+            if latest is None:
+                return float("nan")
+            total += latest
+        return total if procs else float("nan")
+
     def _add_proc(self, t: float, p: dict[str, Any]) -> None:
         pid = _int(p.get("pid"))
         if pid is None:
@@ -164,6 +193,7 @@ class Samples:
         s.t.append(t)
         s.rss.append(_num(p.get("rss")))
         s.uss.append(_num(p.get("uss")))
+        s.pss.append(_num(p.get("pss")))
         s.cpu.append(_num(p.get("cpu")))
         s.rq_wait.append(_num(p.get("rq_wait")))
         fds = _int(p.get("fds"))
