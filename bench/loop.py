@@ -167,7 +167,7 @@ def measure(sizes: list[str], warmup_s: float, measure_s: float) -> dict[str, An
 class ProbeSwitch:
     """Turns the probe's hot-path hooks off and on again (benchmark only).
 
-    Finds them by what ``trainprof.probe.torch_hooks`` installs: ``functools.wraps`` wrappers
+    Finds them by what the probe's hook modules install: ``functools.wraps`` wrappers
     (their ``__wrapped__`` is the original) on the DataLoader iterator and dataset fetchers,
     ``torch.autograd.backward`` (the device timeline's backward mark and, outside it in a DDP
     job, the collective timer's wrapper), ``Optimizer.zero_grad`` and ``autocast.__enter__``
@@ -179,8 +179,6 @@ class ProbeSwitch:
     with the "fetch" part in the fetchers ``fetchers`` returns (the epochs in progress), and
     fetchers built later follow the wrapped ``__init__``.
     """
-
-    MODULE = "trainprof.probe.torch_hooks"
 
     def __init__(self, fetchers: Callable[[], list[Any]] | None = None) -> None:
         import torch.amp.autocast_mode as amp_mod
@@ -215,13 +213,14 @@ class ProbeSwitch:
             if orig is not fn:
                 self.parts[part].append((owner, name, fn, orig))
         self._fetchers = fetchers or list
-        self._step_hooks = {k: v for k, v in self._hooks.items() if _defined_in(v, self.MODULE)}
+        self._step_hooks = {k: v for k, v in self._hooks.items() if _in_probe(v)}
         # The pre-step hook is registered around timed steps only, by the post-hook: it is off
         # while the probe may not register it (and removed, if it is in place).
-        from trainprof.probe import torch_hooks
+        from trainprof.probe.device_marks import sync_pre_step
+        from trainprof.probe.state import state
 
-        self._probe_state = torch_hooks._state
-        self._sync_pre_step = torch_hooks._sync_pre_step
+        self._probe_state = state
+        self._sync_pre_step = sync_pre_step
         self._pre_step_hooks = self._probe_state.pre_step_hooks
         self.found = {p: bool(v) for p, v in self.parts.items()}
         self.found["steps"] = bool(self._step_hooks)
@@ -238,7 +237,7 @@ class ProbeSwitch:
         for fetcher in self._fetchers():
             collate = getattr(fetcher, "collate_fn", None)
             timed = getattr(fetcher, "_tp_timed_collate", None)
-            if timed is None and _defined_in(collate, self.MODULE):
+            if timed is None and _in_probe(collate):
                 timed = fetcher._tp_timed_collate = collate
             if timed is not None:
                 orig = timed.__wrapped__
@@ -279,9 +278,9 @@ def _empty_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
 
 
 def _unwrapped(fn: Any) -> Any:
-    """``fn`` without the probe's ``functools.wraps`` wrappers around it: torch_hooks' and the
-    collective timer's, which wraps ``torch.autograd.backward`` outside torch_hooks' mark."""
-    while _defined_in(fn, ProbeSwitch.MODULE) or _defined_in(fn, COLLECTIVES):
+    """``fn`` without the probe's ``functools.wraps`` wrappers around it: the hook modules' and
+    the collective timer's, which wraps ``torch.autograd.backward`` outside the backward mark."""
+    while _in_probe(fn):
         inner = getattr(fn, "__wrapped__", None)
         if inner is None:
             break
@@ -289,12 +288,13 @@ def _unwrapped(fn: Any) -> Any:
     return fn
 
 
-COLLECTIVES = "trainprof.probe.collectives"
+PROBE = "trainprof.probe."  # the hook modules, the collective timer: every wrapper of the probe's
 
 
-def _defined_in(fn: Any, module: str) -> bool:
-    """True for a function written in ``module`` (``functools.wraps`` copies ``__module__``)."""
-    return getattr(fn, "__globals__", {}).get("__name__") == module
+def _in_probe(fn: Any) -> bool:
+    """True for a function written in the probe's modules (``functools.wraps`` copies
+    ``__module__``, so the function's globals tell)."""
+    return str(getattr(fn, "__globals__", {}).get("__name__")).startswith(PROBE)
 
 
 def toggle(

@@ -124,7 +124,9 @@ def main() -> int:
     if records.writer() is None:
         print(json.dumps({"error": "the probe is not running (run under the probe's environment)"}))
         return 1
+    from trainprof.probe import device_marks
     from trainprof.probe import torch_hooks as th
+    from trainprof.probe.state import state
 
     torch.set_num_threads(1)
     hooks: list[dict[str, Any]] = []
@@ -213,13 +215,13 @@ def main() -> int:
 
         wrapped = th._marked_backward(types.SimpleNamespace(), inner, True)
         # a CUDA job's steady step: an untimed one (a CPU job's wrapper left at its first step)
-        saved = th._state.steps, th._state.timeline
-        th._state.steps = max(th._state.steps, 1)
-        th._state.timeline = dev.Timeline(FreeEvent, None, lambda _line: None, lambda _t: 0)
+        saved = state.steps, state.timeline
+        state.steps = max(state.steps, 1)
+        state.timeline = dev.Timeline(FreeEvent, None, lambda _line: None, lambda _t: 0)
         try:
             return _added(lambda: wrapped(batch), lambda: inner(batch))
         finally:
-            th._state.steps, th._state.timeline = saved
+            state.steps, state.timeline = saved
 
     def zero_grad() -> float:
         def inner(self: Any, set_to_none: bool = True) -> None:
@@ -294,7 +296,6 @@ def main() -> int:
         (post_step,) = step_hooks
         args: tuple[Any, ...] = (opt,)
         kwargs: dict[str, Any] = {}
-        state = th._state
 
         def step() -> None:
             # what the hooks do with a timeline: a mark is called on a timed step only, the
@@ -321,7 +322,7 @@ def main() -> int:
         finally:
             state.timeline, state.primary_opt_id = saved
 
-    pre_step = th._before_optimizer_step  # registered around timed steps
+    pre_step = device_marks._before_optimizer_step  # registered around timed steps
 
     for name, calls, timed in (
         ("device timeline, an untimed step (the post-hook's count)", "every step", False),

@@ -21,12 +21,12 @@ class FreeEvent:
 
 
 def use_stand_in_timeline(memory: Any = None, every_stride_step: bool = False) -> None:
-    """What a CUDA job's first step starts, ``torch_hooks._start_timeline``, builds its timeline
+    """What a CUDA job's first step starts, ``device_marks.start_timeline``, builds its timeline
     on ``FreeEvent`` (and ``memory``, the allocator read, if given) from now on. With
     ``every_stride_step``: no cap on timed steps a second, however fast the loop goes."""
-    from trainprof.probe import device, records, torch_hooks
+    from trainprof.probe import device, device_marks, records
 
     w = records.writer()
-    torch_hooks.cuda_timeline = lambda *a: device.Timeline(FreeEvent, memory, w.add, w.us)
+    device_marks.cuda_timeline = lambda *a: device.Timeline(FreeEvent, memory, w.add, w.us)
     if every_stride_step:
         device.MAX_PER_S = 1e9

@@ -16,7 +16,8 @@ sys.path.insert(0, sys.argv[2])
 import torch
 from torch import nn
 import torch.optim.optimizer as optim_mod
-from trainprof.probe import torch_hooks
+from trainprof.probe import device_marks
+from trainprof.probe.state import state
 from bench.loop import ProbeSwitch
 from stand_in_timeline import use_stand_in_timeline
 
@@ -27,7 +28,7 @@ use_stand_in_timeline(every_stride_step=True)
 
 def ours():
     return sum(
-        getattr(h, "__module__", "") == "trainprof.probe.torch_hooks"
+        getattr(h, "__module__", "") == "trainprof.probe.device_marks"
         for h in optim_mod._global_optimizer_pre_hooks.values()
     )
 
@@ -40,7 +41,7 @@ def steps(n):
     return seen
 
 steps(1)
-torch_hooks._start_timeline(torch, torch.device("cpu"))
+device_marks.start_timeline(torch, torch.device("cpu"))
 steps(40)
 switch = ProbeSwitch()
 out = {"found": switch.found}
@@ -50,8 +51,8 @@ for name, off in (("all", {"steps", "pre_step", "backward"}), ("pre_step", {"pre
     while not ours():  # switched while the hook is in place: the switch must take it out
         steps(1)
     switch.set(frozenset(off))
-    counted = torch_hooks._state.steps
-    out[name] = {"pre_hook_steps": steps(200), "counted": torch_hooks._state.steps - counted}
+    counted = state.steps
+    out[name] = {"pre_hook_steps": steps(200), "counted": state.steps - counted}
 with open(sys.argv[1], "w") as f:
     json.dump(out, f)
 """

@@ -17,7 +17,8 @@ import json, sys
 import torch
 from torch import nn
 from torch._dynamo.utils import counters
-from trainprof.probe import torch_hooks
+from trainprof.probe import device_marks
+from trainprof.probe.state import state
 from stand_in_timeline import use_stand_in_timeline
 
 use_stand_in_timeline(every_stride_step=True)
@@ -36,13 +37,13 @@ def steps(n):
         opt.zero_grad()
 
 steps(1)
-torch_hooks._start_timeline(torch, torch.device("cpu"))  # what a CUDA job's first step starts
+device_marks.start_timeline(torch, torch.device("cpu"))  # what a CUDA job's first step starts
 steps(60)
 warm = counters["frames"]["total"]
-timed = torch_hooks._state.timeline.step
+timed = state.timeline.step
 steps(120)
 out = {"frames_warm": warm, "frames_end": counters["frames"]["total"],
-       "timeline_steps": torch_hooks._state.timeline.step - timed}
+       "timeline_steps": state.timeline.step - timed}
 with open(sys.argv[1], "w") as f:
     json.dump(out, f)
 """

@@ -77,7 +77,7 @@ import collections, json, os, sys
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
-from trainprof.probe import torch_hooks
+from trainprof.probe import device_marks
 from stand_in_timeline import use_stand_in_timeline  # this machine has no CUDA events
 
 torch.manual_seed(0)
@@ -97,7 +97,7 @@ def step():
 step()
 # what the first step of a CUDA job starts: the device timeline and its pre-step hook
 use_stand_in_timeline(memory=lambda: (1, 2, 3))
-torch_hooks._start_timeline(torch, torch.device("cpu"))
+device_marks.start_timeline(torch, torch.device("cpu"))
 for _ in range(20):
     step()
 OURS = os.path.dirname(sys.modules["trainprof"].__file__) + os.sep  # as the probe loaded it

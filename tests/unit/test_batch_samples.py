@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from trainprof.probe import batches, torch_hooks
+from trainprof.probe.state import State, state
 
 
 @pytest.mark.parametrize(
@@ -43,10 +44,12 @@ def test_the_wrapper_counts_the_first_tensors_leading_dim(
         def __iter__(self) -> Iter:
             return Iter()
 
-    monkeypatch.setattr(torch_hooks, "_state", torch_hooks._State())
+    fresh = State()  # a new process's, in place: the hook modules hold the one by name
+    for name in State.__slots__:
+        monkeypatch.setattr(state, name, getattr(fresh, name))
     torch_hooks._wrap_loader(types.SimpleNamespace(_BaseDataLoaderIter=Iter, DataLoader=Loader))
     it = Iter()
     next(it)
     next(it)
-    assert torch_hooks._state.samples == 2 * samples
+    assert state.samples == 2 * samples
     assert batches.leading_dim(batch) == (samples if samples else -1)

@@ -195,7 +195,8 @@ def test_a_started_timeline_marks_a_real_optimizers_steps(
     import torch
     import torch.optim.optimizer as optim_mod
 
-    from trainprof.probe import torch_hooks
+    from trainprof.probe import device_marks, torch_hooks
+    from trainprof.probe.state import State, state
 
     class Writer:
         steps: list[object] = []
@@ -225,18 +226,20 @@ def test_a_started_timeline_marks_a_real_optimizers_steps(
         return clock["now"]
 
     monkeypatch.setattr(device, "_clock", tick)
-    monkeypatch.setattr(torch_hooks, "_state", torch_hooks._State())
+    fresh = State()  # a new process's, in place: the hook modules hold the one by name
+    for name in State.__slots__:
+        monkeypatch.setattr(state, name, getattr(fresh, name))
     monkeypatch.setattr(
-        torch_hooks,
+        device_marks,
         "cuda_timeline",
         lambda torch, dev, emit, us: device.Timeline(Event, None, lines.append, lambda t: 0),
     )
-    torch_hooks._state.writer = Writer()
+    state.writer = Writer()
     before = set(optim_mod._global_optimizer_pre_hooks)
     post = optim_mod.register_optimizer_step_post_hook(torch_hooks._on_optimizer_step)
     try:
-        torch_hooks._start_timeline(torch, torch.device("cpu"))
-        torch_hooks._start_timeline(torch, torch.device("cpu"))  # once only
+        device_marks.start_timeline(torch, torch.device("cpu"))
+        device_marks.start_timeline(torch, torch.device("cpu"))  # once only
         assert set(optim_mod._global_optimizer_pre_hooks) == before  # none before a timed step
         param = torch.nn.Parameter(torch.zeros(2))
         opt = torch.optim.SGD([param], lr=0.1)
@@ -250,13 +253,13 @@ def test_a_started_timeline_marks_a_real_optimizers_steps(
         post.remove()
         for k in set(optim_mod._global_optimizer_pre_hooks) - before:
             del optim_mod._global_optimizer_pre_hooks[k]
-    assert torch_hooks._state.steps == 5 * device.EVERY
+    assert state.steps == 5 * device.EVERY
     assert len(lines) >= 3, lines
     for line in lines:
         assert int(line.split()[5]) == 1000, f"the optimizer phase is timed: {line}"
     # in place for a timed step and the step that closes its gap, never twice, else gone
     assert {len(r) for r in registered} == {0, 1}
-    assert all(r == [torch_hooks._before_optimizer_step] for r in registered if r)
+    assert all(r == [device_marks._before_optimizer_step] for r in registered if r)
     assert len(lines) <= sum(map(len, registered)) <= 2 * len(lines) + 2
     # The post-hook counts an untimed step inline instead of calling step_ended: the same
     # steps are timed as by a timeline that calls it on every step.
@@ -274,12 +277,13 @@ def test_a_timeline_error_never_reaches_the_job() -> None:
         def record(self) -> None:
             raise RuntimeError("CUDA error: device-side assert")
 
-    from trainprof.probe import torch_hooks
+    from trainprof.probe import device_marks
+    from trainprof.probe.state import state
 
-    torch_hooks._state.timeline = device.Timeline(Broken, None, lambda _l: None, lambda t: 0)
-    torch_hooks._state.timeline.current = []
-    torch_hooks._mark(torch_hooks._state.timeline, "batch")
-    assert torch_hooks._state.timeline is None
+    state.timeline = device.Timeline(Broken, None, lambda _l: None, lambda t: 0)
+    state.timeline.current = []
+    device_marks.mark(state.timeline, "batch")
+    assert state.timeline is None
 
 
 def gpu_session(

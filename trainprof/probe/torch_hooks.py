@@ -24,8 +24,9 @@ from typing import Any
 
 from trainprof.probe import debug_modes, models, optimized, records, saves, structure, worker_info
 from trainprof.probe.batches import leading_dim
-from trainprof.probe.device import Timeline, cuda_timeline
+from trainprof.probe.device_marks import mark, start_timeline, sync_pre_step, timeline_failed
 from trainprof.probe.flops import StepFlops
+from trainprof.probe.state import State, state, weak
 from trainprof.probe.writer import FLUSH_EVERY_RECORDS
 from trainprof.store.schema import (
     BACKWARD,
@@ -45,130 +46,16 @@ _clock = time.monotonic
 WATCH_STEPS = 2
 
 
-def _nobody() -> None:
-    """A dead weak reference: no optimizer is counted yet."""
-    return None
-
-
-class _State:
-    """Counters for the step in progress (one set per process)."""
-
-    # Slots: a fixed layout, read by offset (an instance dict of more than 30 keys is not shared
-    # and its reads take the slow path); the hooks read a few of these every step.
-    __slots__ = (
-        "writer",
-        "primary_opt_id",
-        "primary_ref",
-        "primary_entry",
-        "last_boundary",
-        "steps",
-        "batches_seen",
-        "epochs_pending",
-        "loader_caller_recorded",
-        "wait",
-        "sampler",
-        "fetches",
-        "samples",
-        "batch_size",
-        "max_steps",
-        "steps_min_s",
-        "first_step_t",
-        "optimizer_made",
-        "early_steps",
-        "backward_seen",
-        "loader_keys",
-        "shuffled_datasets",
-        "training",
-        "train_depth",
-        "fetch_count",
-        "fetch_time",
-        "collate_time",
-        "pin_time",
-        "fetch_reported",
-        "timeline",
-        "pre_step_hooks",
-        "pre_step_key",
-        "pre_step_in",
-        "optimizer_log",
-        "optimizers",
-        "other_stepped_twice",
-        "optimizers_reported",
-        "model_ref",
-        "made_optimizers",
-        "zero_grad_kept",
-        "device_off",
-        "flops",
-    )
-
-    def __init__(self) -> None:
-        self.writer: Any = None  # the probe's EventWriter, read once at install
-        self.primary_opt_id: int | None = None
-        # the counted optimizer's weak reference and [label, steps] entry (its step's fast path)
-        self.primary_ref: Any = _nobody
-        self.primary_entry: list[Any] = ["", 0]
-        self.last_boundary = 0.0
-        self.steps = 0
-        self.batches_seen = False  # a DataLoader batch came before any optimizer step
-        # iterators made by DataLoader.__iter__ whose first batch (its epoch record) is to come
-        self.epochs_pending = 0
-        self.loader_caller_recorded = False
-        self.wait = 0.0
-        self.sampler = 0.0
-        self.fetches = 0
-        self.samples = 0
-        self.batch_size = -1
-        self.max_steps: int | None = None
-        self.steps_min_s = 0.0  # with max_steps: run at least this long after the first step
-        self.first_step_t: float | None = None
-        # With max_steps: a torch optimizer was built (its steps are the steps; see
-        # _noticed_optimizer), the DataLoader batches or backward returns counted before any
-        # optimizer step (the steps of a job that has none), and a backward pass among batches
-        self.optimizer_made = False
-        self.early_steps = 0
-        self.backward_seen = False
-        self.loader_keys: dict[int, int] = {}
-        # id(dataset) -> the key of the first loader over it: its shuffling passes, whichever
-        # loader made them (a new DataLoader, or a new sampler, each epoch)
-        self.shuffled_datasets: dict[int, int] = {}
-        self.training: bool | None = None
-        self.train_depth = 0
-        self.fetch_count = 0
-        self.fetch_time = 0.0  # dataset fetch: __getitem__ calls + collate, per batch
-        self.collate_time = 0.0  # the collate_fn part of fetch_time
-        self.pin_time = 0.0  # pin_memory in the main thread (num_workers=0)
-        self.fetch_reported = 0
-        self.timeline: Timeline | None = None  # CUDA events at step boundaries (GPU jobs)
-        # torch's global pre-step hooks once the timeline started, the key the probe's hook
-        # takes there, and whether it is in (only around timed steps: see _sync_pre_step)
-        self.pre_step_hooks: dict[int, Any] | None = None
-        self.pre_step_key = 0
-        self.pre_step_in = False
-        # Every optimizer that stepped, in order: [label, steps]; and by id() the live ones, with
-        # a weak reference (an optimizer built per phase gets the id of the one it replaced).
-        self.optimizer_log: list[list[Any]] = []
-        self.optimizers: dict[int, tuple[Any, list[Any]]] = {}
-        self.other_stepped_twice: int | None = None  # a non-primary stepped, primary did not since
-        self.optimizers_reported = 0
-        self.model_ref: Any = None  # weakref to the module last trained at the top level
-        self.made_optimizers: list[Any] = []  # weakrefs to the optimizers made before a step
-        self.zero_grad_kept = False  # zero_grad(set_to_none=False) was seen
-        self.device_off = False  # the "device" probe part is switched off
-        self.flops: StepFlops | None = None  # counting one step's FLOPs (CUDA jobs, once)
-
-
-_state = _State()
-
-
 def install(torch: Any) -> None:
     w = records.writer()
     if w is None:
         return
     off = records.disabled_parts()
-    _state.writer = w
-    _state.last_boundary = w.t0
+    state.writer = w
+    state.last_boundary = w.t0
     # --steps counts the steps the "steps" part sees (with it off, nothing is counted)
-    _state.max_steps = records.max_steps() if "steps" not in off else None
-    _state.steps_min_s = records.steps_min_s()
+    state.max_steps = records.max_steps() if "steps" not in off else None
+    state.steps_min_s = records.steps_min_s()
     w.add(f"{TORCH} {w.us(_clock())}\n")
     w.on_tick.append(flush_counters)
     import torch.optim.optimizer as optim_mod
@@ -178,8 +65,8 @@ def install(torch: Any) -> None:
 
     if "steps" not in off:
         optim_mod.register_optimizer_step_post_hook(_on_optimizer_step)
-    _state.device_off = "device" in off  # the pre-step hook comes with a CUDA timeline
-    if not _state.device_off or "steps" not in off:
+    state.device_off = "device" in off  # the pre-step hook comes with a CUDA timeline
+    if not state.device_off or "steps" not in off:
         import torch.autograd as autograd
 
         autograd.backward = _marked_backward(autograd, autograd.backward, "steps" not in off)
@@ -215,10 +102,10 @@ def flush_counters() -> None:
     if w is None:
         return
     _report_optimizers()
-    if _state.fetch_count == _state.fetch_reported:
+    if state.fetch_count == state.fetch_reported:
         return
-    _state.fetch_reported = _state.fetch_count
-    s = _state
+    state.fetch_reported = state.fetch_count
+    s = state
     w.add(
         f"{FETCH} {w.us(_clock())} {s.fetch_count} {int(s.fetch_time * 1e6)} "
         f"{int(s.collate_time * 1e6)} {int(s.pin_time * 1e6)}\n"
@@ -226,7 +113,7 @@ def flush_counters() -> None:
 
 
 def _report_optimizers() -> None:
-    s = _state
+    s = state
     total = sum(n for _label, n in s.optimizer_log)
     if len(s.optimizer_log) < 2 or total == s.optimizers_reported:
         return
@@ -242,20 +129,11 @@ def _report_optimizers() -> None:
     )
 
 
-def _weak(obj: Any) -> Any:
-    import weakref
-
-    try:
-        return weakref.ref(obj)
-    except TypeError:  # an optimizer that cannot be weakly referenced: compare by value
-        return lambda: obj
-
-
 # ---------------------------------------------------------------- optimizer steps
 
 
 def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    s = _state
+    s = state
     if s.primary_ref() is optimizer:
         s.primary_entry[1] += 1  # the common case: the counted optimizer stepped again
         s.other_stepped_twice = None
@@ -287,9 +165,9 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         ):
             try:
                 tl.step_ended()
-                _sync_pre_step(s, tl.active)
+                sync_pre_step(s, tl.active)
             except Exception as exc:
-                _timeline_failed(exc)
+                timeline_failed(exc)
         else:
             tl.step += 1  # an untimed step with nothing to read: all step_ended would do
     if s.flops is not None:
@@ -300,7 +178,7 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         _stop_if_long_enough(s, s.steps, now, w)
 
 
-def _stop_if_long_enough(s: _State, steps: int, now: float, w: Any) -> None:
+def _stop_if_long_enough(s: State, steps: int, now: float, w: Any) -> None:
     """``--steps``: ``steps`` have been made since ``first_step_t``; stop the job cleanly once
     they have also spanned ``steps_min_s`` (a fast job's few steps would leave the rules no
     steady state to judge)."""
@@ -310,7 +188,7 @@ def _stop_if_long_enough(s: _State, steps: int, now: float, w: Any) -> None:
         raise SystemExit(0)
 
 
-def _early_step(s: _State, now: float, w: Any, trains: bool) -> None:
+def _early_step(s: State, now: float, w: Any, trains: bool) -> None:
     """A DataLoader batch or a backward return before any optimizer step, in a job given
     ``--steps``: each ends a step of a job without a torch optimizer (the report counts them
     so), so they stop it too where they are training (``trains``): a backward return always, a
@@ -327,7 +205,7 @@ def _early_step(s: _State, now: float, w: Any, trains: bool) -> None:
         _stop_if_long_enough(s, s.early_steps, now, w)
 
 
-def _counts_as_step(s: _State, optimizer: Any, key: int, known: Any) -> bool:
+def _counts_as_step(s: State, optimizer: Any, key: int, known: Any) -> bool:
     """Book a step of an optimizer that is new, not the counted one, or whose id was reused;
     True if it is the counted (primary) optimizer's step."""
     if known is None or known[0]() is not optimizer:
@@ -336,7 +214,7 @@ def _counts_as_step(s: _State, optimizer: Any, key: int, known: Any) -> bool:
             s.other_stepped_twice = key  # ...by its replacement: counted from this step
         entry: list[Any] = [f"{type(optimizer).__name__}#{len(s.optimizer_log)}", 0]
         s.optimizer_log.append(entry)
-        known = s.optimizers[key] = (_weak(optimizer), entry)
+        known = s.optimizers[key] = (weak(optimizer), entry)
     known[1][1] += 1
     if s.primary_opt_id is None and s.other_stepped_twice == key:
         s.primary_opt_id = key
@@ -374,7 +252,7 @@ def _record_loader_callers() -> None:
     records.record_callers("loader_callers", 3, lines=True)  # above the __next__ wrapper
 
 
-def _count_flops(s: _State) -> None:
+def _count_flops(s: State) -> None:
     flops = s.flops
     if flops is None:
         return
@@ -390,33 +268,6 @@ def _count_flops(s: _State) -> None:
         records.record_info({"flops": {"skipped": f"{type(exc).__name__}: {exc}"[:300]}})
 
 
-def _sync_pre_step(s: _State, active: bool) -> None:
-    """The pre-step hook (the timeline's ``optimizer`` mark) is in torch's global pre-step hooks
-    while the timeline is active (a timed step, or the gap after it being closed) and out after:
-    on every other step torch calls no hook of the probe's before the optimizer step (a call a
-    step costs microseconds on a GPU host's cold caches). Called by the post-hook, which decides
-    the next timed step, so the hook is in before that step's optimizer step. Always under the
-    same key: where Dynamo traces a compiled optimizer step's wrapper it guards on these hooks
-    (the probe's own code it skips, see ``dynamo.py``), and a new key each time (a new
-    registration) would recompile the wrapper each time, to the recompile limit; with one key
-    there are two states to compile, once."""
-    hooks = s.pre_step_hooks
-    if hooks is None or active == s.pre_step_in:
-        return
-    if active:
-        hooks[s.pre_step_key] = _before_optimizer_step
-    else:
-        hooks.pop(s.pre_step_key, None)
-    s.pre_step_in = active
-
-
-def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    """Registered around the CUDA timeline's timed steps (CPU jobs never pay for it)."""
-    tl = _state.timeline
-    if tl is not None and tl.active and id(optimizer) == _state.primary_opt_id:
-        _mark(tl, "optimizer")
-
-
 def _marked_backward(owner: Any, orig: Any, count: bool) -> Any:
     """``torch.autograd.backward`` (what ``Tensor.backward`` calls): the device timeline's mark,
     and, in a job that has made neither an optimizer step nor a DataLoader batch (a hand-written
@@ -426,10 +277,10 @@ def _marked_backward(owner: Any, orig: Any, count: bool) -> Any:
 
     @functools.wraps(orig)
     def backward(*args: Any, **kwargs: Any) -> Any:
-        s = _state
+        s = state
         tl = s.timeline
         if tl is not None and tl.active:
-            _mark(tl, "backward")
+            mark(tl, "backward")
         if s.steps or s.batches_seen or not count:
             if tl is None and s.steps:
                 _unwrap(owner, "backward", backward, orig)
@@ -448,22 +299,6 @@ def _marked_backward(owner: Any, orig: Any, count: bool) -> Any:
     return backward
 
 
-def _mark(tl: Timeline, name: str) -> None:
-    """A mark on a timed step (callers test ``tl.active`` first: most steps are not timed)."""
-    try:
-        tl.mark(name)
-    except Exception as exc:
-        _timeline_failed(exc)
-
-
-def _timeline_failed(exc: Exception) -> None:
-    """Fail open: the timeline stops, the job goes on."""
-    _state.timeline = None
-    _sync_pre_step(_state, False)
-    _state.pre_step_hooks = None
-    records.record_info({"device_timeline_error": f"{type(exc).__name__}: {exc}"[:300]})
-
-
 # ---------------------------------------------------------------- DataLoader
 
 
@@ -475,10 +310,10 @@ def _wrap_loader(dl: Any) -> None:
 
     @functools.wraps(orig_next)
     def __next__(self: Any) -> Any:
-        s = _state
+        s = state
         tl = s.timeline
         if s.fetches and tl is not None and tl.active:
-            _mark(tl, "fetch")  # a later micro-batch of the step
+            mark(tl, "fetch")  # a later micro-batch of the step
         t0 = _clock()
         if s.training is False:
             _mode_restored(s, t0)
@@ -516,7 +351,7 @@ def _wrap_loader(dl: Any) -> None:
         # count as the step's forward on the device; after the mark it is the gap's, like the fetch
         tl = s.timeline
         if tl is not None and tl.active:
-            _mark(tl, "batch")
+            mark(tl, "batch")
         return batch
 
     @functools.wraps(orig_next_index)
@@ -525,7 +360,7 @@ def _wrap_loader(dl: Any) -> None:
         try:
             return orig_next_index(self)
         finally:
-            _state.sampler += _clock() - t0
+            state.sampler += _clock() - t0
 
     @functools.wraps(orig_iter)
     def __iter__(self: Any) -> Any:
@@ -535,7 +370,7 @@ def _wrap_loader(dl: Any) -> None:
             key = _loader_key(self)
             it._tp_epoch_start = t0
             it._tp_loader_key = key
-            _state.epochs_pending += 1
+            state.epochs_pending += 1
             _record_sampler_epoch(self, key)
         except Exception as exc:  # no epoch record for this loader: say why, once
             records.record_error("DataLoader.__iter__", exc)
@@ -556,7 +391,7 @@ def _record_sampler_epoch(loader: Any, key: int) -> None:
     sampler = getattr(loader, "sampler", None)
     epoch = getattr(sampler, "epoch", None)
     if type(epoch) is int and getattr(sampler, "shuffle", False) is True:
-        first = _state.shuffled_datasets.setdefault(id(getattr(loader, "dataset", None)), key)
+        first = state.shuffled_datasets.setdefault(id(getattr(loader, "dataset", None)), key)
         records.record_info({"sampler_epoch": [first, epoch]})
 
 
@@ -569,7 +404,7 @@ def _record_epoch(it: Any, started: float, first_wait: float) -> None:
 
 def _loader_key(loader: Any) -> int:
     """A small integer per DataLoader object; its configuration is recorded the first time."""
-    keys = _state.loader_keys
+    keys = state.loader_keys
     key = keys.get(id(loader))
     if key is not None:
         return key
@@ -643,8 +478,8 @@ def _timed_fetch(orig: Any) -> Any:
         try:
             return orig(self, possibly_batched_index)
         finally:
-            _state.fetch_time += _clock() - t0
-            _state.fetch_count += 1
+            state.fetch_time += _clock() - t0
+            state.fetch_count += 1
 
     return fetch
 
@@ -665,7 +500,7 @@ def _timed_collate(orig_init: Any) -> Any:
             try:
                 return collate(data)
             finally:
-                _state.collate_time += _clock() - t0
+                state.collate_time += _clock() - t0
 
         timed.__wrapped__ = collate  # type: ignore[attr-defined]
         self.collate_fn = timed
@@ -688,7 +523,7 @@ def _timed_pin(orig: Any) -> Any:
             return orig(data, *args, **kwargs)
         finally:
             depth[0] -= 1
-            _state.pin_time += _clock() - t0
+            state.pin_time += _clock() - t0
 
     return pin_memory
 
@@ -698,8 +533,8 @@ def _worker_loop(orig: Any) -> Any:
     def loop(*args: Any, **kwargs: Any) -> Any:
         w = records.writer()
         if w is not None:
-            _state.fetch_count = _state.fetch_reported = 0
-            _state.fetch_time = _state.collate_time = _state.pin_time = 0.0
+            state.fetch_count = state.fetch_reported = 0
+            state.fetch_time = state.collate_time = state.pin_time = 0.0
             worker_id = kwargs.get("worker_id", args[10] if len(args) > 10 else None)
             w.set_role("worker", worker_id=worker_id, parent_pid=os.getppid())
             w.start_timer()
@@ -723,7 +558,7 @@ def _worker_loop(orig: Any) -> Any:
 def _models_at_first_step(optimizer: Any) -> models.Found:
     """The job's models and its name for ``optimizer`` (``models.py``); the ``train()`` module
     alone where the frames cannot be read."""
-    trained = _state.model_ref() if _state.model_ref is not None else None
+    trained = state.model_ref() if state.model_ref is not None else None
     try:
         import torch
 
@@ -758,7 +593,7 @@ def _record_precision(optimizer: Any, found: list[tuple[str, Any]]) -> None:
         if param.device.type == "cuda":
             info["capability"] = list(torch.cuda.get_device_capability(param.device))
             info["gpu_name"] = torch.cuda.get_device_name(param.device)
-            _start_timeline(torch, param.device)
+            start_timeline(torch, param.device)
             props = torch.cuda.get_device_properties(param.device)
             info["memory_total"] = props.total_memory
             # Which of the machine's GPUs this is, in NVML's terms (store/gpus.py).
@@ -767,9 +602,9 @@ def _record_precision(optimizer: Any, found: list[tuple[str, Any]]) -> None:
                 info["gpu_uuid"] = str(uuid)
         counted = param.device.type == "cuda" or os.environ.get(ENV_FLOPS) == "cpu"
         if counted and "flops" not in records.disabled_parts():
-            _state.flops = StepFlops(torch)
+            state.flops = StepFlops(torch)
         records.record_info({"precision": info})
-        trained = _state.model_ref() if _state.model_ref is not None else None
+        trained = state.model_ref() if state.model_ref is not None else None
         model = models.main_model(found, trained, optimizer)
         records.record_info({"structure": structure.facts(torch, model, optimizer)})
     except Exception as exc:
@@ -779,7 +614,7 @@ def _record_precision(optimizer: Any, found: list[tuple[str, Any]]) -> None:
 def _record_unoptimized(optimizer: Any, found: models.Found) -> None:
     """The job's models' parameters with a gradient that no optimizer made so far holds, once,
     at the first optimizer step (``optimized.py``); nothing where no model was found."""
-    s = _state
+    s = state
     if found.models:
         try:
             made = [opt for ref in s.made_optimizers if (opt := ref()) is not None]
@@ -791,27 +626,7 @@ def _record_unoptimized(optimizer: Any, found: models.Found) -> None:
     s.made_optimizers = []
 
 
-def _start_timeline(torch: Any, device: Any) -> None:
-    """The CUDA device timeline, once, and the means to register its pre-step hook (a timed
-    step's "optimizer" mark, see ``_sync_pre_step``); a failure stops the timeline alone, and the
-    report says so."""
-    w = _state.writer
-    if w is None or _state.device_off or _state.timeline is not None:
-        return
-    try:
-        import torch.optim.optimizer as optim_mod  # torch.optim deletes its "optimizer" name
-
-        # Registered once for a key of its own, then taken out until the first timed step.
-        handle = optim_mod.register_optimizer_step_pre_hook(_before_optimizer_step)
-        handle.remove()
-        _state.pre_step_hooks = optim_mod._global_optimizer_pre_hooks
-        _state.pre_step_key = handle.id
-        _state.timeline = cuda_timeline(torch, device, w.add, w.us)
-    except Exception as exc:
-        _timeline_failed(exc)
-
-
-def _mode_restored(s: _State, now: float) -> None:
+def _mode_restored(s: State, now: float) -> None:
     """Called for each batch while the probe thinks the model evaluates: a model put back in
     training mode without ``train()`` (Lightning restores each module's ``training`` flag by
     assignment after validation) ends the evaluation here, as its next training batch comes."""
@@ -829,7 +644,7 @@ def _remember_model(module: Any) -> None:
     import weakref
 
     try:
-        _state.model_ref = weakref.ref(module)
+        state.model_ref = weakref.ref(module)
     except TypeError:
         pass
 
@@ -840,7 +655,7 @@ def _noticed_zero_grad(owner: type, orig: Any) -> Any:
 
     @functools.wraps(orig)
     def zero_grad(self: Any, set_to_none: bool = True) -> Any:
-        s = _state
+        s = state
         if not set_to_none and not s.zero_grad_kept:
             s.zero_grad_kept = True
             records.record_info({"zero_grad_set_to_none": False})
@@ -859,12 +674,12 @@ def _noticed_optimizer(owner: type, orig: Any) -> Any:
 
     @functools.wraps(orig)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        s = _state
+        s = state
         s.optimizer_made = True
         if s.steps:
             _unwrap(owner, "__init__", __init__, orig)
         else:
-            s.made_optimizers.append(_weak(self))
+            s.made_optimizers.append(weak(self))
         orig(self, *args, **kwargs)
 
     return __init__
@@ -883,7 +698,7 @@ def _noticed_autocast(owner: type, orig: Any) -> Any:
             if key not in seen:
                 seen.add(key)
                 records.record_info({"autocast": key[0], "dtype": key[1]})
-            if _state.steps >= WATCH_STEPS:
+            if state.steps >= WATCH_STEPS:
                 _unwrap(owner, "__enter__", __enter__, orig)
         return orig(self)
 
@@ -902,7 +717,7 @@ def _unwrap(owner: type, name: str, wrapper: Any, orig: Any) -> None:
 def _watched_train(orig: Any) -> Any:
     @functools.wraps(orig)
     def train(self: Any, mode: bool = True) -> Any:
-        s = _state
+        s = state
         s.train_depth += 1
         try:
             return orig(self, mode)
