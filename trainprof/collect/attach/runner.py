@@ -147,7 +147,8 @@ def _sample(
     # or writes is at work (a long download or save), not hung (analysis/stillness.py)
     io_at_start = io_bytes(process_tree(root))
     spies = [
-        record.TreeRecorder(t.pid, run_dir, opts.rate_hz, opts.duration_s) for t in targets.processes
+        record.TreeRecorder(t.pid, run_dir, opts.rate_hz, opts.duration_s)
+        for t in targets.processes
     ]
     guard = Watchdog()  # should trainprof die (kill -9), py-spy stops with it
     guard.start()
