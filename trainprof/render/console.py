@@ -473,8 +473,7 @@ def quiet_note(
     if m is None:
         return "No problems found. ✓", True
     unclaimed = unowned_time.unclaimed_text(m, findings)
-    attached = isinstance((meta or {}).get("attach"), dict)  # attach: stacks, not steps
-    why = None if attached else SIGNALS["steps"](m)
+    why = None if m.basis.by_stacks else SIGNALS["steps"](m)  # stacks judged, not steps
     if why is None:
         if unclaimed is not None:
             return (
