@@ -40,7 +40,7 @@ def _job(
                 "throttled_s": 0.5 * i,
             }
         rows.append(row)
-    log = process(100)
+    log = process(100, loader=None)  # no DataLoader: workers are a cause of their own
     if threads is not None:
         log.add_line("X " + json.dumps({"t": 1, "precision": {"intra_op_threads": threads}}))
     return session(log, sample_rows=rows, **{"cpu_count": 64, "usable_cpus": 4, **meta})

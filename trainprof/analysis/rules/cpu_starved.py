@@ -1,12 +1,13 @@
 """CPU-starved: the training loop's thread is ready to run but waits for a CPU.
 
-Three things take the CPUs from it, each with its own fix. A cgroup CPU quota (``docker
+Four things take the CPUs from it, each with its own fix. A cgroup CPU quota (``docker
 --cpus``, a Kubernetes CPU limit) that the job overruns: torch, OpenMP and most
 ``num_workers = os.cpu_count()`` code count the host's cores, not the quota, so a container
 allowed 4 CPUs on a 64-core host starts 64 intra-op threads, and the quota stops every thread
 of the job for the rest of each 100 ms period once they have spent it. The job's own threads
-beyond the CPUs it may use (intra-op threads plus busy DataLoader workers). Or other processes
-that keep the machine's CPUs busy; trainprof's own processes (its sampler, py-spy) are
+beyond the CPUs it may use: more intra-op threads than CPUs, or DataLoader workers on top of
+intra-op threads that fill them (the main thread is one of torch's intra-op threads). Or other
+processes that keep the machine's CPUs busy; trainprof's own processes (its sampler, py-spy) are
 measured and said apart from them, and named when they are the competition. The kernel counts
 the time each thread waited, runnable, for a CPU (schedstat); the host sampler reads it for the
 main thread, with the quota's counters.
@@ -16,7 +17,9 @@ for it: the job's other threads work while the loop's thread waits. Measured on 
 intra-op threads under a 1-CPU quota, the loop's thread waited 31 % and 1 thread ran 30 %
 faster; 2 threads under it, it waited 50 % and 1 thread ran 10 % faster. What it claims are
 the stalls of the loop's own code while it waited (``stall_wait``, stalls.waits_for_a_cpu): a
-quota's pauses of the whole job, steps that stood still.
+quota's pauses of the whole job, steps that stood still. Workers beyond the CPUs are the
+exception: they make batches ahead of a loop that does not wait for data, so the loop's wait is
+what they cost it, and that share of the loop's own time is claimed.
 
 Anti-pattern::
 
@@ -37,8 +40,9 @@ import math
 
 from trainprof.analysis.cpu_starvation import CpuStarvation
 from trainprof.analysis.findings import Finding
+from trainprof.analysis.ledger import STEP
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, ms
+from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, ms, primary_loader
 from trainprof.analysis.rules.registry import Threshold, rule
 from trainprof.analysis.stalls import Stall
 from trainprof.units import plural
@@ -52,6 +56,8 @@ THROTTLED = Threshold(
 BUSY = 0.75  # a job using this share of the CPUs it may use keeps them busy itself
 MACHINE_FULL = 0.9  # a machine this busy has no CPU to spare
 OTHERS_MIN = 0.5  # CPUs other processes must use to count as the competition
+# Where the loop's thread can wait for a CPU: while it runs (not idle, nor blocked on a queue)
+RUNNABLE = ("stall_wait", "transfer", *(b for b in STEP if b != "idle"))
 
 
 @rule(
@@ -60,7 +66,7 @@ OTHERS_MIN = 0.5  # CPUs other processes must use to count as the competition
     family="host",
     needs=("steps", "samples", "schedstat"),
     or_from=("samples", "schedstat", "sampled_window"),
-    claims=("stall_wait",),
+    claims=RUNNABLE,
     thresholds=(RUNQ, THROTTLED, GPU_BUSY),
 )
 def check(m: Metrics) -> Finding | None:
@@ -69,10 +75,13 @@ def check(m: Metrics) -> Finding | None:
         return None
     threads = _intra_op_threads(m)
     workers = m.worker_load.workers if m.worker_load is not None else 0
+    loader_workers = _loader_workers(m)
     if s.throttled is not None and s.throttled >= THROTTLED.value and s.quota is not None:
         cause, fix = _quota(s, threads, workers)
     elif _trainprof_itself(s):
         cause, fix = _trainprof(s)
+    elif _workers_beyond(s, threads, loader_workers, m):
+        return _workers(m, s, threads or 1, loader_workers)
     elif _own_threads(s, threads, workers):
         cause, fix = _own(s, threads, workers)
     elif _others(s):
@@ -83,17 +92,99 @@ def check(m: Metrics) -> Finding | None:
     return Finding(
         id="cpu-starved",
         severity="warning",
-        title=f"CPU-starved: the training loop waits for a CPU {s.runq:.0%} of the time",
-        evidence=(
-            f"the training loop's thread was ready to run but waited for a CPU {s.runq:.0%} of "
-            "the steady time (the kernel's run-queue delay of the main thread)",
-            cause,
-            *_stalled(m, waits),
-        ),
+        title=_title(s),
+        evidence=(_waited(s), cause, *_stalled(m, waits)),
         fix=tuple(fix),
         # no step stood still: the wait is measured, what it costs the step is not (not 0)
-        wants=() if waits else (("stall_wait", 0.0),),
+        wants=(("stall_wait", 1.0 if waits else 0.0),),
     )
+
+
+def _title(s: CpuStarvation) -> str:
+    return f"CPU-starved: the training loop waits for a CPU {s.runq:.0%} of the time"
+
+
+def _waited(s: CpuStarvation) -> str:
+    return (
+        f"the training loop's thread was ready to run but waited for a CPU {s.runq:.0%} of "
+        "the steady time (the kernel's run-queue delay of the main thread)"
+    )
+
+
+def _loader_workers(m: Metrics) -> int:
+    """The training DataLoader's num_workers (0: none, or no loader recorded)."""
+    loader = primary_loader(m)
+    n = loader.config.get("num_workers") if loader is not None else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+
+def _workers_beyond(s: CpuStarvation, threads: int | None, workers: int, m: Metrics) -> bool:
+    """DataLoader workers on top of intra-op threads that fit the CPUs (the loop's thread one of
+    them) make more threads than CPUs, the job keeps its CPUs busy itself (or nothing else uses a
+    CPU to speak of), and the loop waits for a CPU longer than for data: the workers keep ahead
+    of it, and only take its CPU."""
+    if not workers or not s.usable or s.job_cpus is None or m.ledger is None:
+        return False
+    own = threads or 1
+    if own > s.usable or own + workers <= s.usable:
+        return False
+    busy = s.job_cpus >= BUSY * s.usable or _others_cpus(s) < OTHERS_MIN
+    return busy and m.ledger.share("data_wait") < s.runq
+
+
+def _workers(m: Metrics, s: CpuStarvation, threads: int, workers: int) -> Finding:
+    """The workers take the loop's CPU: the loop's wait is what they cost it, and is claimed
+    from its runnable time."""
+    usable = s.usable or 1
+    led = m.ledger
+    data_wait = led.share("data_wait") if led is not None else 0.0
+    intra = (
+        f"torch's {threads} intra-op threads (the training loop's thread one of them)"
+        if threads > 1
+        else "the training loop's thread"
+    )
+    cause = (
+        f"{intra} and {plural(workers, 'DataLoader worker')}: {threads + workers} threads for the "
+        f"{plural(usable, 'CPU')} the job may use; its processes used {s.job_cpus or 0.0:.1f} "
+        "CPUs on average"
+    )
+    ahead = (
+        f"the loop waited for data {data_wait:.1%} of the steady time: the workers keep ahead of "
+        "it, and its wait for a CPU is what they cost it"
+    )
+    keep = min(workers, max(1, usable // 2)) if usable > 1 else 0
+    fix = []
+    threads_fix = f"torch.set_num_threads({usable - keep}) (or OMP_NUM_THREADS={usable - keep})"
+    fits = f"workers and intra-op threads together no more than the {usable} CPUs"
+    if keep and keep < workers:
+        fix.append(
+            f"fewer DataLoader workers, and torch's threads for the CPUs they leave: "
+            f"num_workers={keep} and {threads_fix}; in pytorch/examples' scripts -j {keep} "
+            f"(--workers): {fits}, num_workers at most CPUs - 1"
+        )
+    elif keep:
+        fix.append(f"torch's threads for the CPUs the workers leave: {threads_fix}: {fits}")
+    fix.append(
+        "or num_workers=0 (-j 0): the loop makes its batches itself, which costs it less than "
+        "this wait where a batch is cheap to make"
+    )
+    return Finding(
+        id="cpu-starved",
+        severity="warning",
+        title=_title(s),
+        evidence=(_waited(s), cause, ahead),
+        fix=tuple(fix),
+        wants=_the_wait(m, s.runq),
+    )
+
+
+def _the_wait(m: Metrics, runq: float) -> tuple[tuple[str, float], ...]:
+    """The measured wait's share of the steady time, asked of the loop's runnable time."""
+    led = m.ledger
+    if led is None or led.get(*RUNNABLE) <= 0:
+        return (("stall_wait", 0.0),)
+    frac = min(1.0, runq * led.window_s / led.get(*RUNNABLE))
+    return tuple((b, frac) for b in RUNNABLE)
 
 
 def _stalled(m: Metrics, waits: list[Stall]) -> tuple[str, ...]:

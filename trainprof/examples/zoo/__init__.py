@@ -456,6 +456,23 @@ _CASES: tuple[ZooCase, ...] = (
         "set_epoch before each of 2 epochs",
         180.0,
     ),
+    ZooCase(
+        "workers_oversubscribed",
+        "cpu-starved",
+        "slow",
+        "pytorch/examples imagenet's shape: -j twice the CPUs (4 on 2), each worker decoding "
+        "images, beside torch's intra-op threads: the loop never waits for data, but its "
+        "thread waits for a CPU",
+        60.0,
+    ),
+    ZooCase(
+        "healthy_workers_sized",
+        None,
+        "healthy",
+        "the same imagenet-shaped job with -j CPUs-1 and torch.set_num_threads for the CPU "
+        "left: no more threads than CPUs",
+        60.0,
+    ),
 )
 
 ZOO: dict[str, ZooCase] = {case.name: case for case in _CASES}
