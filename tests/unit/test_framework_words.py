@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from synth import session
+from synth import DEFAULT_LOADER, session
 from test_rule_thresholds import (
     checkpoint_stall,
     eval_stall,
@@ -178,12 +178,23 @@ def test_a_finding_names_the_frameworks_own_setting(
     assert not any(f.startswith("with ") for f in plain.fix)
 
 
+def _slow_validation_loader(sess: Session) -> Session:
+    """A validation loader without workers beside the training loader, whose batches take
+    the main process 5 ms each to make."""
+    log = sess.processes[0]
+    log.add_line(f"L 1 {json.dumps({**DEFAULT_LOADER, 'num_workers': 0, 'batch_size': 64})}")
+    log.add_line("F 9000000 100 500000 0 0")
+    return sess
+
+
 def test_nanogpt_is_never_told_to_give_a_dataloader_workers(tmp_path: Path) -> None:
     """nanoGPT slices a memory-mapped file in get_batch: even where some DataLoader was seen,
     its evaluations are told eval_iters and eval_interval, not a validation loader's workers."""
-    plain = _finding(eval_stall(0.06), "eval-stall")
+    plain = _finding(_slow_validation_loader(eval_stall(0.06)), "eval-stall")
     assert any("DataLoader workers" in f for f in plain.fix)
-    ng = _finding(_run_by(eval_stall(0.06), "nanogpt", tmp_path), "eval-stall")
+    ng = _finding(
+        _run_by(_slow_validation_loader(eval_stall(0.06)), "nanogpt", tmp_path), "eval-stall"
+    )
     assert not any("worker" in f.lower() for f in ng.fix), ng.fix
     assert "nanogpt" not in frameworks.settings("workers", "persistent_workers", "pin_memory")
 

@@ -206,9 +206,11 @@ def categoriser(
 
 
 def data_part(frames: tuple[Frame, ...]) -> str:
-    """Which ledger bucket a DataLoader stack of the main thread fills. ``transfer``: rebuilding
-    a batch's tensors sent by a worker (with the default file_descriptor sharing, a new
-    connection to the worker, with its authentication handshake, per tensor)."""
+    """Which ledger bucket a DataLoader stack of the main thread fills. ``transfer``: receiving
+    a worker's batch: rebuilding its tensors (with the default file_descriptor sharing, a new
+    connection to the worker, with its authentication handshake, per tensor), or reading and
+    unpickling what is not a tensor (a numpy array, Python objects) from the workers' queue;
+    waiting for a batch there (``poll``) is ``data_wait``."""
     names = [short_name(f[0]) for f in frames]
     paths = [f[1].replace("\\", "/") for f in frames]
     if "_next_index" in names:
@@ -217,6 +219,10 @@ def data_part(frames: tuple[Frame, ...]) -> str:
         "torch/multiprocessing/reductions.py" in p
         or p.endswith("multiprocessing/resource_sharer.py")
         for p in paths
+    ):
+        return "transfer"
+    if any(p.endswith("multiprocessing/queues.py") for p in paths) and not any(
+        n in ("poll", "_poll", "wait") for n in names
     ):
         return "transfer"
     if any(n in ("__getitem__", "__getitems__") for n in names):

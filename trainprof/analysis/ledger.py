@@ -13,7 +13,7 @@ optimizer step to its own):
    batches while workers start), the main process's own ``fetch`` (``__getitem__``),
    ``collate`` and ``pin`` (with ``num_workers=0``: probe per-batch times × steady batches),
    and the rest: ``transfer`` (receiving the workers' batches, by the share of the main
-   thread's loader samples spent rebuilding their tensors) and ``data_wait`` (waiting on
+   thread's loader samples spent rebuilding or unpickling them) and ``data_wait`` (waiting on
    workers, or the loader's own Python machinery).
 3. Stalls: a stalled step's time beyond a median step, by cause (``stall_compute``,
    ``stall_blocked``, ``stall_wait``, ``compile``).
@@ -42,7 +42,7 @@ DESCRIPTION: dict[str, str] = {
     "fetch": "dataset __getitem__, in the main process",
     "collate": "collate_fn, in the main process",
     "pin": "pin_memory, in the main process",
-    "transfer": "receiving batches from workers (their tensors, one by one)",
+    "transfer": "receiving batches from workers (their tensors one by one, or unpickled)",
     "data_wait": "DataLoader: waiting on workers, or its own code",
     "save": "checkpoint saves (torch.save, safetensors, Lightning's)",
     "eval": "evaluation between steps",

@@ -25,6 +25,7 @@ from trainprof.analysis import frameworks
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import interval, ms, site
+from trainprof.analysis.rules._handover import HANDOVER, main_batch_s
 from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
 from trainprof.units import plural
 
@@ -38,7 +39,7 @@ SHARE = Threshold("share", 0.05, "share", "share of the steady run spent evaluat
     needs=("steps",),
     or_from=FROM_STACKS,
     claims=("eval",),
-    thresholds=(SHARE,),
+    thresholds=(SHARE, HANDOVER),
     settings=frameworks.settings("eval_every", "eval_size", "eval_batch", "eval_workers"),
 )
 def check(m: Metrics) -> Finding | None:
@@ -74,9 +75,12 @@ def check(m: Metrics) -> Finding | None:
         "evaluate less often, or on a fixed subset of the validation set",
         "use a larger eval batch size and torch.inference_mode() instead of torch.no_grad()",
     ]
-    # a loop that feeds its model by hand (nanoGPT's get_batch) has no DataLoader to give workers
-    if m.loaders and frameworks.uses_dataloader(m.activity.framework):
-        fix.append("give the validation DataLoader workers (num_workers, persistent_workers=True)")
+    slow = _slow_val_batches(m)
+    if slow is not None:
+        fix.append(
+            "give the validation DataLoader workers (num_workers, persistent_workers=True): "
+            f"the loop makes each of its batches in {ms(slow)}"
+        )
     if not switched and not unseen:
         fix.insert(
             0,
@@ -92,3 +96,18 @@ def check(m: Metrics) -> Finding | None:
         where=cs.where if cs else None,
         hotspot=cs.hot_where if cs else None,
     )
+
+
+def _slow_val_batches(m: Metrics) -> float | None:
+    """What a batch of a validation loader without workers costs the loop to make, where
+    workers would take off more than receiving a batch from them is likely to cost (``HANDOVER``);
+    None where there is no such loader (a loop that feeds its model by hand, as nanoGPT's
+    get_batch does, has none to give workers) or its batches are cheap."""
+    if not frameworks.uses_dataloader(m.activity.framework):
+        return None
+    for loader in m.loaders[1:]:  # the training loader is the first
+        if not (loader.config.get("num_workers") or 0):
+            made = main_batch_s(loader)
+            if made is not None and made >= HANDOVER.value:
+                return made
+    return None

@@ -11,6 +11,12 @@ Where workers are the limit, what they do with the CPU decides the fix: workers 
 want a cheaper dataset or more CPUs; workers busy at a few percent of a CPU wait (a remote
 store's round trip, a lock) and want more of them than CPUs, or threads inside them.
 
+Workers pay only where what they take off the loop (making a batch) is worth more than what
+they add to it: the main process receiving every batch, rebuilding its tensors one by one or
+unpickling a batch that is not tensors. Where workers run both are measured, and workers that
+cost more than they save are told ``num_workers=0``; without workers the hand-over is not
+measured, and a batch the loop makes in under ``handover`` is told a larger batch first.
+
 Anti-pattern::
 
     loader = DataLoader(ImageFolder(root, transform=heavy_augment), batch_size=64)
@@ -33,6 +39,7 @@ from trainprof.analysis.attribution import data_part
 from trainprof.analysis.costly_calls import HotLine, hottest_line
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import LoaderView, Metrics
+from trainprof.analysis.rules import _handover
 from trainprof.analysis.rules._common import (
     GPU_BUSY,
     host_time_is_free,
@@ -66,7 +73,7 @@ DATA = ("fetch", "collate", "pin", "transfer", "data_wait")
     needs=("steps", "loader"),
     or_from=FROM_STACKS,
     claims=DATA,
-    thresholds=(WAIT_FRAC, GPU_BUSY),
+    thresholds=(WAIT_FRAC, GPU_BUSY, _handover.HANDOVER),
     settings=frameworks.settings("workers", "persistent_workers", "pin_memory", "batch_size"),
 )
 def check(m: Metrics) -> Finding | None:
@@ -103,14 +110,17 @@ def check(m: Metrics) -> Finding | None:
     if part_line:
         evidence.append(part_line)
     # Receiving batches is most of the wait: the main process is the limit, not the workers;
-    # unless the workers are at capacity, and the main process receives while they work.
+    # unless the workers are at capacity, and the main process receives while they work. Where
+    # receiving a batch costs more than a worker takes to make it, the workers do not pay.
     saturated = _saturated(m, loader, workers)
     receiving = led.get("transfer") >= 0.5 * led.get(*DATA)
-    transfer = receiving and not saturated
+    handover = _handover.measured(m, loader, batches)
+    costs_more = handover is not None and handover.costs_more
+    transfer = (receiving and not saturated) or costs_more
     contention = _worker_line(m, loader, workers, blame_cpus=not transfer)
     if contention:
         evidence.append(contention[0])
-    if receiving and saturated:
+    if receiving and saturated and not costs_more:
         evidence.append(
             f"the main process waits inside receiving the batches ({led.share('transfer'):.0%} "
             "of the steady time, rebuild_storage_* in its stacks), but the workers are the "
@@ -123,11 +133,16 @@ def check(m: Metrics) -> Finding | None:
             + waiting_clause(waiting, loader.sample_method)
         )
     fix: list[str] = []
+    cheap = _handover.cheap_batches(loader) if not workers else None
     if transfer:
-        evidence.insert(1, _transfer_line(m, batches))
-        fix.extend(transfer_fix(cfg, loader, led.get("transfer") / batches))
+        assert handover is not None
+        evidence.insert(1, _handover.evidence(m, handover))
+        fix.extend(_handover.fix(cfg, handover))
     elif waiting is not None:
         fix.extend(waiting_fix(m, workers, loader))
+    elif cheap is not None:  # workers would save less than receiving a batch may cost
+        fix.extend(_handover.per_batch_fix(m, cheap, batches))
+        fix[1:1] = part_fix(part, loader)
     else:
         fix.append(contention[1] if contention and contention[1] else workers_fix(m, workers, cfg))
         if loader is not None and loader.iterable:
@@ -167,40 +182,6 @@ SHARD_FIX = (
     "(torch.utils.data.get_worker_info(): id and num_workers, e.g. every num_workers-th shard "
     "from the id-th), or each worker yields every sample"
 )
-
-
-def _transfer_line(m: Metrics, batches: float) -> str:
-    led = m.ledger
-    assert led is not None
-    return (
-        f"receiving each batch from the workers takes the main process "
-        f"{ms(led.get('transfer') / batches)} ({led.share('transfer'):.0%} of the steady time): "
-        "it rebuilds the batch's tensors one by one (rebuild_storage_* in its stacks), and more "
-        "workers cannot share that"
-    )
-
-
-def transfer_fix(cfg: dict[str, object], loader: LoaderView | None, receive_s: float) -> list[str]:
-    """Fewer tensors to receive, or none: the cost is per tensor, not per byte."""
-    fix = []
-    make_ms = loader.worker_fetch_ms if loader else None
-    if make_ms is not None and make_ms / 1e3 < receive_s:
-        fix.append(
-            f"num_workers=0: a worker makes a batch in {_ms(make_ms)}, less than the "
-            f"{ms(receive_s)} the main process takes to receive one (data already in memory "
-            "needs no workers)"
-        )
-    fix.append(
-        "fewer, larger tensors per batch: a larger batch_size, or one stacked tensor instead "
-        "of a dict or tuple of many small ones"
-    )
-    if cfg.get("sharing_strategy") == "file_descriptor":
-        fix.append(
-            "torch.multiprocessing.set_sharing_strategy('file_system'): a tensor crosses as a "
-            "file name, not over a new connection to its worker (but a crashed process leaves "
-            "its files in /dev/shm)"
-        )
-    return fix
 
 
 def _costly_part(loader: LoaderView | None) -> tuple[str | None, str | None]:
@@ -480,7 +461,8 @@ def _from_stacks(m: Metrics) -> Finding | None:
         fix = waiting_fix(m, a.workers_at_once or a.workers, None)
     elif transfer:
         by_fd = any(f[0] == "rebuild_storage_fd" for s in m.activity.spans for f in s.frames)
-        fix = transfer_fix({"sharing_strategy": "file_descriptor"} if by_fd else {}, None, 0.0)
+        seen = _handover.HandOver(0.0, None, _handover.unpickled(m))  # its cost per batch: unread
+        fix = _handover.fix({"sharing_strategy": "file_descriptor"} if by_fd else {}, seen)
     else:
         at_once = a.workers_at_once if a.workers_at_once is not None else a.workers
         fix = [workers_fix(m, at_once), *part_fix(part, None)]

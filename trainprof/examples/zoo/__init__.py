@@ -457,6 +457,15 @@ _CASES: tuple[ZooCase, ...] = (
         180.0,
     ),
     ZooCase(
+        "worker_pickle",
+        "input-bound",
+        "slow",
+        "num_workers=2 and a numpy_collate over embeddings in memory: each 2 MiB batch is "
+        "pickled through a pipe and unpickled by the main process, which costs more than "
+        "making it (num_workers=0, or tensors from the collate; not more workers)",
+        60.0,
+    ),
+    ZooCase(
         "workers_oversubscribed",
         "cpu-starved",
         "slow",
