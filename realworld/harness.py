@@ -12,6 +12,7 @@ Run it by hand with ``python realworld/harness.py CASE_NAME...`` (every case wit
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -104,6 +105,26 @@ def discover(root: Path = CASES) -> list[Case]:
     if not root.is_dir():
         return []
     return [load_case(p.parent) for p in sorted(root.glob("*/case.json"))]
+
+
+BLOB_LINE = re.compile(r"^- `([^`]+)` ([0-9a-f]{40})$", re.MULTILINE)
+
+
+def blob_id(data: bytes) -> str:
+    """The git blob id of a file's bytes, as `git hash-object` prints it."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def modified_files(case: Case) -> tuple[int, list[str]]:
+    """UPSTREAM.md's listed files (lines "- `path` <blob id>") and those whose bytes differ."""
+    listed = BLOB_LINE.findall((case.path / "UPSTREAM.md").read_text())
+    bad = []
+    for rel, want in listed:
+        path = case.path / rel
+        got = blob_id(path.read_bytes()) if path.is_file() else "missing"
+        if got != want:
+            bad.append(f"{rel}: {got}, upstream {want}")
+    return len(listed), bad
 
 
 def expand(args: list[str], python: str, data: Path) -> list[str]:

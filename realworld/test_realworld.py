@@ -30,5 +30,13 @@ def test_case(case: harness.Case, tmp_path: Path) -> None:
     assert not o.finding, f"{case.name}: " + "\n".join(o.finding)
 
 
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in CASES])
+def test_upstream_unmodified(case: harness.Case) -> None:
+    listed, bad = harness.modified_files(case)
+    if not listed:
+        pytest.skip("UPSTREAM.md lists no blob ids")
+    assert not bad, f"{case.name}: files differ from upstream: {bad}"
+
+
 def test_some_case_exists() -> None:
     assert CASES, f"no case.json under {harness.CASES}"
