@@ -69,7 +69,11 @@ class StackRecorder(SpyRecorder):
 
     def start(self) -> bool:
         n = self._started
-        rate = self.rate_hz if n < FAST_CHUNKS else min(self.rate_hz, LONG_RUN_RATE_HZ)
+        # the first FAST_CHUNKS chunks' time at the full rate (by the clock: a chunk started for
+        # a lower rate does not end it)
+        first = self.started_at
+        fast = first is None or time.monotonic() - first < FAST_CHUNKS * CHUNK_S
+        rate = self.rate_hz if fast else min(self.rate_hz, LONG_RUN_RATE_HZ)
         name = f"{self._prefix}-{n}.json"
         why = self.record(self.run_dir / name, rate, CHUNK_S)
         if why is not None:
@@ -131,7 +135,8 @@ class StackRecorder(SpyRecorder):
         chunk = self.chunks[-1]
         chunk["spy_cpu"] = round(share, 3)
         rate = int(chunk["rate_hz"])  # type: ignore[call-overload]
-        if share <= budget or rate <= MIN_RATE_HZ:
+        # under a lowered budget, room for the measure's noise before py-spy restarts again
+        if share <= budget * (1.0 if budget >= SPY_BUDGET else 1.25) or rate <= MIN_RATE_HZ:
             return
         chunk["spy_budget"] = budget
         self.rate_hz = max(MIN_RATE_HZ, int(rate * budget / share))
