@@ -1,12 +1,11 @@
-"""Lay out the autoencoder example with synthetic MNIST-shaped data as it expects it, under argv[1].
+"""Write synthetic MNIST-shaped data for the autoencoder example into argv[1]/Datasets, in seconds.
 
-The example reads its data from ``<its folder>/../../Datasets`` (Lightning's mocked MNIST when
-PL_USE_MOCKED_MNIST is set: ``MNIST/complete/{training,test}.pt``, tuples of uint8 images and
-labels) and splits 55000/5000 images. So this copies the unmodified script to
-``argv[1]/examples/pytorch/basics/`` and writes 60000 + 10000 random 28x28 images beside it.
+The example reads MNIST from ``<its folder>/../../Datasets`` and splits 55000/5000 training
+images; with PL_USE_MOCKED_MNIST set, Lightning's mocked MNIST loads
+``MNIST/complete/{training,test}.pt`` (tuples of uint8 images and labels) from there instead of
+downloading. case.json links ``examples/Datasets`` to ``{data}/Datasets``.
 """
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -14,10 +13,7 @@ import torch
 
 
 def main(out: Path) -> None:
-    script_dir = out / "examples" / "pytorch" / "basics"
-    script_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(Path(__file__).parent / "autoencoder.py", script_dir / "autoencoder.py")
-    data = out / "examples" / "Datasets" / "MNIST" / "complete"
+    data = out / "Datasets" / "MNIST" / "complete"
     data.mkdir(parents=True, exist_ok=True)
     gen = torch.Generator().manual_seed(0)
     for name, n in (("training.pt", 60000), ("test.pt", 10000)):
