@@ -3,7 +3,7 @@ holds the reads back."""
 
 from __future__ import annotations
 
-from trainprof.collect.samplers.smaps import BURST_S, MAX_AGE_S, SmapsSchedule
+from trainprof.collect.samplers.smaps import AGE_BUDGET, BURST_S, MAX_AGE_S, SmapsSchedule
 
 MIB = 2**20
 
@@ -48,3 +48,14 @@ def test_reads_stop_when_the_credit_is_spent_and_resume_at_the_budgets_pace() ->
     later = read_all(s, 0.5 + 2 * BURST_S / 0.01, pids, cost_s=cost)  # refilled, to the cap
     assert later == [5, 6, 7, 8]
     assert s.reads == 8 and abs(s.spent_s - 8 * cost) < 1e-9
+
+
+def test_reads_for_age_alone_wait_longer_when_the_tree_is_dear_to_read() -> None:
+    """9 processes at 20 ms a read: every 10 s would be 1.8 % of a CPU; at most AGE_BUDGET."""
+    s = SmapsSchedule(budget=1.0, burst_s=10.0)
+    pids = dict.fromkeys(range(1, 10), 1024 * MIB)
+    assert len(read_all(s, 0.0, pids, cost_s=0.02)) == 9
+    wait = 0.02 * 9 / AGE_BUDGET  # 72 s
+    assert read_all(s, MAX_AGE_S, pids) == []
+    assert read_all(s, wait - 0.1, pids) == []
+    assert len(read_all(s, wait, pids)) == 9

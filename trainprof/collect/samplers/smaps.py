@@ -4,12 +4,13 @@ CPU budget.
 A read of ``/proc/PID/smaps_rollup`` (PSS, and USS: the pages a process alone holds) walks
 every resident page of the process under its memory-map lock: 3–5 ms for a 300 MB CPU torch
 process on a 2-core VM, ~100 ms for a CUDA job's GBs. Read for every process at every tick, it
-was most of the sampler's CPU, and grew with each DataLoader worker. So a process is read when
-it is new; when its RSS (a cheap read) rose above its level at the last read (a new high: a
-peak, a leak) or fell far below it; when the tree's processes changed since (a fork, an exit); or after
-``MAX_AGE_S`` (copy-on-write pages turning private move no RSS). And only while the reads' CPU
-stays within ``BUDGET`` of one CPU on average (``BURST_S`` of it at once, so that a new job's
-processes are read together).
+was most of the sampler's CPU, and grew with each DataLoader worker. So a process is read:
+when it is new; when its RSS (a cheap read) rose above its level at the last read (a new high:
+a peak, a leak) or fell far below it; when the tree's processes changed since (a fork, an
+exit); and after ``MAX_AGE_S``, or longer where reading every process that often would take
+more than ``AGE_BUDGET`` of a CPU (copy-on-write pages turning private move no RSS). And only
+while the reads' CPU stays within ``BUDGET`` of one CPU on average (``BURST_S`` of it at once,
+so that a new job's processes are read together).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import psutil
 BUDGET = 0.02  # share of one CPU the reads may use, on average
 BURST_S = 0.1  # CPU seconds of reads that may be spent at once
 MAX_AGE_S = 10.0
+AGE_BUDGET = 0.0025  # share of one CPU the reads for age alone may use (longer ages on big jobs)
 # RSS above its level at the last read (a new high: a peak, a leak) by this share or bytes...
 ROSE_SHARE, ROSE_BYTES = 0.01, 2 * 2**20
 # ... or below it by this much (the steps of a steady job's allocator stay under it)
@@ -53,7 +55,8 @@ class SmapsSchedule:
         self.spent_s = 0.0  # CPU seconds all reads took
         self.reads = 0
         self._t: float | None = None
-        self._last: dict[int, tuple[float, int, int]] = {}  # pid → (when read, RSS then, tree)
+        # pid → (when read, its RSS then, the tree's count then, the read's CPU seconds)
+        self._last: dict[int, tuple[float, int, int, float]] = {}
         self._members: frozenset[int] = frozenset()
         self._tree = 0  # counts the changes of the tree's members
 
@@ -74,13 +77,13 @@ class SmapsSchedule:
             if last is None:
                 ranked.append((0, 0.0, pid))
                 continue
-            when, then_rss, tree = last
+            when, then_rss, tree, cost_s = last
             moved = now_rss - then_rss
             rose = moved >= max(ROSE_BYTES, ROSE_SHARE * then_rss)
             fell = -moved >= max(FELL_BYTES, FELL_SHARE * then_rss)
             if rose or fell or tree != self._tree:
                 ranked.append((1, -abs(moved) / max(then_rss, 1), pid))
-            elif now - when >= MAX_AGE_S:
+            elif now - when >= max(MAX_AGE_S, cost_s * len(rss) / AGE_BUDGET):
                 ranked.append((2, when, pid))
         return [pid for *_, pid in sorted(ranked)]
 
@@ -89,7 +92,7 @@ class SmapsSchedule:
 
     def done(self, pid: int, now: float, rss: int, cpu_s: float) -> None:
         """A read of ``pid`` (successful or not) that took ``cpu_s`` of this thread's CPU."""
-        self._last[pid] = (now, rss, self._tree)
+        self._last[pid] = (now, rss, self._tree, cpu_s)
         self.credit_s -= cpu_s
         self.spent_s += cpu_s
         self.reads += 1
