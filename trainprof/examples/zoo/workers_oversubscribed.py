@@ -13,7 +13,8 @@ trainprof on 2 CPUs shared with other work (the job's session given priority), t
 ``-j 4`` a median step of 94-97 ms, the loop's thread waiting for a CPU 22-24 % of the time;
 ``-j 1`` 98-104 ms, 30-31 % (one worker and 2 intra-op threads are 3 threads still); ``-j 0``
 84-102 ms, 11-12 % (the machine's other work), the loop decoding 23-28 % of the time; ``-j 1``
-with ``torch.set_num_threads(1)`` (``healthy_workers_sized``) 89-107 ms, 1-2 %.
+with ``torch.set_num_threads(1)`` (``healthy_workers_sized``) 89-107 ms, 1-2 %. That was with
+2,560 images; the script's 1,280, two runs more: ``-j 4`` 90-97 ms, 23-24 %.
 
 Fix: no more workers and intra-op threads together than the CPUs: fewer workers (``-j 1`` on 2
 CPUs) and ``torch.set_num_threads(CPUs - workers)``, or ``-j 0`` where decoding a batch in the
@@ -44,7 +45,7 @@ class EncodedImages(Dataset):
     """Compressed images decoded and augmented in ``__getitem__``, as ImageFolder with
     RandomResizedCrop, RandomHorizontalFlip, ToTensor and Normalize does."""
 
-    def __init__(self, n: int = 2560, classes: int = 10):
+    def __init__(self, n: int = 1280, classes: int = 10):
         g = torch.Generator().manual_seed(0)
         coarse = torch.rand(32, 3, SIDE // 8, SIDE // 8, generator=g)
         images = (F.interpolate(coarse, size=SIDE, mode="bilinear") * 255).to(torch.uint8)
@@ -94,7 +95,7 @@ def main() -> None:
     parser.add_argument("-b", "--batch-size", default=32, type=int)
     parser.add_argument("--epochs", default=2, type=int)
     parser.add_argument("--lr", default=0.1, type=float)
-    parser.add_argument("-p", "--print-freq", default=40, type=int)
+    parser.add_argument("-p", "--print-freq", default=20, type=int)
     args = parser.parse_args()
     torch.manual_seed(0)
     random.seed(0)
