@@ -124,7 +124,7 @@ def main() -> int:
     if records.writer() is None:
         print(json.dumps({"error": "the probe is not running (run under the probe's environment)"}))
         return 1
-    from trainprof.probe import device_marks
+    from trainprof.probe import device_marks, steps, watches
     from trainprof.probe import torch_hooks as th
     from trainprof.probe.state import state
 
@@ -143,7 +143,7 @@ def main() -> int:
     step_hooks = [
         h
         for h in optim_mod._global_optimizer_post_hooks.values()
-        if getattr(h, "__globals__", {}).get("__name__") == th.__name__
+        if getattr(h, "__globals__", {}).get("__name__") == steps.__name__
     ]
 
     def step_hook() -> float:
@@ -213,7 +213,7 @@ def main() -> int:
         def inner(*args: Any, **kwargs: Any) -> None:
             return None
 
-        wrapped = th._marked_backward(types.SimpleNamespace(), inner, True)
+        wrapped = steps._marked_backward(types.SimpleNamespace(), inner, True)
         # a CUDA job's steady step: an untimed one (a CPU job's wrapper left at its first step)
         saved = state.steps, state.timeline
         state.steps = max(state.steps, 1)
@@ -228,7 +228,7 @@ def main() -> int:
             return None
 
         owner = type("Owner", (), {})  # where the wrapper would take itself out: not here
-        wrapped = th._noticed_zero_grad(owner, inner)
+        wrapped = watches._noticed_zero_grad(owner, inner)
         return _added(lambda: wrapped(None), lambda: inner(None))
 
     # torch.distributed (probe/collectives.py): the backward wrapper is installed in every job
@@ -342,7 +342,7 @@ def main() -> int:
     add("dataset fetch timer", 1, fetch)
     add("collate_fn timer", 1, collate)
     add("autograd.backward mark (CUDA jobs; a CPU job's leaves)", 1, backward_mark)
-    add(f"Optimizer.zero_grad watch (first {th.WATCH_STEPS} steps only)", 0, zero_grad)
+    add(f"Optimizer.zero_grad watch (first {watches.WATCH_STEPS} steps only)", 0, zero_grad)
     add_distributed("autograd.backward wait timer, DDP model", "1 per step", backward_ddp)
     add_distributed("Python collective timer (all_reduce, ...)", "1 per collective", collective)
 

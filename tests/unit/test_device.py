@@ -195,7 +195,7 @@ def test_a_started_timeline_marks_a_real_optimizers_steps(
     import torch
     import torch.optim.optimizer as optim_mod
 
-    from trainprof.probe import device_marks, torch_hooks
+    from trainprof.probe import device_marks, steps
     from trainprof.probe.state import State, state
 
     class Writer:
@@ -236,7 +236,7 @@ def test_a_started_timeline_marks_a_real_optimizers_steps(
     )
     state.writer = Writer()
     before = set(optim_mod._global_optimizer_pre_hooks)
-    post = optim_mod.register_optimizer_step_post_hook(torch_hooks._on_optimizer_step)
+    post = optim_mod.register_optimizer_step_post_hook(steps._on_optimizer_step)
     try:
         device_marks.start_timeline(torch, torch.device("cpu"))
         device_marks.start_timeline(torch, torch.device("cpu"))  # once only

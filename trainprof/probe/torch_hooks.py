@@ -22,28 +22,15 @@ import os
 import time
 from typing import Any
 
-from trainprof.probe import debug_modes, models, optimized, records, saves, structure, worker_info
+from trainprof.probe import records, saves, steps, watches, worker_info
 from trainprof.probe.batches import leading_dim
-from trainprof.probe.device_marks import mark, start_timeline, sync_pre_step, timeline_failed
-from trainprof.probe.flops import StepFlops
-from trainprof.probe.state import State, state, weak
-from trainprof.probe.writer import FLUSH_EVERY_RECORDS
-from trainprof.store.schema import (
-    BACKWARD,
-    BATCH,
-    ENV_FLOPS,
-    EPOCH,
-    FETCH,
-    LOADER,
-    MODE,
-    TORCH,
-)
+from trainprof.probe.device_marks import mark
+from trainprof.probe.state import state
+from trainprof.probe.steps import early_step
+from trainprof.probe.watches import mode_restored
+from trainprof.store.schema import BATCH, EPOCH, FETCH, LOADER, TORCH
 
 _clock = time.monotonic
-# How the job calls zero_grad() and autocast is read over its first optimizer steps; then those
-# wrappers take themselves out (a training loop calls both the same way every step, and each
-# wrapper is a Python call a step, dear on the cold caches of a fast GPU loop).
-WATCH_STEPS = 2
 
 
 def install(torch: Any) -> None:
@@ -56,20 +43,14 @@ def install(torch: Any) -> None:
     # --steps counts the steps the "steps" part sees (with it off, nothing is counted)
     state.max_steps = records.max_steps() if "steps" not in off else None
     state.steps_min_s = records.steps_min_s()
+    state.device_off = "device" in off  # the pre-step hook comes with a CUDA timeline
     w.add(f"{TORCH} {w.us(_clock())}\n")
     w.on_tick.append(flush_counters)
-    import torch.optim.optimizer as optim_mod
     import torch.utils.data._utils.fetch as fetch_mod
     import torch.utils.data._utils.worker as worker_mod
     import torch.utils.data.dataloader as dl
 
-    if "steps" not in off:
-        optim_mod.register_optimizer_step_post_hook(_on_optimizer_step)
-    state.device_off = "device" in off  # the pre-step hook comes with a CUDA timeline
-    if not state.device_off or "steps" not in off:
-        import torch.autograd as autograd
-
-        autograd.backward = _marked_backward(autograd, autograd.backward, "steps" not in off)
+    steps.install(torch, off)
     if "loader" not in off:
         _wrap_loader(dl)
     if "fetch" not in off:
@@ -83,16 +64,7 @@ def install(torch: Any) -> None:
     worker_mod._worker_loop = _worker_loop(worker_mod._worker_loop)
     if "save" not in off:
         torch.save = saves.timed(torch.save, "f")
-    if "mode" not in off:
-        torch.nn.Module.train = _watched_train(torch.nn.Module.train)
-    if "precision" not in off:
-        ac = torch.amp.autocast_mode.autocast
-        ac.__enter__ = _noticed_autocast(ac, ac.__enter__)
-        opt_cls = torch.optim.Optimizer
-        opt_cls.zero_grad = _noticed_zero_grad(opt_cls, opt_cls.zero_grad)
-    if "steps" not in off:
-        opt_cls = torch.optim.Optimizer
-        opt_cls.__init__ = _noticed_optimizer(opt_cls, opt_cls.__init__)  # type: ignore[method-assign]
+    watches.install(torch, off)
 
 
 def flush_counters() -> None:
@@ -129,120 +101,6 @@ def _report_optimizers() -> None:
     )
 
 
-# ---------------------------------------------------------------- optimizer steps
-
-
-def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    s = state
-    if s.primary_ref() is optimizer:
-        s.primary_entry[1] += 1  # the common case: the counted optimizer stepped again
-        s.other_stepped_twice = None
-    else:
-        key = id(optimizer)
-        if not _counts_as_step(s, optimizer, key, s.optimizers.get(key)):
-            return
-        s.primary_ref, s.primary_entry = s.optimizers[key]
-    now = _clock()
-    w = s.writer
-    if w is None:
-        return
-    s.steps += 1
-    # the writer's add_step, inline (a call a step is dear on cold caches)
-    queued = w.steps
-    queued.append((now, s.last_boundary, s.wait, s.sampler, s.batch_size, s.fetches, s.samples))
-    if len(queued) >= FLUSH_EVERY_RECORDS or now >= w.step_check_at:
-        w.steps_queued(now)
-    s.last_boundary = now
-    s.wait = s.sampler = 0.0
-    s.fetches = s.samples = 0
-    tl = s.timeline
-    if tl is not None:
-        if (
-            tl.active
-            or tl.pending
-            or s.pre_step_in
-            or (tl.step + 1 >= tl.next_timed and now >= tl.not_before)
-        ):
-            try:
-                tl.step_ended()
-                sync_pre_step(s, tl.active)
-            except Exception as exc:
-                timeline_failed(exc)
-        else:
-            tl.step += 1  # an untimed step with nothing to read: all step_ended would do
-    if s.flops is not None:
-        _count_flops(s)
-    if s.first_step_t is None:
-        s.first_step_t = now
-    if s.max_steps is not None and s.steps >= s.max_steps:
-        _stop_if_long_enough(s, s.steps, now, w)
-
-
-def _stop_if_long_enough(s: State, steps: int, now: float, w: Any) -> None:
-    """``--steps``: ``steps`` have been made since ``first_step_t``; stop the job cleanly once
-    they have also spanned ``steps_min_s`` (a fast job's few steps would leave the rules no
-    steady state to judge)."""
-    if now - (s.first_step_t or now) >= s.steps_min_s:
-        records.record_info({"stop": "steps", "steps": steps})
-        w.flush()
-        raise SystemExit(0)
-
-
-def _early_step(s: State, now: float, w: Any, trains: bool) -> None:
-    """A DataLoader batch or a backward return before any optimizer step, in a job given
-    ``--steps``: each ends a step of a job without a torch optimizer (the report counts them
-    so), so they stop it too where they are training (``trains``): a backward return always, a
-    batch once a backward pass has come among the batches (a pass over the loader for
-    statistics, before the optimizer is built, must not stop the job). Not in a job that has
-    built an optimizer: its first step may come after many micro-batches (gradient
-    accumulation), and its steps count from there."""
-    if s.optimizer_made or s.max_steps is None:
-        return
-    s.early_steps += 1
-    if s.first_step_t is None:
-        s.first_step_t = now
-    if trains and s.early_steps >= s.max_steps:
-        _stop_if_long_enough(s, s.early_steps, now, w)
-
-
-def _counts_as_step(s: State, optimizer: Any, key: int, known: Any) -> bool:
-    """Book a step of an optimizer that is new, not the counted one, or whose id was reused;
-    True if it is the counted (primary) optimizer's step."""
-    if known is None or known[0]() is not optimizer:
-        if known is not None and key == s.primary_opt_id:
-            s.primary_opt_id = None  # the counted optimizer is gone; its id is reused
-            s.other_stepped_twice = key  # ...by its replacement: counted from this step
-        entry: list[Any] = [f"{type(optimizer).__name__}#{len(s.optimizer_log)}", 0]
-        s.optimizer_log.append(entry)
-        known = s.optimizers[key] = (weak(optimizer), entry)
-    known[1][1] += 1
-    if s.primary_opt_id is None and s.other_stepped_twice == key:
-        s.primary_opt_id = key
-    elif s.primary_opt_id is None:
-        s.primary_opt_id = key
-        _record_step_callers()
-        found = _models_at_first_step(optimizer)
-        _record_precision(optimizer, found.models)
-        _record_unoptimized(optimizer, found)
-        debug_modes.at_first_step()
-    elif key != s.primary_opt_id:
-        # A GAN's two optimizers alternate: keep counting the first. One that steps twice while
-        # the counted one does not has replaced it (a new optimizer per phase): follow it.
-        if s.other_stepped_twice != key:
-            s.other_stepped_twice = key
-            return False
-        s.primary_opt_id = key
-    s.other_stepped_twice = None
-    return True
-
-
-def _record_step_callers() -> None:
-    """The functions on the stack that steps the optimizer, read once, at the first step: the
-    training loop and its train-step helpers as a fact. Stack samples alone can miss them (a
-    loop whose steps take a few ms between long stalls gets a handful of backward samples)."""
-    records.record_callers("step_callers", 3, lines=False)  # from the optimizer hook up
-
-
 def _record_loader_callers() -> None:
     """The stack that asks the DataLoader for a batch, with lines, read once, at the first
     fetch after the first optimizer step (the training loop's, not a sanity check's): the
@@ -250,53 +108,6 @@ def _record_loader_callers() -> None:
     samples of a loop that fetches 64 batches a step were torn or failed (a quarter of them
     on a 2-core machine), and none named that line once."""
     records.record_callers("loader_callers", 3, lines=True)  # above the __next__ wrapper
-
-
-def _count_flops(s: State) -> None:
-    flops = s.flops
-    if flops is None:
-        return
-    try:
-        if not flops.done:
-            flops.begin(s.steps)
-        else:
-            flops.end(s.steps)
-            if flops.counter is None:
-                s.flops = None
-    except Exception as exc:  # fail open: no FLOP count, the job goes on
-        s.flops = None
-        records.record_info({"flops": {"skipped": f"{type(exc).__name__}: {exc}"[:300]}})
-
-
-def _marked_backward(owner: Any, orig: Any, count: bool) -> Any:
-    """``torch.autograd.backward`` (what ``Tensor.backward`` calls): the device timeline's mark,
-    and, in a job that has made neither an optimizer step nor a DataLoader batch (a hand-written
-    loop and update), a record of each return, which then counts as its step. Once either comes,
-    one integer test a call and an attribute read (the timeline's, on an untimed step); a job
-    whose first optimizer step brought no CUDA timeline has no use for it: it leaves."""
-
-    @functools.wraps(orig)
-    def backward(*args: Any, **kwargs: Any) -> Any:
-        s = state
-        tl = s.timeline
-        if tl is not None and tl.active:
-            mark(tl, "backward")
-        if s.steps or s.batches_seen or not count:
-            if tl is None and s.steps:
-                _unwrap(owner, "backward", backward, orig)
-            elif not s.steps and s.max_steps is not None:
-                s.backward_seen = True  # among batches: they are training (see _early_step)
-            return orig(*args, **kwargs)
-        out = orig(*args, **kwargs)
-        w = records.writer()
-        if w is not None and not s.steps:  # an optimizer stepped inside it (a grad hook): no
-            now = _clock()
-            w.add(f"{BACKWARD} {w.us(now)}\n")
-            if s.max_steps is not None:
-                _early_step(s, now, w, trains=True)
-        return out
-
-    return backward
 
 
 # ---------------------------------------------------------------- DataLoader
@@ -316,7 +127,7 @@ def _wrap_loader(dl: Any) -> None:
             mark(tl, "fetch")  # a later micro-batch of the step
         t0 = _clock()
         if s.training is False:
-            _mode_restored(s, t0)
+            mode_restored(s, t0)
         batch = orig_next(self)
         dt = _clock() - t0
         s.wait += dt
@@ -346,7 +157,7 @@ def _wrap_loader(dl: Any) -> None:
                 if w is not None:
                     w.add(f"{BATCH} {w.us(t0 + dt)} {int(dt * 1e6)} {int(s.sampler * 1e6)} {n}\n")
                     if s.max_steps is not None:
-                        _early_step(s, t0 + dt, w, trains=s.backward_seen)
+                        early_step(s, t0 + dt, w, trains=s.backward_seen)
         # Last: on a GPU that waits for the host, the time of the probe's own work above would
         # count as the step's forward on the device; after the mark it is the gap's, like the fetch
         tl = s.timeline
@@ -550,185 +361,3 @@ def _worker_loop(orig: Any) -> Any:
                 w.flush()
 
     return loop
-
-
-# ---------------------------------------------------------------- precision (once per process)
-
-
-def _models_at_first_step(optimizer: Any) -> models.Found:
-    """The job's models and its name for ``optimizer`` (``models.py``); the ``train()`` module
-    alone where the frames cannot be read."""
-    trained = state.model_ref() if state.model_ref is not None else None
-    try:
-        import torch
-
-        return models.found(torch, trained, optimizer)
-    except Exception as exc:
-        records.record_error("models", exc)
-        return models.Found([("model", trained)] if trained is not None else [], None)
-
-
-def _record_precision(optimizer: Any, found: list[tuple[str, Any]]) -> None:
-    """Where and in which dtype the model trains, and the TF32 settings: read once, at the
-    first optimizer step, for the mixed-precision and pinned-memory rules."""
-    try:
-        import torch
-
-        param = optimizer.param_groups[0]["params"][0]
-        info: dict[str, Any] = {
-            "device": param.device.type,
-            "dtype": str(param.dtype).replace("torch.", ""),
-            "matmul_precision": torch.get_float32_matmul_precision(),
-            "cuda_matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-            "cudnn_tf32": bool(torch.backends.cudnn.allow_tf32),
-            "torch": str(torch.__version__),
-            # the CUDA version torch was built for, None for a CPU-only build (no CUDA call)
-            "cuda_build": torch.version.cuda,
-            # torch's intra-op threads (one per core it sees: a container's host cores)
-            "intra_op_threads": torch.get_num_threads(),
-        }
-        if param.device.type != "cuda":
-            # a GPU hidden on purpose (CUDA_VISIBLE_DEVICES="") is no GPU left unused
-            info["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if param.device.type == "cuda":
-            info["capability"] = list(torch.cuda.get_device_capability(param.device))
-            info["gpu_name"] = torch.cuda.get_device_name(param.device)
-            start_timeline(torch, param.device)
-            props = torch.cuda.get_device_properties(param.device)
-            info["memory_total"] = props.total_memory
-            # Which of the machine's GPUs this is, in NVML's terms (store/gpus.py).
-            uuid = getattr(props, "uuid", None)
-            if uuid is not None:
-                info["gpu_uuid"] = str(uuid)
-        counted = param.device.type == "cuda" or os.environ.get(ENV_FLOPS) == "cpu"
-        if counted and "flops" not in records.disabled_parts():
-            state.flops = StepFlops(torch)
-        records.record_info({"precision": info})
-        trained = state.model_ref() if state.model_ref is not None else None
-        model = models.main_model(found, trained, optimizer)
-        records.record_info({"structure": structure.facts(torch, model, optimizer)})
-    except Exception as exc:
-        records.record_error("precision", exc)
-
-
-def _record_unoptimized(optimizer: Any, found: models.Found) -> None:
-    """The job's models' parameters with a gradient that no optimizer made so far holds, once,
-    at the first optimizer step (``optimized.py``); nothing where no model was found."""
-    s = state
-    if found.models:
-        try:
-            made = [opt for ref in s.made_optimizers if (opt := ref()) is not None]
-            mine = made if any(opt is optimizer for opt in made) else [optimizer, *made]
-            facts = optimized.facts(found.models, mine)
-            records.record_info({"unoptimized": {**facts, "optimizer_name": found.optimizer_name}})
-        except Exception as exc:
-            records.record_error("unoptimized", exc)
-    s.made_optimizers = []
-
-
-def _mode_restored(s: State, now: float) -> None:
-    """Called for each batch while the probe thinks the model evaluates: a model put back in
-    training mode without ``train()`` (Lightning restores each module's ``training`` flag by
-    assignment after validation) ends the evaluation here, as its next training batch comes."""
-    ref = s.model_ref
-    model = ref() if ref is not None else None
-    if model is None or getattr(model, "training", False) is not True:
-        return
-    s.training = True
-    w = records.writer()
-    if w is not None:
-        w.add(f"{MODE} {w.us(now)} 1\n")
-
-
-def _remember_model(module: Any) -> None:
-    import weakref
-
-    try:
-        state.model_ref = weakref.ref(module)
-    except TypeError:
-        pass
-
-
-def _noticed_zero_grad(owner: type, orig: Any) -> Any:
-    """``Optimizer.zero_grad``: a call with ``set_to_none=False`` is recorded once; the wrapper
-    leaves once that is seen or the job has made ``WATCH_STEPS`` optimizer steps."""
-
-    @functools.wraps(orig)
-    def zero_grad(self: Any, set_to_none: bool = True) -> Any:
-        s = state
-        if not set_to_none and not s.zero_grad_kept:
-            s.zero_grad_kept = True
-            records.record_info({"zero_grad_set_to_none": False})
-        if s.zero_grad_kept or s.steps >= WATCH_STEPS:
-            _unwrap(owner, "zero_grad", zero_grad, orig)
-        return orig(self, set_to_none)
-
-    return zero_grad
-
-
-def _noticed_optimizer(owner: type, orig: Any) -> Any:
-    """``Optimizer.__init__`` until the first optimizer step: the job has a torch optimizer (with
-    ``--steps``, its optimizer steps are what it counts: see ``_early_step``), and each one made
-    before training, whose parameters the first step compares with the model's (a GAN's two,
-    say: ``_record_unoptimized``). Leaves at the first optimizer made after that step."""
-
-    @functools.wraps(orig)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        s = state
-        s.optimizer_made = True
-        if s.steps:
-            _unwrap(owner, "__init__", __init__, orig)
-        else:
-            s.made_optimizers.append(weak(self))
-        orig(self, *args, **kwargs)
-
-    return __init__
-
-
-def _noticed_autocast(owner: type, orig: Any) -> Any:
-    """``autocast.__enter__``: each enabled device and dtype is recorded once; the wrapper leaves
-    at the first enabled autocast after ``WATCH_STEPS`` optimizer steps (the training step's
-    own has been seen by then). A job without autocast never calls it."""
-    seen: set[tuple[str, str]] = set()
-
-    @functools.wraps(orig)
-    def __enter__(self: Any) -> Any:
-        if getattr(self, "_enabled", True):
-            key = (str(getattr(self, "device", "?")), str(getattr(self, "fast_dtype", "?")))
-            if key not in seen:
-                seen.add(key)
-                records.record_info({"autocast": key[0], "dtype": key[1]})
-            if state.steps >= WATCH_STEPS:
-                _unwrap(owner, "__enter__", __enter__, orig)
-        return orig(self)
-
-    return __enter__
-
-
-def _unwrap(owner: type, name: str, wrapper: Any, orig: Any) -> None:
-    """Put ``orig`` back, unless something else has wrapped ``wrapper`` since."""
-    if vars(owner).get(name) is wrapper:
-        setattr(owner, name, orig)
-
-
-# ---------------------------------------------------------------- checkpoints and modes
-
-
-def _watched_train(orig: Any) -> Any:
-    @functools.wraps(orig)
-    def train(self: Any, mode: bool = True) -> Any:
-        s = state
-        s.train_depth += 1
-        try:
-            return orig(self, mode)
-        finally:
-            s.train_depth -= 1
-            if s.train_depth == 0 and s.model_ref is None:
-                _remember_model(self)
-            if s.train_depth == 0 and s.training is not bool(mode):
-                s.training = bool(mode)
-                w = records.writer()
-                if w is not None:
-                    w.add(f"{MODE} {w.us(_clock())} {int(bool(mode))}\n")
-
-    return train
