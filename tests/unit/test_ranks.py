@@ -339,7 +339,8 @@ def test_every_other_rank_gets_a_recorder_of_its_own_once_it_steps(
     job = SimpleNamespace(pid=99)
     starter = stack_starter.StackStarter(tmp_path, job, ["torchrun"])  # type: ignore[arg-type]
     stepping: dict[int, dict[str, object]] = {50: {"rank": None}, 201: {"rank": 1}}
-    live = SimpleNamespace(stats=SimpleNamespace(stepping=stepping))
+    stats = SimpleNamespace(stepping=stepping, last_progress=None)
+    live = SimpleNamespace(stats=stats, latest_sample=None)
     starter.poll(live)  # type: ignore[arg-type]
     assert started == [(50, 50, None), (201, 20, "rank1")]
     stepping.update({200: {"rank": 0}, 203: {"rank": 3}, 204: {"rank": 4}, 205: {"rank": True}})
