@@ -149,8 +149,9 @@ def own_steps(case: Case, output: str, workdir: Path) -> int | None:
         found = re.findall(spec["regex"], output, flags=re.MULTILINE)
         if not found:
             return None
-        last = found[-1]
-        return int(last[0] if isinstance(last, tuple) else last) + int(spec.get("offset", 0))
+        counts = [int(m[0] if isinstance(m, tuple) else m) for m in found]
+        # "sum": a script that restarts its count each epoch prints one total per epoch
+        return (sum(counts) if spec.get("sum") else counts[-1]) + int(spec.get("offset", 0))
     path = workdir / spec["file"]
     if not path.is_file():
         return None
