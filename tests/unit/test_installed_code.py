@@ -2,18 +2,14 @@
 through it usercode.is_user_path).
 
 GIVEN a distribution installed with ``pip install --target`` into a folder with no installer's
-name (``vendor``) and put on PYTHONPATH, THEN its files are library code, and a script beside
-that folder, or a folder of the same name elsewhere, is the user's; an editable install's RECORD
-lists no source file, so the project's code stays the user's. The roots are read once per
-process, so each environment is judged in a process of its own.
+name (``vendor``), THEN its files are library code however the job puts the folder on its path
+(a wrapper's ``sys.path.insert``, as the real-world timm case's does), and a script beside that
+folder, or a folder of the same name elsewhere, is the user's; an editable install's RECORD
+lists no source file, so the project's code stays the user's.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 
@@ -30,22 +26,8 @@ def _dist_info(where: Path, name: str, files: list[str]) -> None:
     (info / "RECORD").write_text("\n".join(f if "," in f else f"{f},," for f in record) + "\n")
 
 
-def _judged(paths: list[Path], pythonpath: list[Path], cwd: Path) -> list[bool]:
-    """is_user_path of each path, in a process run with this PYTHONPATH."""
-    code = (
-        "import json, sys; from trainprof.analysis.usercode import is_user_path as u; "
-        "print(json.dumps([u(p) for p in sys.argv[1:]]))"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in pythonpath)}
-    out = subprocess.run(
-        [sys.executable, "-c", code, *map(str, paths)],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return list(json.loads(out))
+def _judged(paths: list[Path]) -> list[bool]:
+    return [is_user_path(str(p)) for p in paths]
 
 
 def test_a_distribution_installed_into_a_folder_of_any_name_is_library_code(
@@ -64,9 +46,12 @@ def test_a_distribution_installed_into_a_folder_of_any_name_is_library_code(
     mine = tmp_path / "elsewhere" / "fastloaders" / "data" / "loader.py"
     beside = vendor / "notes.py"  # in the folder, but no distribution's file
     paths = [loader, single, proj / "train.py", mine, beside]
-    assert _judged(paths, [vendor], proj) == [False, False, True, True, True]
-    # without the folder on the path, nothing says it is installed: a name is no evidence
-    assert _judged(paths, [], proj) == [True, True, True, True, True]
+    assert _judged(paths) == [False, False, True, True, True]
+    # the same folder with no .dist-info: a folder's name is no evidence
+    bare = tmp_path / "bare" / "vendor" / "fastloaders" / "data" / "loader.py"
+    bare.parent.mkdir(parents=True)
+    bare.write_text("")
+    assert _judged([bare]) == [True]
 
 
 def test_an_editable_install_leaves_the_projects_own_code_the_users(tmp_path: Path) -> None:
@@ -79,7 +64,7 @@ def test_an_editable_install_leaves_the_projects_own_code_the_users(tmp_path: Pa
     src.write_text("")
     finder = site / "__editable___myproj_finder.py"
     finder.write_text("")
-    assert _judged([src, finder], [site, src.parent.parent], tmp_path) == [True, False]
+    assert _judged([src, finder]) == [True, False]
 
 
 def test_a_site_folder_reached_through_a_link_is_installed_by_either_path(
@@ -88,8 +73,10 @@ def test_a_site_folder_reached_through_a_link_is_installed_by_either_path(
     purelib = Path(sysconfig.get_paths()["purelib"])
     link = tmp_path / "libs"
     link.symlink_to(purelib, target_is_directory=True)
-    inside = link / "somepkg" / "mod.py"
-    assert _judged([inside, purelib / "somepkg" / "mod.py"], [link], tmp_path) == [False, False]
+    assert _judged([link / "pip" / "__init__.py", purelib / "pip" / "__init__.py"]) == [
+        False,
+        False,
+    ]
 
 
 def test_this_interpreters_standard_library_and_scripts_are_installed() -> None:

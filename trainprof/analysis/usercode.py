@@ -1,10 +1,10 @@
 """One answer to "is this file the user's own code?", for py-spy frames and traceback text alike.
 
-Installed code is told by where it lies (``installed``: the standard library, the site
-directories, the files of distributions installed elsewhere on ``sys.path``), and trainprof's and
-torch's own code by their packages' real directories, never by a word in the path: a user's
-script in a folder named ``trainprof`` or ``torch`` is the user's, a distribution installed with
-``pip install --target`` into a folder named ``vendor`` is not. The installers' folder names
+Installed code is told by where it lies (``installed``: the standard library, the site and
+scripts directories, the files a distribution installed beside them lists in its RECORD), and
+trainprof's and torch's own code by their packages' real directories, never by a word in the
+path: a user's script in a folder named ``trainprof`` or ``torch`` is the user's, a distribution
+installed with ``pip install --target`` into a folder named ``vendor`` is not. The installers' folder names
 serve for paths of another environment (a run recorded on another machine). Cached: py-spy
 profiles repeat the same few hundred paths millions of times.
 """
