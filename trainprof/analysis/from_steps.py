@@ -12,6 +12,7 @@ from trainprof.analysis import attribution, call_sites, compiles, debug_modes, f
 from trainprof.analysis import mfu as mfu_mod
 from trainprof.analysis.compiles import CompileLog
 from trainprof.analysis.cpu_starvation import cpu_starvation
+from trainprof.analysis.cpu_verdict import cpu_bottleneck
 from trainprof.analysis.device import (
     Bottleneck,
     DeviceView,
@@ -160,7 +161,9 @@ def compute(session: Session) -> Metrics:
         ledger=led,
         device=device,
         collectives_on_device=comm,
-        bottleneck=_bottleneck(led, device, gpu_util, comm) if cuda and led else None,
+        bottleneck=(_bottleneck(led, device, gpu_util, comm) if cuda else cpu_bottleneck(led))
+        if led
+        else None,
         mfu=mfu_mod.mfu(
             flops, steady.steps_per_s if steady else None, activity.precision, activity.autocast
         ),

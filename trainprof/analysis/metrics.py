@@ -224,7 +224,7 @@ class Metrics:
     activity: Activity = field(default_factory=lambda: Activity(None))
     ledger: Ledger | None = None  # where the steady time went (None without a steady state)
     device: DeviceView | None = None  # timed steps on the GPU's clock (CUDA jobs)
-    bottleneck: Bottleneck | None = None  # what bounds a GPU job's step (None on CPU)
+    bottleneck: Bottleneck | None = None  # what bounds the step (on CPU: cpu_verdict.py)
     # a multi-rank job's collectives backend where they run on the GPU's streams (nccl): inside
     # the device's busy time, not measured apart
     collectives_on_device: str | None = None

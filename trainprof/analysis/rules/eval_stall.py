@@ -2,7 +2,8 @@
 
 Recognised by a top-level ``model.eval()`` … ``model.train()`` switch, or, without one, by a
 stall in which the main thread ran forward passes and no backward (validation under
-``torch.no_grad()`` alone) or iterated another DataLoader.
+``torch.no_grad()`` alone) or iterated another DataLoader. Evaluating at most once per epoch
+under ``per_epoch_note`` of the run is normal practice: a note, not a warning.
 
 Anti-pattern::
 
@@ -30,6 +31,13 @@ from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
 from trainprof.units import plural
 
 SHARE = Threshold("share", 0.05, "share", "share of the steady run spent evaluating")
+PER_EPOCH = Threshold(
+    "per_epoch_note",
+    0.10,
+    "share",
+    "evaluating at most once per epoch, a share below this is a note, not a warning (normal "
+    "practice: the MNIST example's test pass after each epoch)",
+)
 
 
 @rule(
@@ -39,7 +47,7 @@ SHARE = Threshold("share", 0.05, "share", "share of the steady run spent evaluat
     needs=("steps",),
     or_from=FROM_STACKS,
     claims=("eval",),
-    thresholds=(SHARE, HANDOVER),
+    thresholds=(SHARE, PER_EPOCH, HANDOVER),
     settings=frameworks.settings("eval_every", "eval_size", "eval_batch", "eval_workers"),
 )
 def check(m: Metrics) -> Finding | None:
@@ -71,6 +79,13 @@ def check(m: Metrics) -> Finding | None:
     ]
     if cs is not None:
         evidence.append(cs.sentence)
+    epochs = _once_per_epoch(m, len(inside))
+    note = epochs is not None and share < PER_EPOCH.value
+    if note:
+        evidence.append(
+            f"{epochs}: at most once per epoch, and under {PER_EPOCH}, is normal practice; "
+            "a note, not a warning"
+        )
     fix = [
         "evaluate less often, or on a fixed subset of the validation set",
         "use a larger eval batch size and torch.inference_mode() instead of torch.no_grad()",
@@ -89,8 +104,9 @@ def check(m: Metrics) -> Finding | None:
         )
     return Finding(
         id="eval-stall",
-        severity="warning",
-        title=f"Evaluation between steps takes {share:.0%} of the run",
+        severity="info" if note else "warning",
+        title=f"Evaluation {'once per epoch' if note else 'between steps'} takes {share:.0%} "
+        "of the run",
         evidence=tuple(evidence),
         fix=tuple(fix),
         where=cs.where if cs else None,
@@ -102,12 +118,35 @@ def _slow_val_batches(m: Metrics) -> float | None:
     """What a batch of a validation loader without workers costs the loop to make, where
     workers would take off more than receiving a batch from them is likely to cost (``HANDOVER``);
     None where there is no such loader (a loop that feeds its model by hand, as nanoGPT's
-    get_batch does, has none to give workers) or its batches are cheap."""
-    if not frameworks.uses_dataloader(m.activity.framework):
+    get_batch does, has none to give workers), its batches are cheap, or their time is not its
+    own (the main process also made the training loader's batches)."""
+    if not frameworks.uses_dataloader(m.activity.framework) or not m.loaders:
         return None
-    for loader in m.loaders[1:]:  # the training loader is the first
-        if not (loader.config.get("num_workers") or 0):
-            made = main_batch_s(loader)
-            if made is not None and made >= HANDOVER.value:
-                return made
+    in_main = [v for v in m.loaders if not (v.config.get("num_workers") or 0)]
+    if len(in_main) != 1 or in_main[0] is m.loaders[0]:  # the training loader is the first
+        return None
+    made = main_batch_s(in_main[0])
+    return made if made is not None and made >= HANDOVER.value else None
+
+
+def _once_per_epoch(m: Metrics, count: int) -> str | None:
+    """How the evaluations came at most once per epoch (a pass over the training loader), as
+    evidence; None where they came more often or epochs were not seen. By the whole run's
+    passes (a validation before training, a sanity check, may add one), else by the steady
+    window's steps and the loader's length in batches."""
+    if not m.loaders:
+        return None
+    train, s = m.loaders[0], m.steady
+    passes, evals = len(train.first_batch_waits_s), len(m.activity.evals)
+    if passes >= 2 and evals <= passes + 1:
+        return f"{plural(evals, 'evaluation')} in {plural(passes, 'epoch')} of training"
+    batches = train.config.get("len")
+    if s is None or not isinstance(batches, int) or batches <= 0:
+        return None
+    steps = batches / max(s.fetches_per_step, 1.0)
+    if count <= s.count / steps + 1:
+        return (
+            f"{plural(count, 'evaluation')} in {s.count} steady steps, an epoch being "
+            f"{steps:.0f} steps"
+        )
     return None

@@ -482,6 +482,14 @@ _CASES: tuple[ZooCase, ...] = (
         "left: no more threads than CPUs",
         60.0,
     ),
+    ZooCase(
+        "healthy_epoch_eval",
+        None,
+        "healthy",
+        "the MNIST example's shape: a small CNN, the test set run once after each epoch "
+        "(a few % of the run: a note), compute-bound",
+        60.0,
+    ),
 )
 
 ZOO: dict[str, ZooCase] = {case.name: case for case in _CASES}
