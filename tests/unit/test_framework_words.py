@@ -217,6 +217,23 @@ def test_a_script_is_told_by_what_it_defines(framework: str, tmp_path: Path) -> 
     assert frameworks.detect([], [{"step_callers": callers}]) == framework
 
 
+def test_a_script_run_by_a_wrapper_is_told_by_what_it_defines(tmp_path: Path) -> None:
+    """``python cpu_torchvision.py train.py ...``: the wrapper runs timm's train.py with runpy;
+    both are the user's modules, and the one that defines timm's flags names it."""
+    wrapper = tmp_path / "cpu_torchvision.py"
+    wrapper.write_text("import runpy, sys\nrunpy.run_path(sys.argv[1], run_name='__main__')\n")
+    train = _script(tmp_path, TIMM)
+    frames = (
+        ("<module>", str(wrapper), 2),
+        ("run_path", "/usr/lib/python3.11/runpy.py", 291),
+        ("<module>", train, 9),
+        ("train_one_epoch", train, 30),
+    )
+    assert frameworks.detect([StackSpan(0.0, 1.0, frames)]) == "timm"
+    callers = [[f, p] for f, p, _line in reversed(frames)]
+    assert frameworks.detect([], [{"step_callers": callers}]) == "timm"
+
+
 def test_a_script_of_ones_own_is_no_framework(tmp_path: Path) -> None:
     path = _script(tmp_path, NEAR_MISS)
     assert frameworks.detect([StackSpan(0.0, 1.0, (("<module>", path, 3),))]) is None

@@ -188,28 +188,28 @@ def _from_stacks(spans: Iterable[StackSpan]) -> str | None:
 
 
 def _from_script(spans: list[StackSpan], infos: list[dict[str, Any]]) -> str | None:
-    """What the job's script defines: nanoGPT's config globals, timm's or pytorch/examples'
-    command-line flags. The script is the outermost ``<module>`` of the user's own code in the
-    stacks (the one that ran longest), or in the frames that stepped the optimizer."""
-    for path in (_script_in_stacks(spans), _script_in_callers(infos)):
-        found = _of_script(path) if path else None
+    """What the job's scripts define: nanoGPT's config globals, timm's or pytorch/examples'
+    command-line flags. The scripts are the user's own ``<module>`` frames in the stacks (the
+    longest-running first; a wrapper that runs train.py with runpy has both), else in the
+    frames that stepped the optimizer."""
+    for path in (*_scripts_in_stacks(spans), *_scripts_in_callers(infos)):
+        found = _of_script(path)
         if found is not None:
             return found
     return None
 
 
-def _script_in_stacks(spans: list[StackSpan]) -> str | None:
+def _scripts_in_stacks(spans: list[StackSpan]) -> list[str]:
     seconds: dict[str, float] = {}
     for s in spans:
-        top = next((f[1] for f in s.frames if f[0] == "<module>" and is_user_path(f[1])), None)
-        if top is not None:
-            seconds[top] = seconds.get(top, 0.0) + (s.t1 - s.t0)
-    return max(seconds, key=lambda p: seconds[p]) if seconds else None
+        for path in {f[1] for f in s.frames if f[0] == "<module>" and is_user_path(f[1])}:
+            seconds[path] = seconds.get(path, 0.0) + (s.t1 - s.t0)
+    return sorted(seconds, key=lambda p: -seconds[p])
 
 
-def _script_in_callers(infos: list[dict[str, Any]]) -> str | None:
+def _scripts_in_callers(infos: list[dict[str, Any]]) -> list[str]:
     modules = [p for f, p in _callers(infos) if f == "<module>" and is_user_path(p)]
-    return modules[-1] if modules else None  # innermost first: the last is the outermost
+    return modules[::-1]  # innermost first: the outermost first now
 
 
 @functools.lru_cache(maxsize=16)
