@@ -1,7 +1,7 @@
 """Long runs: a day of training, written as trainprof would have written it, then read back.
 
 ``generate`` writes a run directory by hand, in the real formats: the main process's event
-file with 1,000,000 optimizer steps exactly as ``trainprof.probe.torch_hooks`` and
+file with 1,000,000 optimizer steps exactly as the probe's hooks (``trainprof.probe``) and
 ``trainprof.probe.writer`` write them (header, ``T``, ``L``, ``B``, ``E`` per epoch, ``M`` around
 evals, ``C`` per checkpoint, one ``S`` per step), two DataLoader workers' event files, and
 ``samples.jsonl`` for 24 h at the runner's default schedule (0.5 s, then 2 s after ten minutes:

@@ -11,8 +11,9 @@ a real backward (its hook and final callback run on the autograd engine; a job w
 no such wrapper). Best case: hot caches, minimum of several timed
 repeats. Prints one JSON line.
 
-Uses ``trainprof.probe.torch_hooks`` and ``collectives`` internals by name; a hook whose factory
-has changed is reported as missing rather than failing the benchmark.
+Uses the probe's internals by name (``steps``, ``loader``, ``fetch_timers``, ``watches``,
+``device_marks``, ``collectives``); a hook whose factory has changed is reported as missing
+rather than failing the benchmark.
 """
 
 from __future__ import annotations
@@ -124,8 +125,7 @@ def main() -> int:
     if records.writer() is None:
         print(json.dumps({"error": "the probe is not running (run under the probe's environment)"}))
         return 1
-    from trainprof.probe import device_marks, steps, watches
-    from trainprof.probe import torch_hooks as th
+    from trainprof.probe import device_marks, fetch_timers, loader, steps, watches
     from trainprof.probe.state import state
 
     torch.set_num_threads(1)
@@ -176,7 +176,7 @@ def main() -> int:
     fake = types.SimpleNamespace(_BaseDataLoaderIter=FakeIter, DataLoader=FakeLoader)
 
     def loader_next() -> float:
-        th._wrap_loader(fake)
+        loader._wrap_loader(fake)
         it = iter(FakeLoader())  # through the hooked __iter__, as a real epoch starts
         next(it)  # the first batch of an epoch writes its E record
         hooked = FakeIter.__next__
@@ -193,7 +193,7 @@ def main() -> int:
         def inner(self: Any, idx: Any) -> Any:
             return batch
 
-        wrapped = th._timed_fetch(inner)
+        wrapped = fetch_timers._timed_fetch(inner)
         return _added(lambda: wrapped(None, index), lambda: inner(None, index))
 
     def collate() -> float:
@@ -204,7 +204,7 @@ def main() -> int:
         def plain_collate(data: Any) -> Any:
             return data
 
-        timed = th._timed_collate(Fetcher.__init__)
+        timed = fetch_timers._timed_collate(Fetcher.__init__)
         hooked_fetcher = Fetcher.__new__(Fetcher)
         timed(hooked_fetcher, plain_collate)
         return _added(lambda: hooked_fetcher.collate_fn(batch), lambda: plain_collate(batch))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainprof.probe import batches, torch_hooks
+from trainprof.probe import batches, loader
 from trainprof.probe.state import State, state
 
 
@@ -47,7 +47,7 @@ def test_the_wrapper_counts_the_first_tensors_leading_dim(
     fresh = State()  # a new process's, in place: the hook modules hold the one by name
     for name in State.__slots__:
         monkeypatch.setattr(state, name, getattr(fresh, name))
-    torch_hooks._wrap_loader(types.SimpleNamespace(_BaseDataLoaderIter=Iter, DataLoader=Loader))
+    loader._wrap_loader(types.SimpleNamespace(_BaseDataLoaderIter=Iter, DataLoader=Loader))
     it = Iter()
     next(it)
     next(it)

@@ -90,7 +90,7 @@ class State:
         self.steps_min_s = 0.0  # with max_steps: run at least this long after the first step
         self.first_step_t: float | None = None
         # With max_steps: a torch optimizer was built (its steps are the steps; see
-        # modes._noticed_optimizer), the DataLoader batches or backward returns counted before
+        # watches._noticed_optimizer), the DataLoader batches or backward returns counted before
         # any optimizer step (the steps of a job that has none), and a backward pass among batches
         self.optimizer_made = False
         self.early_steps = 0

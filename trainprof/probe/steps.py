@@ -4,8 +4,8 @@ Measured per optimizer step (the primary optimizer: the first one that steps, so
 optimizer does not split steps): wall time since the previous step, and what the DataLoader
 hooks added up since (``loader.py``), queued as one ``S`` record. In a job that has made
 neither an optimizer step nor a DataLoader batch, each ``backward()`` return is a record of its
-own. The post-hook's common case is a few clock reads and integer adds: formatting happens in
-the writer, once per flush.
+own. The post-hook's common case is a clock read, integer adds and a tuple queued: the writer
+formats the queued steps as it flushes.
 """
 
 from __future__ import annotations

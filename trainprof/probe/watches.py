@@ -22,6 +22,8 @@ WATCH_STEPS = 2
 
 
 def install(torch: Any, off: frozenset[str]) -> None:
+    """``train()`` (the ``mode`` part), ``zero_grad`` and ``autocast`` (``precision``) and
+    ``Optimizer.__init__`` (``steps``)."""
     if "mode" not in off:
         torch.nn.Module.train = _watched_train(torch.nn.Module.train)
     if "precision" not in off:
