@@ -1,6 +1,7 @@
 """``make bench`` = ``python -m bench``: overhead of trainprof (and py-spy) on a synthetic
-training loop, what a day-long run costs the store, the analysis and the runner, and what
-the report of a many-rank multi-node job costs (``bench/ranks.py``).
+training loop, what a day-long run costs the store, the analysis and the runner, what the
+report of a many-rank multi-node job costs (``bench/ranks.py``), and what trainprof costs a
+job whose 4 DataLoader workers keep every CPU busy (``bench/workers.py``).
 
 Progress goes to stderr; the tables (and the targets, met or missed) to stdout at the end.
 ``--quick`` is a one-minute smoke version; ``--json PATH`` keeps every number.
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import longrun, overhead, ranks, stats
+from bench import longrun, overhead, ranks, stats, workers
 from bench.loop import DEFAULT_SIZES
 
 MB = 2**20
@@ -51,6 +52,19 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--skip-scale", action="store_true")
     ap.add_argument("--skip-ranks", action="store_true")
+    ap.add_argument("--skip-workers", action="store_true")
+    ap.add_argument(
+        "--workers-rounds",
+        type=int,
+        default=None,
+        help="workers job: rounds (default 6; --quick 2)",
+    )
+    ap.add_argument(
+        "--workers-blocks",
+        type=int,
+        default=0,
+        help="workers job: also switch trainprof's processes off and on in this many 2 s blocks",
+    )
     ap.add_argument("--json", type=Path, default=None, help="write every number to this file")
     ap.add_argument("--markdown", type=Path, default=None, help="write the tables as Markdown")
     a = ap.parse_args(argv)
@@ -66,6 +80,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     a.toggle_s = 4.0 if q else 10.0
     a.ranks = a.ranks or ("4x16" if q else "4x64")
     a.rank_steps = a.rank_steps or (500 if q else 2000)
+    a.workers_rounds = a.workers_rounds or (2 if q else 6)
+    a.workers_measure_s = 4.0 if q else 12.0
     try:
         nodes, per_node = (int(x) for x in a.ranks.lower().split("x"))
     except ValueError:
@@ -163,6 +179,29 @@ def main(argv: list[str] | None = None) -> int:
         results["scale"] = {"generate": gen, "analysis": ana, "runner": rss}
         sections.append(("Long run", _scale_table(gen, ana, rss), None))
 
+    if not a.skip_workers:
+        log(
+            f"a job of {workers.WORKERS} DataLoader workers, plain and under trainprof, "
+            f"{a.workers_rounds} rounds ..."
+        )
+        wargs = workers.job_args(3.0, a.workers_measure_s)
+        wres = workers.run_rounds(wargs, a.workers_rounds, a.workers_rounds, 1e9, log)
+        wsum = workers.summarize(wres)
+        text = workers.table(wsum, wres["rounds"])
+        switched = None
+        if a.workers_blocks:
+            log(f"the same job, trainprof's processes switched in {a.workers_blocks} blocks ...")
+            switched = workers.switched_summary(workers.switched(a.workers_blocks, log))
+            text += "\n\n" + workers.switched_table(switched)
+        results["workers"] = {**wres, "summary": wsum, "switched": switched}
+        sections.append(
+            (
+                "A job that keeps the CPUs busy: 4 DataLoader workers, with and without trainprof",
+                text,
+                None,
+            )
+        )
+
     if not a.skip_ranks:
         log(
             f"many-rank job: {a.rank_nodes} nodes × {a.rank_per_node} ranks × "
@@ -173,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(("Many ranks: trainprof report NODE_DIR ...", ranks.table(many), None))
 
     results["targets"] = _targets(results)
+    if results.get("workers"):
+        w = results["workers"]
+        results["targets"] += workers.targets(w["summary"], w["switched"])
     sections.append(("Targets", _targets_text(results["targets"]), None))
     results["bench_seconds"] = time.monotonic() - started
     for title, text, _ in sections:
