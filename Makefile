@@ -60,7 +60,7 @@ $(VENV)/.realworld: $(STAMP)
 	touch $(VENV)/.realworld
 
 realworld: $(VENV)/.realworld
-	$(BIN)/python -m pytest -q -p no:cacheprovider -rxXs realworld
+	$(BIN)/python -m pytest -q -p no:cacheprovider -rxXs --tb=short realworld
 
 # On a lent GPU machine: no venv (it has torch and the runtime packages); py-spy, pytest and
 # pytest-timeout come from wheels carried in .wheels/ when missing. See bench/gpu_check.py.

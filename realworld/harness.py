@@ -38,7 +38,7 @@ DIGITS = re.compile(r"[0-9.]+")
 DIFF_LINES = 40
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Case:
     """One corpus case: how to run it (case.json) and what the expert expects (expert.json)."""
 
@@ -56,6 +56,9 @@ class Case:
     @property
     def known_miss(self) -> str | None:
         return self.expert.get("known_miss")
+
+    def __repr__(self) -> str:
+        return f"Case({self.name})"
 
 
 @dataclass
