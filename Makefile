@@ -55,8 +55,14 @@ bench: $(STAMP)
 
 # The real-world corpus (realworld/README.md): public training scripts run plain and under
 # trainprof on small synthetic data, checked against an expert's expected finding (≤ 10 min).
+# torchvision and timm go to $(VENV)/realworld-vision, outside site-packages: the index's
+# torchvision is a CUDA build that cannot load its ops beside the CPU torch, and an importable
+# but broken torchvision breaks `from transformers import Trainer`. The cases that need them run
+# through their cpu_torchvision.py, which puts that folder on sys.path.
 $(VENV)/.realworld: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,realworld]'
+	$(BIN)/python -m pip install -q --upgrade --no-deps --target $(VENV)/realworld-vision \
+		torchvision==0.28.0 timm==1.0.28
 	touch $(VENV)/.realworld
 
 realworld: $(VENV)/.realworld
