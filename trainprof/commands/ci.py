@@ -151,7 +151,7 @@ def ci(
         str | None,
         typer.Option(
             metavar="SIZE",
-            help="Fail above this peak RSS (8GiB).",
+            help="Fail above this peak memory (PSS of the job and its workers), e.g. 8GiB.",
             rich_help_panel=GATES,
         ),
     ] = None,

@@ -1,4 +1,4 @@
-"""The threshold gates: samples/s, data-wait share, p95 step time, peak RSS, GPU utilization."""
+"""The threshold gates: samples/s, data-wait share, p95 step time, peak memory, GPU utilization."""
 
 from __future__ import annotations
 
@@ -87,12 +87,14 @@ def peak_rss_gate(report: dict[str, Any], maximum: int) -> GateResult:
             name, "not measured", "—", limit, "not measured: no host memory sample was taken"
         )
     ok = value <= maximum
+    basis = ((report.get("summary") or {}).get("peak_memory") or {}).get("basis", "rss")
+    shared = " (pages shared with forked workers counted once)" if basis == "pss" else ""
     return GateResult(
         name,
         "pass" if ok else "fail",
         fmt_bytes(value),
         limit,
-        f"peak RSS of the job and its workers {fmt_bytes(value)} is "
+        f"peak memory of the job and its workers, {basis.upper()}{shared}, {fmt_bytes(value)} is "
         f"{'within' if ok else 'above'} {fmt_bytes(maximum)}",
     )
 
