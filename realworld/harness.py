@@ -152,9 +152,12 @@ def own_steps(case: Case, output: str, workdir: Path) -> int | None:
         found = re.findall(spec["regex"], output, flags=re.MULTILINE)
         if not found:
             return None
+        offset = int(spec.get("offset", 0))
+        if spec.get("count"):  # a script that prints one line per step, and no count
+            return len(found) + offset
         counts = [int(m[0] if isinstance(m, tuple) else m) for m in found]
         # "sum": a script that restarts its count each epoch prints one total per epoch
-        return (sum(counts) if spec.get("sum") else counts[-1]) + int(spec.get("offset", 0))
+        return (sum(counts) if spec.get("sum") else counts[-1]) + offset
     path = workdir / spec["file"]
     if not path.is_file():
         return None
