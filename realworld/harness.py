@@ -16,13 +16,14 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +72,10 @@ class Run:
     stderr: str
     wall_s: float
     timed_out: bool
+    # CPUs that processes other than this run's kept busy, on average over it (None: unread)
+    others_cpus: float | None = None
     own_steps: int | None = None
     report: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def load_case(path: Path) -> Case:
@@ -197,9 +199,29 @@ def _kill_session(sid: int) -> None:
             pass
 
 
+def _busy_cpu_s() -> float | None:
+    """CPU seconds the machine's CPUs spent busy since boot (/proc/stat); None if unreadable."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds of this process and its waited-for descendants (the runs it started)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        r = resource.getrusage(who)
+        total += r.ru_utime + r.ru_stime
+    return total
+
+
 def _run(
     argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float, interrupt: bool = False
 ) -> Run:
+    busy0, own0 = _busy_cpu_s(), _own_cpu_s()
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -228,7 +250,12 @@ def _run(
             _kill_session(proc.pid)
             out, err = proc.communicate()
     _kill_session(proc.pid)  # what the run left behind (a DataLoader worker, a server)
-    return Run(argv, proc.returncode, out, err, time.perf_counter() - start, timed_out)
+    wall = time.perf_counter() - start
+    busy1 = _busy_cpu_s()
+    others = None
+    if busy0 is not None and busy1 is not None and wall > 0:
+        others = max(0.0, (busy1 - busy0) - (_own_cpu_s() - own0)) / wall
+    return Run(argv, proc.returncode, out, err, wall, timed_out, others)
 
 
 class Sandbox:
@@ -365,8 +392,22 @@ def describe(finding: dict[str, Any] | None) -> str:
     return f"{finding['id']} ({finding['severity']}): {finding['title']}; fix: {fix}"
 
 
+def _load_note(run: Run) -> str:
+    if run.others_cpus is None:
+        return ""
+    return (
+        f" (other processes kept {run.others_cpus:.1f} of the machine's {os.cpu_count()} CPUs "
+        "busy during the traced run)"
+    )
+
+
 def check_finding(case: Case, traced: Run) -> list[str]:
     """Check 3: the first warning-or-worse finding is the expert's, and its fix names the setting."""
+    problems = _check_finding(case, traced)
+    return [p + _load_note(traced) for p in problems]
+
+
+def _check_finding(case: Case, traced: Run) -> list[str]:
     if traced.report is None:
         return ["trainprof wrote no report"]
     got = first_finding(traced.report)
@@ -427,8 +468,9 @@ def summary_line(o: Outcome) -> str:
     """One line per case: the wall times, the step counts and the first finding."""
     counted = (o.traced.report or {}).get("summary", {}).get("steps")
     got = first_finding(o.traced.report)
+    others = "" if o.traced.others_cpus is None else f", other load {o.traced.others_cpus:.1f} CPUs"
     return (
-        f"{o.case.name}: plain {o.plain.wall_s:.1f} s, traced {o.traced.wall_s:.1f} s; "
+        f"{o.case.name}: plain {o.plain.wall_s:.1f} s, traced {o.traced.wall_s:.1f} s{others}; "
         f"steps trainprof {counted}, script {o.traced.own_steps}; "
         f"first finding {got['id'] if got else None}, expert {o.case.expert['first_finding']}"
     )
