@@ -103,7 +103,9 @@ def _worker_loop(orig: Any) -> Any:
             w.set_role("worker", worker_id=worker_id, parent_pid=os.getppid())
             w.start_timer()
             try:
-                worker_info.watch_in_worker()  # an IterableDataset: does this worker split it?
+                kind = kwargs.get("dataset_kind", args[0] if args else None)
+                # an IterableDataset (_DatasetKind.Iterable == 1): does this worker split it?
+                worker_info.watch_in_worker(iterable=kind != 0)
             except Exception as exc:
                 records.record_error("worker_info", exc)
         try:

@@ -21,9 +21,9 @@ from trainprof.probe import records
 _TORCH_DATA = "/torch/utils/data/"
 
 
-def watch_in_worker() -> None:
-    """At a DataLoader worker's start (``_worker_loop``); fail-open like every probe hook."""
-    if "loader" in records.disabled_parts():
+def watch_in_worker(iterable: bool = True) -> None:
+    """At a DataLoader worker's start (``_worker_loop``), for an IterableDataset; fail-open."""
+    if not iterable or "loader" in records.disabled_parts():
         return
     import torch.utils.data as data
     import torch.utils.data._utils.worker as worker_mod
@@ -35,12 +35,13 @@ def watch_in_worker() -> None:
     asked = _noting(original)
     data.get_worker_info = asked
     worker_mod.get_worker_info = asked
+    # One lookup a module, by the name: walking every module's items would touch the refcount
+    # of every object the parent made, and copy most of its heap into each forked worker.
     for module in list(sys.modules.values()):
         try:  # a lazy module may import on attribute access, and fail: leave it be
             names = module.__dict__
-            for name, value in list(names.items()):
-                if value is original:
-                    names[name] = asked
+            if names.get("get_worker_info") is original:
+                names["get_worker_info"] = asked
         except Exception:
             continue
 
