@@ -21,13 +21,19 @@ def _param(case: harness.Case) -> object:
 def test_case(case: harness.Case, tmp_path: Path) -> None:
     o = harness.run_case(case, tmp_path)
     harness.OUTCOMES.append(o)
-    assert not o.output, f"{case.name}: plain and traced runs differ\n" + "\n".join(o.output)
-    assert not o.steps, f"{case.name}: " + "\n".join(o.steps)
+    # pytest.fail, not assert: the message says it all, and an Outcome's repr is pages long
+    if o.output:
+        pytest.fail(
+            f"{case.name}: plain and traced runs differ\n" + "\n".join(o.output), pytrace=False
+        )
+    if o.steps:
+        pytest.fail(f"{case.name}: " + "\n".join(o.steps), pytrace=False)
     if case.known_miss:
         if o.finding:
             pytest.xfail(f"known miss: {case.known_miss}\n" + "\n".join(o.finding))
         pytest.fail(f"{case.name}: marked known_miss but trainprof now agrees with the expert")
-    assert not o.finding, f"{case.name}: " + "\n".join(o.finding)
+    if o.finding:
+        pytest.fail(f"{case.name}: " + "\n".join(o.finding), pytrace=False)
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in CASES])
