@@ -48,3 +48,30 @@ def test_processes_that_train_one_after_another_add_up() -> None:
     it_s, _samples_s, _wait = stats.rate()
     assert it_s == pytest.approx(20.0, rel=0.01)
     assert list(stats.recent) == [11]
+
+
+def test_a_job_without_an_optimizer_is_paced_by_its_backward_passes() -> None:
+    """word_language_model updates its weights by hand: trainprof counts backward passes. At
+    3.5 s a pass under load, one of 12.4 s was taken for a hang, since only optimizer steps
+    gave the hang watch a typical pace and it fell back to 10 s."""
+    from trainprof.store.schema import BACKWARD
+
+    stats = LiveStats()
+    header = {"pid": 7, "role": "main", "t0": 100.0}
+    for i in range(6):
+        stats.feed(header, f"{BACKWARD} {int(i * 3.5e6)}")
+    assert stats.progress == (6, "backward pass")
+    assert stats.typical_s == pytest.approx(3.5)
+
+
+def test_a_job_paced_by_batches_and_one_by_steps() -> None:
+    from trainprof.store.schema import BATCH
+
+    stats = LiveStats()
+    header = {"pid": 7, "role": "main", "t0": 100.0}
+    for i in range(5):
+        stats.feed(header, f"{BATCH} {int(i * 0.2e6)}")
+    assert stats.typical_s == pytest.approx(0.2)
+    for i in range(1, 5):
+        step(stats, 8, 10 + i * 0.01, role="main")
+    assert stats.typical_s == pytest.approx(0.01)  # optimizer steps, once there are any

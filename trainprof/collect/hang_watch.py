@@ -84,10 +84,7 @@ class HangWatch:
             return False
         limit = self.after
         if limit is None:
-            typical = (
-                sorted(stats.per_step_s)[len(stats.per_step_s) // 2] if stats.per_step_s else 0.0
-            )
-            limit = max(self.MIN_SILENCE_S, self.STEP_MULTIPLE * typical)
+            limit = max(self.MIN_SILENCE_S, self.STEP_MULTIPLE * stats.typical_s)
         resumed = self.suspensions.last_end  # a stopped job's silence counts from its SIGCONT
         silent = now - (last if resumed is None else max(last, resumed))
         if silent <= limit:

@@ -48,6 +48,15 @@ class LiveStats:
     per_step_s: collections.deque[float] = field(
         default_factory=lambda: collections.deque(maxlen=WINDOW)
     )
+    # the gaps between a process's batches, and between its backward passes: the pace of a
+    # job without an optimizer step (the gap's first is its warm-up, as a first step is)
+    per_batch_s: collections.deque[float] = field(
+        default_factory=lambda: collections.deque(maxlen=WINDOW)
+    )
+    per_backward_s: collections.deque[float] = field(
+        default_factory=lambda: collections.deque(maxlen=WINDOW)
+    )
+    last_at: dict[tuple[int, str], float] = field(default_factory=dict)  # (pid, kind) → time
     rank_steps: dict[int, int] = field(default_factory=dict)  # steps of each rank
     other_steps: int = 0  # steps of processes that are no rank
 
@@ -76,12 +85,34 @@ class LiveStats:
             window.append((t, dur, wait, max(int(f[7]), 0)))
             self._progress(t)
         elif kind == BATCH:
-            f = line.split()
             self.batches += 1
-            self._progress(float(header["t0"]) + int(f[1]) / 1e6)
+            self._paced(header, kind, line, self.per_batch_s)
         elif kind == BACKWARD:
             self.backwards += 1
-            self._progress(float(header["t0"]) + int(line.split()[1]) / 1e6)
+            self._paced(header, kind, line, self.per_backward_s)
+
+    def _paced(
+        self, header: dict[str, Any], kind: str, line: str, gaps: collections.deque[float]
+    ) -> None:
+        """Progress at a batch or a backward pass, and its gap since the process's previous."""
+        t = float(header["t0"]) + int(line.split()[1]) / 1e6
+        key = (int(header.get("pid", -1)), kind)
+        prev = self.last_at.get(key)
+        if prev is not None and t > prev:
+            gaps.append(t - prev)
+        self.last_at[key] = t
+        self._progress(t)
+
+    @property
+    def typical_s(self) -> float:
+        """The median time a unit of progress takes, in the unit ``progress`` counts; 0 when
+        none was timed yet."""
+        gaps = (
+            self.per_step_s
+            if self.steps
+            else (self.per_batch_s if self.batches else self.per_backward_s)
+        )
+        return sorted(gaps)[len(gaps) // 2] if gaps else 0.0
 
     @property
     def progress(self) -> tuple[int, str]:
