@@ -8,7 +8,7 @@ from conftest import assert_rules_ran
 from synth import loop_spans, process, session
 
 from trainprof.analysis.pipeline import analyze
-from trainprof.render.console import quiet_note
+from trainprof.render.quiet_note import quiet_note
 
 
 def test_five_hundred_steps_in_under_a_second_are_judged() -> None:

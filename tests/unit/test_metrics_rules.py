@@ -9,8 +9,8 @@ from conftest import assert_rules_ran
 from synth import DEFAULT_LOADER, process, session
 
 from trainprof.analysis.pipeline import analyze
-from trainprof.render.console import quiet_note
 from trainprof.render.json_report import report_dict
+from trainprof.render.quiet_note import quiet_note
 from trainprof.store.session import Session
 
 

@@ -27,6 +27,7 @@ from trainprof.render import console as console_render
 from trainprof.render import trace
 from trainprof.render.html_charts import charts
 from trainprof.render.html_style import STYLE
+from trainprof.render.quiet_note import quiet_note
 from trainprof.render.text import clean, literal, shell_join
 from trainprof.render.trace import time_zero
 from trainprof.store.rundir import check_user_file, write_user_file
@@ -134,7 +135,7 @@ def _findings(verdict: Verdict, meta: dict[str, Any], m: Metrics) -> str:
     info = [f for f in verdict.findings if f.severity == "info"]
     out = ['<section class="findings"><h2>Findings</h2>']
     if not shown:
-        text, ok = console_render.quiet_note(meta, m, verdict.findings)
+        text, ok = quiet_note(meta, m, verdict.findings)
         out.append(f'<p class="{"ok" if ok else "warning"}">{escape(clean(text))}</p>')
     out.append("<ol>")
     out.extend(_finding(f, rel) for f in shown)
