@@ -74,6 +74,46 @@ def run_trainprof(
     return Result(proc.returncode, proc.stdout, proc.stderr, run_dir, report)
 
 
+# ---- runs shared by several test modules: each job runs once a session --------------------
+
+# Zoo cases whose run also writes the trace and the HTML report (test_trace_html reads them)
+ZOO_VIEWS = {"cpu_stall"}
+ZooRun = Callable[[str], Result]  # zoo_run's value: the run of the zoo case of that name
+
+
+@pytest.fixture(scope="session")
+def zoo_run(tmp_path_factory: pytest.TempPathFactory) -> ZooRun:
+    """`trainprof run` of a zoo script as test_zoo judges it, run once a session and read by
+    every module that needs that run (test_zoo, test_trace_html). A hung case
+    gets ``--hang-after 4``: its state holds still, and 4 s of silence tell it as well as the
+    default 10. A case in ZOO_VIEWS also writes ``views/trace.json`` and ``views/report.html``
+    (relative to the run's working directory, the path the report prints)."""
+    from trainprof.examples.zoo import ZOO, script_path
+
+    tmp = tmp_path_factory.mktemp("zoo")
+    cache: dict[str, Result] = {}
+
+    def get(name: str) -> Result:
+        if name not in cache:
+            case = ZOO[name]
+            hang_after = ("--hang-after", "4") if case.kind == "hang" else ()
+            views = (
+                ("--trace", str(tmp / "views" / "trace.json"))
+                + ("--html", str(tmp / "views" / "report.html"))
+                if name in ZOO_VIEWS
+                else ()
+            )
+            cache[name] = run_trainprof(
+                tmp,
+                str(script_path(name)),
+                run_args=("--timeout", str(case.timeout_s), *hang_after, *views),
+                timeout=case.timeout_s + 60,
+            )
+        return cache[name]
+
+    return get
+
+
 @pytest.fixture
 def reaped() -> Iterator[Callable[[subprocess.Popen[str]], subprocess.Popen[str]]]:
     """Wraps a started trainprof so that a failing test does not leave it running: killed at

@@ -1,7 +1,7 @@
 """`trainprof run --trace --html` on the cpu-stall zoo script, for real (one run shared by every
-test here): the trace is valid Trace Event Format and holds the stalls at the steps the script
-stalls, with py-spy's stacks of the stalling function under them; the HTML report is
-self-contained and says what the console says."""
+test here and by test_zoo): the trace is valid Trace Event Format and holds the stalls at the
+steps the script stalls, with py-spy's stacks of the stalling function under them; the HTML
+report is self-contained and says what the console says."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Result, run_trainprof, trainprof_cmd
+from conftest import Result, ZooRun, trainprof_cmd
 
 from trainprof.examples.zoo import script_path
 
@@ -28,17 +28,11 @@ STALL_STEPS = list(range(29, 210, 30))
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, Path]:
-    tmp = tmp_path_factory.mktemp("views")
-    out = tmp / "views"
-    r = run_trainprof(
-        tmp,
-        str(script_path("cpu_stall")),
-        run_args=("--trace", str(out / "trace.json"), "--html", str(out / "report.html")),
-        timeout=120,
-    )
+def run(zoo_run: ZooRun) -> tuple[Result, Path]:
+    """test_zoo's run of cpu_stall, which writes views/trace.json and views/report.html too."""
+    r = zoo_run("cpu_stall")
     assert r.returncode == 0, r.stderr[-3000:]
-    return r, out
+    return r, r.run_dir.parent / "views"
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """Every zoo script, run for real under trainprof: its rule comes first; healthy ones stay quiet.
 
-Each script runs once (module-scoped cache) and several assertions read the stored run.
+Each script runs once a session (conftest's ``zoo_run``) and several assertions read the stored
+run.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Result, assert_rules_ran, live_group_members, run_trainprof
+from conftest import Result, ZooRun, assert_rules_ran, live_group_members, run_trainprof
 
 from trainprof.examples.zoo import ZOO, script_path
 
@@ -18,7 +19,6 @@ SLOW = sorted(n for n, c in ZOO.items() if c.kind == "slow")
 HEALTHY = sorted(n for n, c in ZOO.items() if c.kind == "healthy")
 BROKEN = sorted(n for n, c in ZOO.items() if c.kind in ("crash", "hang"))
 
-_cache: dict[str, Result] = {}
 # about processes, or the model's parameters, not a line of the loop
 NO_LINE = {"worker-startup", "memory-growth", "unoptimized-params", "cpu-starved"}
 
@@ -26,20 +26,6 @@ NO_LINE = {"worker-startup", "memory-growth", "unoptimized-params", "cpu-starved
 @pytest.fixture(scope="module")
 def zoo_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("zoo")
-
-
-def run_case(name: str, tmp: Path) -> Result:
-    if name not in _cache:
-        case = ZOO[name]
-        # a hung case's state holds still: 4 s of silence tell it as well as the default 10
-        hang_after = ("--hang-after", "4") if case.kind == "hang" else ()
-        _cache[name] = run_trainprof(
-            tmp,
-            str(script_path(name)),
-            run_args=("--timeout", str(case.timeout_s), *hang_after),
-            timeout=case.timeout_s + 60,
-        )
-    return _cache[name]
 
 
 def _describe(r: Result) -> str:
@@ -51,8 +37,8 @@ def _describe(r: Result) -> str:
 
 
 @pytest.mark.parametrize("name", SLOW)
-def test_slow_zoo_case_is_named_first(name: str, zoo_tmp: Path) -> None:
-    r = run_case(name, zoo_tmp)
+def test_slow_zoo_case_is_named_first(name: str, zoo_run: ZooRun) -> None:
+    r = zoo_run(name)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.problems, f"{name}: nothing found\n{_describe(r)}"
     assert r.problems[0] == ZOO[name].expect, f"{name}:\n{_describe(r)}"
@@ -63,17 +49,17 @@ def test_slow_zoo_case_is_named_first(name: str, zoo_tmp: Path) -> None:
 
 
 @pytest.mark.parametrize("name", HEALTHY)
-def test_healthy_zoo_case_gets_no_warning(name: str, zoo_tmp: Path) -> None:
-    r = run_case(name, zoo_tmp)
+def test_healthy_zoo_case_gets_no_warning(name: str, zoo_run: ZooRun) -> None:
+    r = zoo_run(name)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.problems == [], f"false alarm on {name}:\n{_describe(r)}"
     assert_rules_ran(r.report)
 
 
 @pytest.mark.parametrize("name", BROKEN)
-def test_crash_and_hang_zoo_cases_name_the_cause_first(name: str, zoo_tmp: Path) -> None:
+def test_crash_and_hang_zoo_cases_name_the_cause_first(name: str, zoo_run: ZooRun) -> None:
     case = ZOO[name]
-    r = run_case(name, zoo_tmp)
+    r = zoo_run(name)
     assert r.returncode != 0, f"{name} did not fail"
     assert r.problems, f"{name}: nothing found\n{_describe(r)}"
     assert r.problems[0] == case.expect, f"{name}:\n{_describe(r)}"
@@ -96,17 +82,17 @@ def test_crash_and_hang_zoo_cases_name_the_cause_first(name: str, zoo_tmp: Path)
         assert "in torch's worker loop, waiting for indices" in " ".join(hang["evidence"])
 
 
-def test_cpu_stall_names_the_user_function(zoo_tmp: Path) -> None:
+def test_cpu_stall_names_the_user_function(zoo_run: ZooRun) -> None:
     if "cpu_stall" not in ZOO:
         pytest.skip("no cpu_stall zoo case")
-    r = run_case("cpu_stall", zoo_tmp)
+    r = zoo_run("cpu_stall")
     first = r.report["findings"][0]
     assert first["where"] and "cpu_stall.py:" in first["where"]
     assert "every 30 steps" in " ".join(first["evidence"])
 
 
-def test_samples_per_second_is_reported_beside_it_per_second(zoo_tmp: Path) -> None:
-    r = run_case("healthy_compute", zoo_tmp)
+def test_samples_per_second_is_reported_beside_it_per_second(zoo_run: ZooRun) -> None:
+    r = zoo_run("healthy_compute")
     s = r.report["summary"]
     assert s["samples_per_s"] and s["steps_per_s"]
     assert s["samples_per_s"] > s["steps_per_s"]
@@ -115,8 +101,8 @@ def test_samples_per_second_is_reported_beside_it_per_second(zoo_tmp: Path) -> N
 # ---- the diagnoses that used to go wrong: each class has its own script and story ----------
 
 
-def _first(name: str, tmp: Path) -> tuple[Result, dict[str, Any]]:
-    r = run_case(name, tmp)
+def _first(name: str, zoo_run: ZooRun) -> tuple[Result, dict[str, Any]]:
+    r = zoo_run(name)
     assert r.report and r.report["findings"], f"{name}: nothing found\n{_describe(r)}"
     return r, r.report["findings"][0]
 
@@ -125,16 +111,16 @@ def _text(finding: dict[str, Any]) -> str:
     return " ".join([finding["title"], *finding["evidence"], *finding["fix"]])
 
 
-def test_cold_torch_compile_is_warm_up_not_a_hang(zoo_tmp: Path) -> None:
-    r = run_case("compile_cold", zoo_tmp)
+def test_cold_torch_compile_is_warm_up_not_a_hang(zoo_run: ZooRun) -> None:
+    r = zoo_run("compile_cold")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "hang" not in r.finding_ids and r.report["run"]["stopped_by"] is None
     assert r.report["summary"]["compile_s"] > 1.0, "compile time is shown as warm-up"
     assert "torch.compile" in r.stderr
 
 
-def test_workers_blocked_in_user_code_are_quoted_not_called_dead(zoo_tmp: Path) -> None:
-    r, first = _first("hang_worker_blocked", zoo_tmp)
+def test_workers_blocked_in_user_code_are_quoted_not_called_dead(zoo_run: ZooRun) -> None:
+    r, first = _first("hang_worker_blocked", zoo_run)
     assert first["id"] == "hang"
     assert "blocked in user code" in first["title"]
     assert first["where"] and "hang_worker_blocked.py:86" in first["where"]
@@ -144,16 +130,16 @@ def test_workers_blocked_in_user_code_are_quoted_not_called_dead(zoo_tmp: Path) 
     assert "input-bound" not in r.finding_ids, "no rule judges 20 steps of a hung job"
 
 
-def test_collate_cost_is_named_in_the_collate_fn(zoo_tmp: Path) -> None:
-    _r, first = _first("collate_tokenize", zoo_tmp)
+def test_collate_cost_is_named_in_the_collate_fn(zoo_run: ZooRun) -> None:
+    _r, first = _first("collate_tokenize", zoo_run)
     assert first["id"] == "input-bound"
     assert first["where"] and "__call__" in first["where"], first["where"]
     assert any("WordPieceCollator" in e for e in first["evidence"])
     assert "collate" in " ".join(first["fix"]) and "augmentation" not in " ".join(first["fix"])
 
 
-def test_a_stall_is_counted_once(zoo_tmp: Path) -> None:
-    r, first = _first("viterbi_stall", zoo_tmp)
+def test_a_stall_is_counted_once(zoo_run: ZooRun) -> None:
+    r, first = _first("viterbi_stall", zoo_run)
     assert first["id"] == "cpu-stall"
     assert "loop-overhead" not in r.finding_ids
     assert sum(f["impact"] or 0 for f in r.report["findings"]) <= 1.0
@@ -163,8 +149,8 @@ def test_a_stall_is_counted_once(zoo_tmp: Path) -> None:
     assert first["claims"] == {"stall_compute": ledger["stall_compute"]["seconds"]}
 
 
-def test_where_names_the_function_the_loop_calls_not_a_genexpr(zoo_tmp: Path) -> None:
-    _r, first = _first("genexpr_stall", zoo_tmp)
+def test_where_names_the_function_the_loop_calls_not_a_genexpr(zoo_run: ZooRun) -> None:
+    _r, first = _first("genexpr_stall", zoo_run)
     assert first["id"] == "cpu-stall"
     assert "<genexpr>" not in (first["where"] or "") and "<genexpr>" not in _text(first)
     assert "pseudo_label_search()" in first["where"], first["where"]
@@ -173,8 +159,8 @@ def test_where_names_the_function_the_loop_calls_not_a_genexpr(zoo_tmp: Path) ->
     assert "move pseudo_label_search() off the training loop" in first["fix"][0]
 
 
-def test_a_blocking_wait_is_not_called_cpu_work(zoo_tmp: Path) -> None:
-    r, first = _first("blocking_upload", zoo_tmp)
+def test_a_blocking_wait_is_not_called_cpu_work(zoo_run: ZooRun) -> None:
+    r, first = _first("blocking_upload", zoo_run)
     assert first["id"] == "blocking-stall"
     assert "cpu-stall" not in r.finding_ids
     assert "blocked waiting" in _text(first)
@@ -182,8 +168,8 @@ def test_a_blocking_wait_is_not_called_cpu_work(zoo_tmp: Path) -> None:
     assert first["where"] and "log_metrics" in first["where"]
 
 
-def test_validation_without_model_eval_is_an_evaluation(zoo_tmp: Path) -> None:
-    r, first = _first("eval_no_grad", zoo_tmp)
+def test_validation_without_model_eval_is_an_evaluation(zoo_run: ZooRun) -> None:
+    r, first = _first("eval_no_grad", zoo_run)
     assert first["id"] == "eval-stall"
     assert "cpu-stall" not in r.finding_ids
     assert "model.eval()" in first["fix"][0]
@@ -191,8 +177,8 @@ def test_validation_without_model_eval_is_an_evaluation(zoo_tmp: Path) -> None:
     assert "eval_no_grad.py:" in (first["where"] or "")
 
 
-def test_no_data_loader_means_data_wait_is_not_measured(zoo_tmp: Path) -> None:
-    r = run_case("manual_slicing", zoo_tmp)
+def test_no_data_loader_means_data_wait_is_not_measured(zoo_run: ZooRun) -> None:
+    r = zoo_run("manual_slicing")
     assert r.report["summary"]["data_wait_frac"] is None
     assert "not measured" in r.stderr and "0% of step time" not in r.stderr
 
@@ -216,10 +202,10 @@ def test_a_safetensors_checkpoint_is_a_checkpoint_save(zoo_tmp: Path) -> None:
     assert '.safetensors"' in events and 'latest.pt"' in events  # both kinds of save recorded
 
 
-def test_waiting_on_the_hand_over_from_workers_is_told_apart(zoo_tmp: Path) -> None:
+def test_waiting_on_the_hand_over_from_workers_is_told_apart(zoo_run: ZooRun) -> None:
     """worker_transfer's workers make batches faster than the loop uses them: the wait is the
     main process rebuilding each batch's tensors, and more workers would not help."""
-    r = run_case("worker_transfer", zoo_tmp)
+    r = zoo_run("worker_transfer")
     first = r.report["findings"][0]
     assert first["id"] == "input-bound", _describe(r)
     assert any("receiving each batch from the workers" in e for e in first["evidence"]), first
@@ -231,12 +217,12 @@ def test_waiting_on_the_hand_over_from_workers_is_told_apart(zoo_tmp: Path) -> N
 
 
 def test_a_worker_at_capacity_is_the_limit_though_the_wait_is_in_the_hand_over(
-    zoo_tmp: Path,
+    zoo_run: ZooRun,
 ) -> None:
     """slow_worker's one worker makes a batch in about the time the loop waits for it; the main
     process waits inside receiving its tensors. More workers are the fix (a second one nearly
     doubled the rate; file_system sharing did nothing), not the hand-over's."""
-    r = run_case("slow_worker", zoo_tmp)
+    r = zoo_run("slow_worker")
     first = r.report["findings"][0]
     assert first["id"] == "input-bound", _describe(r)
     evidence = " ".join(first["evidence"])
@@ -247,10 +233,10 @@ def test_a_worker_at_capacity_is_the_limit_though_the_wait_is_in_the_hand_over(
     assert "rather than computes" not in evidence, evidence  # its worker computes
 
 
-def test_a_head_swapped_in_after_the_optimizer_is_named(zoo_tmp: Path) -> None:
+def test_a_head_swapped_in_after_the_optimizer_is_named(zoo_run: ZooRun) -> None:
     """head_not_optimized's new head gets gradients at every step and is in no optimizer. The
     script never calls train(): the model is found as its training loop holds it."""
-    r = run_case("head_not_optimized", zoo_tmp)
+    r = zoo_run("head_not_optimized")
     first = r.report["findings"][0]
     assert first["id"] == "unoptimized-params", _describe(r)
     assert first["title"].startswith("2 parameters get gradients that no optimizer uses: model."), (
@@ -262,11 +248,11 @@ def test_a_head_swapped_in_after_the_optimizer_is_named(zoo_tmp: Path) -> None:
     ), first["fix"]
 
 
-def test_workers_that_wait_on_a_store_are_told_to_overlap_the_waits(zoo_tmp: Path) -> None:
+def test_workers_that_wait_on_a_store_are_told_to_overlap_the_waits(zoo_run: ZooRun) -> None:
     """waiting_worker's 2 workers spend each sample waiting on a remote store's round trip: busy
     all the time at a few % of a CPU. More workers than the 2 CPUs are the fix (15 took it from
     30 to 136 it/s), or threads inside them; not a cheaper __getitem__, not "up to CPUs - 1"."""
-    r = run_case("waiting_worker", zoo_tmp)
+    r = zoo_run("waiting_worker")
     first = r.report["findings"][0]
     assert first["id"] == "input-bound", _describe(r)
     evidence = " ".join(first["evidence"])
@@ -282,12 +268,12 @@ def test_workers_that_wait_on_a_store_are_told_to_overlap_the_waits(zoo_tmp: Pat
     assert not any("up to usable CPUs - 1" in f for f in first["fix"]), first["fix"]
 
 
-def test_a_forward_recomputed_in_backward_is_backward_time(zoo_tmp: Path) -> None:
+def test_a_forward_recomputed_in_backward_is_backward_time(zoo_run: ZooRun) -> None:
     """Activation checkpointing runs each block's forward again inside loss.backward(): the
     ledger gives that to backward (about twice the forward, plus the forward itself), not to
     forward (read as forward, the split was 54 % forward / 38 % backward; now 1.4-2.2x as
     much backward as forward, as 50 Hz samples vary)."""
-    r = run_case("activation_checkpointing", zoo_tmp)
+    r = zoo_run("activation_checkpointing")
     buckets = r.report["ledger"]["buckets"]
     assert buckets["backward"]["share"] > buckets["forward"]["share"], buckets
 
@@ -307,11 +293,12 @@ def test_fake_batching_is_placed_without_stacks(tmp_path: Path) -> None:
 
 
 def test_recompiles_say_what_changed_and_padding_to_one_length_is_left_alone(
+    zoo_run: ZooRun,
     zoo_tmp: Path,
 ) -> None:
     """recompiles: the probe's compile records, from a real torch.compile; its control pads
     every batch to one length (one graph, compiled in warm-up)."""
-    _r, first = _first("recompiles", zoo_tmp)
+    _r, first = _first("recompiles", zoo_run)
     text = _text(first)
     assert "gave up" in first["title"] and "8 graphs" in first["title"], first
     assert "its input tokens changed shape: its dimension 1 was" in text
