@@ -114,6 +114,19 @@ def zoo_run(tmp_path_factory: pytest.TempPathFactory) -> ZooRun:
     return get
 
 
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """`trainprof demo --run-dir DIR`, run once a session (test_run_torch, test_hardening_cli):
+    the completed process; its run directory is ``demo_run.args[-1]``."""
+    run_dir = tmp_path_factory.mktemp("demo") / "demo"
+    return subprocess.run(
+        trainprof_cmd("demo", "--run-dir", str(run_dir)),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
 @pytest.fixture
 def reaped() -> Iterator[Callable[[subprocess.Popen[str]], subprocess.Popen[str]]]:
     """Wraps a started trainprof so that a failing test does not leave it running: killed at

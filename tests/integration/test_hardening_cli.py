@@ -502,16 +502,18 @@ def test_schema_names_every_ledger_bucket() -> None:
         assert f"`{name}" in doc, f"docs/REPORT.md does not explain {name}"
 
 
-def test_real_reports_match_the_schema(full_run: dict[str, Any], tmp_path: Path) -> None:
+def test_real_reports_match_the_schema(
+    full_run: dict[str, Any], demo_run: subprocess.CompletedProcess[str], tmp_path: Path
+) -> None:
     schema = json.loads(SCHEMA_PATH.read_text())
-    demo = tp("demo", "--run-dir", str(tmp_path / "demo"), timeout=180)
+    demo = demo_run  # `trainprof demo --run-dir DIR`, shared with test_run_torch
     assert demo.returncode == 0, demo.stderr
     crash = write_script(tmp_path, "crash.py", "import torch\nraise KeyError('label')\n")
     tp("run", "-q", "--run-dir", str(tmp_path / "crash"), str(crash), cwd=tmp_path)
     plain = write_script(tmp_path, "plain.py", "print(sum(range(1000)))\n")
     tp("run", "-q", "--run-dir", str(tmp_path / "plain"), str(plain), cwd=tmp_path)
     reports = {
-        "demo": tmp_path / "demo" / "report.json",
+        "demo": Path(demo.args[-1]) / "report.json",
         "hang": full_run["json"],
         "crash": tmp_path / "crash" / "report.json",
         "no torch": tmp_path / "plain" / "report.json",

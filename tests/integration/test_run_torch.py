@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -320,15 +321,12 @@ def test_report_of_a_missing_dir_is_one_line(tmp_path: Path) -> None:
     )
 
 
-def test_demo_names_fake_batching_and_input_bound(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        trainprof_cmd("demo", "--run-dir", str(tmp_path / "demo")),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_demo_names_fake_batching_and_input_bound(
+    demo_run: subprocess.CompletedProcess[str],
+) -> None:
+    proc = demo_run  # `trainprof demo --run-dir DIR`, shared with test_hardening_cli
     assert proc.returncode == 0, proc.stderr
-    report = json.loads((tmp_path / "demo" / "report.json").read_text())
+    report = json.loads((Path(proc.args[-1]) / "report.json").read_text())
     ids = [f["id"] for f in report["findings"]]
     # Both, ranked by the seconds each claims: data loading, and the per-sample passes
     # through the step that batching would save.
@@ -349,34 +347,49 @@ def test_demo_list_and_bad_name() -> None:
     assert bad.stderr.strip() == "trainprof: no demo named 'nope'; `trainprof demo list` shows them"
 
 
-def test_demo_by_finding_id(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def cpu_stall_demo(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`trainprof demo cpu-stall`: the zoo's cpu_stall under `trainprof run`, with py-spy's
+    stacks taken in chunks of 2 s (TRAINPROF_STACK_CHUNK_S) so that the hand-over between
+    chunks happens in this short job. One run for the demo's test and the chunks' test."""
+    run_dir = tmp_path_factory.mktemp("demo-cpu-stall") / "d"
     proc = subprocess.run(
-        trainprof_cmd("demo", "cpu-stall", "--run-dir", str(tmp_path / "d")),
+        trainprof_cmd("demo", "cpu-stall", "--run-dir", str(run_dir)),
         capture_output=True,
         text=True,
         timeout=120,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("TRAINPROF_")},
+            "TRAINPROF_STACK_CHUNK_S": "2",
+        },
     )
+    return proc, run_dir
+
+
+def test_demo_by_finding_id(cpu_stall_demo: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    proc, run_dir = cpu_stall_demo
     assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads((tmp_path / "d" / "report.json").read_text())
+    report = json.loads((run_dir / "report.json").read_text())
     assert report["findings"][0]["id"] == "cpu-stall"
 
 
 def test_stack_sampling_hands_over_between_chunks(
-    tmp_path: Path, clean_env: dict[str, str]
+    cpu_stall_demo: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
-    from trainprof.examples.zoo import script_path
-
-    clean_env["TRAINPROF_STACK_CHUNK_S"] = "2"
-    r = run_trainprof(tmp_path, str(script_path("cpu_stall")), env=clean_env)
-    chunks = json.loads((r.run_dir / "run.json").read_text())["stacks"]["chunks"]
+    proc, run_dir = cpu_stall_demo
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "running cpu_stall.py under `trainprof run`" in proc.stderr  # the zoo's script
+    chunks = json.loads((run_dir / "run.json").read_text())["stacks"]["chunks"]
     assert len(chunks) >= 2
-    spans = Session.load(r.run_dir).spans
+    spans = Session.load(run_dir).spans
     later = float(chunks[1]["started_at"])
     assert any(s.t0 < later for s in spans) and any(s.t0 > later for s in spans)
-    assert r.report["findings"][0]["id"] == "cpu-stall"
+    assert json.loads((run_dir / "report.json").read_text())["findings"][0]["id"] == "cpu-stall"
     # each finished chunk is kept gzipped, under the name run.json gives it
     assert all(c["file"].endswith(".json.gz") for c in chunks), chunks
-    assert not list(r.run_dir.glob("stacks-*.json")) and not list(r.run_dir.glob("*.part"))
+    assert not list(run_dir.glob("stacks-*.json")) and not list(run_dir.glob("*.part"))
 
 
 def test_the_probe_records_where_the_model_trains(workers_run) -> None:  # type: ignore[no-untyped-def]
