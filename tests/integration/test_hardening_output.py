@@ -110,8 +110,7 @@ def test_report_reprints_to_stdout_with_the_command_the_run_gave(tmp_path: Path)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("columns", ["", "160"])
-def test_where_keeps_file_and_line_in_piped_output(tmp_path: Path, columns: str) -> None:
+def test_where_keeps_file_and_line_in_piped_output(tmp_path: Path) -> None:
     # GIVEN the demo as an installed trainprof holds it (deep in site-packages), run from
     # another directory, with stderr piped (80 columns unless COLUMNS says otherwise)
     deep = tmp_path / "venv/lib/python3.11/site-packages/trainprof/examples"
@@ -120,22 +119,31 @@ def test_where_keeps_file_and_line_in_piped_output(tmp_path: Path, columns: str)
     work = tmp_path / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    if columns:
-        env["COLUMNS"] = columns
     r = run_trainprof(work, str(deep / "demo_train.py"), cwd=work, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    width = int(columns or 80)
-    lines = r.stderr.splitlines()
-    # THEN every where: line holds its file:line whole; nothing is cut with an ellipsis
-    wheres = [line for line in lines if "where:" in line]
-    assert wheres, r.stderr
-    for line in wheres:
-        assert re.search(r"where: \S*demo_train\.py:\d+", line), line
-    assert not re.search(r"\S…[│ ]", r.stderr), r.stderr  # no word cut short at a box edge
-    # AND the boxes share one width, within the terminal's
-    tops = [line for line in lines if line.startswith("╭")]
-    assert len(tops) >= 2 and len({cell_len(t) for t in tops}) == 1, tops
-    assert max(cell_len(line) for line in lines if line.startswith("│")) <= width
+    # AND the same run reported again with COLUMNS=160, piped (the console `trainprof run`
+    # ends with, rendered by the same code: one job for both widths)
+    wide = subprocess.run(
+        trainprof_cmd("report", str(r.run_dir)),
+        cwd=work,
+        env={**env, "COLUMNS": "160"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert wide.returncode == 0, wide.stderr[-3000:]
+    for width, console in ((80, r.stderr), (160, wide.stdout)):
+        lines = console.splitlines()
+        # THEN every where: line holds its file:line whole; nothing is cut with an ellipsis
+        wheres = [line for line in lines if "where:" in line]
+        assert wheres, console
+        for line in wheres:
+            assert re.search(r"where: \S*demo_train\.py:\d+", line), line
+        assert not re.search(r"\S…[│ ]", console), console  # no word cut short at a box edge
+        # AND the boxes share one width, within the terminal's
+        tops = [line for line in lines if line.startswith("╭")]
+        assert len(tops) >= 2 and len({cell_len(t) for t in tops}) == 1, tops
+        assert max(cell_len(line) for line in lines if line.startswith("│")) <= width
 
 
 SLOW_START = """
