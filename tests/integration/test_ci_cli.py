@@ -231,15 +231,14 @@ def test_a_loop_without_a_dataloader_is_gated_on_its_it_s(tmp: Path) -> None:
     assert f"it/s {verdict['change']:+.1%}" in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("attempt", [1, 2, 3])
-def test_repeat_gives_the_same_verdict_on_reruns_of_a_healthy_script(
-    tmp: Path, attempt: int
-) -> None:
+# That every rerun passes, run after run, is a figure of `python -m bench.ci_reruns` (a rerun's
+# rate against the baseline's is a timing claim): here, that one does.
+def test_repeat_gives_the_same_verdict_on_a_rerun_of_a_healthy_script(tmp: Path) -> None:
     base = baseline(tmp)
     assert base.returncode == 0, base.stderr[-3000:]
     r = ci(
         tmp,
-        f"rerun{attempt}",
+        "rerun",
         "--repeat", "3", "--steps", "30", "--baseline", str(tmp / "baseline" / "ci.json"),
         "--tolerance", TOLERANCE, SMOKE,
     )  # fmt: skip
