@@ -78,7 +78,7 @@ eval_iters = 30
 always_save_checkpoint = False
 batch_size = 16
 block_size = 32
-max_iters = 80
+max_iters = 160
 
 data_dir = "data_bin"
 os.makedirs(data_dir, exist_ok=True)
