@@ -84,7 +84,7 @@ ZooRun = Callable[[str], Result]  # zoo_run's value: the run of the zoo case of 
 @pytest.fixture(scope="session")
 def zoo_run(tmp_path_factory: pytest.TempPathFactory) -> ZooRun:
     """`trainprof run` of a zoo script as test_zoo judges it, run once a session and read by
-    every module that needs that run (test_zoo, test_trace_html). A hung case
+    every module that needs that run (test_zoo, test_trace_html, test_stability). A hung case
     gets ``--hang-after 4``: its state holds still, and 4 s of silence tell it as well as the
     default 10. A case in ZOO_VIEWS also writes ``views/trace.json`` and ``views/report.html``
     (relative to the run's working directory, the path the report prints)."""
