@@ -133,8 +133,13 @@ def modified_files(case: Case) -> tuple[int, list[str]]:
 
 
 def expand(args: list[str], python: str, data: Path) -> list[str]:
-    """The arguments with {python} and {data} replaced, also inside longer strings."""
-    return [a.replace("{python}", python).replace("{data}", str(data)) for a in args]
+    """The arguments with {python}, {data} and {realworld} (this folder) replaced, also inside
+    longer strings."""
+    here = str(Path(__file__).resolve().parent)
+    return [
+        a.replace("{python}", python).replace("{data}", str(data)).replace("{realworld}", here)
+        for a in args
+    ]
 
 
 def mask(text: str, volatile: list[str]) -> list[str]:
