@@ -69,3 +69,28 @@ def test_a_profiler_recording_is_read_at_the_ticks(writer: EventWriter, tmp_path
     assert [r.profiler for r in modes.readings] == [False, True, False]
     assert not any(r.anomaly for r in modes.readings)
     assert modes.profiler_at is not None and modes.profiler_at[2] == line
+
+
+def test_torch_own_anomaly_block_while_compiling_is_not_the_switch(
+    writer: EventWriter, tmp_path: Path
+) -> None:
+    debug_modes.install(torch)
+    debug_modes.at_first_step()
+    seen: list[bool] = []
+    writer.on_tick.append(lambda: seen.append(torch.is_anomaly_enabled()))
+
+    def traced(x: torch.Tensor) -> torch.Tensor:
+        writer.run_ticks()  # a tick while AOTAutograd traces the joint graph
+        return (x * 2).sum()
+
+    from functorch.compile import aot_function, nop
+
+    x = torch.randn(4, requires_grad=True)
+    aot_function(traced, fw_compiler=nop)(x).backward()
+    assert True in seen  # a tick did see torch's block open
+    writer.close()
+    (log,) = load_processes(str(tmp_path))
+    modes = analysis.read(log)
+    assert modes is not None
+    assert not any(r.anomaly for r in modes.readings)
+    assert modes.anomaly_at is None
