@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 
+from trainprof.analysis import frameworks
 from trainprof.analysis.cpu_starvation import CpuStarvation
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.ledger import STEP
@@ -58,6 +59,11 @@ MACHINE_FULL = 0.9  # a machine this busy has no CPU to spare
 OTHERS_MIN = 0.5  # CPUs other processes must use to count as the competition
 # Where the loop's thread can wait for a CPU: while it runs (not idle, nor blocked on a queue)
 RUNNABLE = ("stall_wait", "transfer", *(b for b in STEP if b != "idle"))
+
+
+# The framework's words for num_workers, for the fix that sets it (the rule's other fixes
+# do not touch the DataLoader).
+WORKERS_SETTING = frameworks.settings("workers")
 
 
 @rule(
@@ -159,15 +165,15 @@ def _workers(m: Metrics, s: CpuStarvation, threads: int, workers: int) -> Findin
     if keep and keep < workers:
         fix.append(
             f"fewer DataLoader workers, and torch's threads for the CPUs they leave: "
-            f"num_workers={keep} and {threads_fix}; in pytorch/examples' scripts -j {keep} "
-            f"(--workers): {fits}, num_workers at most CPUs - 1"
+            f"num_workers={keep} and {threads_fix}: {fits}, num_workers at most CPUs - 1"
         )
     elif keep:
         fix.append(f"torch's threads for the CPUs the workers leave: {threads_fix}: {fits}")
     fix.append(
-        "or num_workers=0 (-j 0): the loop makes its batches itself, which costs it less than "
+        "or num_workers=0: the loop makes its batches itself, which costs it less than "
         "this wait where a batch is cheap to make"
     )
+    fix.extend(frameworks.setting_fix(m.activity.framework, WORKERS_SETTING))
     return Finding(
         id="cpu-starved",
         severity="warning",
