@@ -5,21 +5,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
-from conftest import run_trainprof, trainprof_cmd
-
-from trainprof.examples.zoo import ZOO, script_path
+from conftest import ZooRun, trainprof_cmd
 
 
-def test_an_epoch_end_evaluation_is_a_note_and_the_job_compute_bound(tmp_path: Path) -> None:
-    case = ZOO["healthy_epoch_eval"]
-    r = run_trainprof(
-        tmp_path,
-        str(script_path(case.name)),
-        run_args=("--timeout", str(case.timeout_s)),
-        timeout=case.timeout_s + 60,
-    )
+def test_an_epoch_end_evaluation_is_a_note_and_the_job_compute_bound(zoo_run: ZooRun) -> None:
+    r = zoo_run("healthy_epoch_eval")  # the run test_zoo judges: one run a session
     assert r.returncode == 0, r.stderr[-3000:]
     # ~7 % of the run on a quiet machine; under load a long evaluation can take more, and past
     # 10 % it is a warning again

@@ -4,21 +4,11 @@ worker's batch time and advises no workers, never more of them."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from conftest import run_trainprof
-
-from trainprof.examples.zoo import ZOO, script_path
+from conftest import ZooRun
 
 
-def test_workers_that_cost_more_than_they_save_are_not_advised(tmp_path: Path) -> None:
-    case = ZOO["worker_pickle"]
-    r = run_trainprof(
-        tmp_path,
-        str(script_path(case.name)),
-        run_args=("--timeout", str(case.timeout_s)),
-        timeout=case.timeout_s + 60,
-    )
+def test_workers_that_cost_more_than_they_save_are_not_advised(zoo_run: ZooRun) -> None:
+    r = zoo_run("worker_pickle")  # the run test_zoo judges: one run a session
     assert r.returncode == 0, r.stderr[-3000:]
     found = {f["id"]: f for f in r.report["findings"]}
     assert "input-bound" in found, r.report["findings"]
