@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainprof.store import gpus
+from trainprof.store import gpus, sampled
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import Samples, Session
 
@@ -69,7 +69,11 @@ def session(
     m.update(meta)
     rows = samples(sample_rows or [])
     gpus.select(rows, procs)  # as Session.load does
-    return Session(run_dir="/nonexistent", meta=m, processes=list(procs), samples=rows)
+    # an ``attach`` record: read as Session.load reads it (its stack files: none on disk)
+    found = sampled.read(m.get("attach"), "/nonexistent")
+    return Session(
+        run_dir="/nonexistent", meta=m, processes=list(procs), samples=rows, sampled=found
+    )
 
 
 def loop_spans(

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from synth import session
 
-from trainprof.analysis import from_stacks
 from trainprof.analysis.findings import Verdict
 from trainprof.analysis.pipeline import analyze
 from trainprof.analysis.rules import hang as hang_rule
+from trainprof.store import sampled
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan
 
@@ -41,13 +40,16 @@ def attached(
     exited: bool = False,
     rss_rise: float = 0.0,
     worker_fds: int | None = None,
+    files: dict[str, list[StackSpan]] | None = None,
+    **record: Any,
 ) -> Session:
     """An attach run of pid 1000: its main thread's ``spans``, its reads and writes at the
     window's start and end (``io``), its CPU use in % of one CPU at each host sample (a second
     apart), its RSS rising ``rss_rise`` bytes a second; with ``worker_fds``, a DataLoader worker
     (pid 1001, held in torch's worker loop) with that many descriptors open under a limit of
-    128."""
-    att: dict[str, Any] = {"pid": 1000, "rate_hz": 100}
+    128. ``record``: more of run.json's attach record (``targets``, ``workers``), whose stack
+    files the store reads from ``files``."""
+    att: dict[str, Any] = {"pid": 1000, "rate_hz": 100, **record}
     if io is not None:
         att["io_bytes"] = io
     if exited:
@@ -63,6 +65,8 @@ def attached(
     ]
     sess = session(attach=att, sample_rows=rows)
     sess.spans = spans
+    stored = files or {}
+    sess.sampled = sampled.read(att, sess.run_dir, lambda name, _t0: stored.get(name, []))
     return sess
 
 
@@ -166,9 +170,7 @@ def test_unread_io_counters_are_said_not_taken_for_nothing() -> None:
     assert "could not be read" in first.evidence[0], first.evidence
 
 
-def test_a_worker_out_of_descriptors_is_named_with_the_limit_to_raise(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_worker_out_of_descriptors_is_named_with_the_limit_to_raise() -> None:
     """hang_fd_limit under attach: a worker had all the descriptors its limit allows open, the
     main process waits for the batch it could not send. The title names it, the first fix
     raises the limit (up to the hard one, which needs no root)."""
@@ -181,21 +183,22 @@ def test_a_worker_out_of_descriptors_is_named_with_the_limit_to_raise(
         ),
         8.0,
     )
-    monkeypatch.setattr(from_stacks, "worker_spans", lambda _s: {1001: worker})
-    v = verdict(attached(held(LOADER, 8.0), io=[0, 0], worker_fds=128))
+    traced = {
+        "files": {"stacks-1001.json": worker},
+        "workers": [{"pid": 1001, "parent": 1000, "file": "stacks-1001.json"}],
+    }
+    v = verdict(attached(held(LOADER, 8.0), io=[0, 0], worker_fds=128, **traced))
     first = v.findings[0]
     assert first.title.endswith("a DataLoader worker ran out of file descriptors (ulimit -n 128)")
     assert any("(pid 1001) had 128 file descriptors open" in e for e in first.evidence)
     assert first.fix[0].startswith(
         "restart the job with a higher open-file limit: `ulimit -n 4096`"
     )
-    below = verdict(attached(held(LOADER, 8.0), io=[0, 0], worker_fds=127)).findings[0]
-    assert "file descriptors" not in below.title
+    below = verdict(attached(held(LOADER, 8.0), io=[0, 0], worker_fds=127, **traced))
+    assert "file descriptors" not in below.findings[0].title
 
 
-def test_each_ranks_rate_of_a_held_stack_says_why_there_is_none(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_each_ranks_rate_of_a_held_stack_says_why_there_is_none() -> None:
     """A torchrun job hung in two collectives, attached: each rank's iterations row says its
     stack was held (it said "no autocorrelation peak"); a rank that still steps keeps its
     own reason."""
@@ -205,14 +208,12 @@ def test_each_ranks_rate_of_a_held_stack_says_why_there_is_none(
         {"pid": 1002, "rank": 1, "file": "stacks-1002.json"},
         {"pid": 1004, "rank": 2, "file": "stacks-1004.json"},
     ]
-    loaded = [
-        (targets[0], held(WAITING, 8.0)),
-        (targets[1], held(other, 8.0)),
-        (targets[2], stepping(8.0)),
-    ]
-    monkeypatch.setattr(from_stacks, "target_spans", lambda _s, _a: loaded)
-    sess = attached(held(WAITING, 8.0), io=[0, 0])
-    sess.meta["attach"]["targets"] = targets
+    files = {
+        "stacks-1000.json": held(WAITING, 8.0),
+        "stacks-1002.json": held(other, 8.0),
+        "stacks-1004.json": stepping(8.0),
+    }
+    sess = attached(held(WAITING, 8.0), io=[0, 0], files=files, targets=targets)
     m, _v = analyze(sess)
     assert m.outside is not None
     reasons = [r.rate.reason for r in m.outside.ranks]

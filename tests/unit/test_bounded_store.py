@@ -8,7 +8,8 @@ from pathlib import Path
 
 from trainprof.collect.samplers.loop import LONG_RUN_AFTER_S, RowCompactor, sample_interval
 from trainprof.collect.samplers.stacks import FAST_CHUNKS, KEEP_LAST_CHUNKS, StackRecorder
-from trainprof.store.session import Samples, StackSpan, _source_lines
+from trainprof.store.session import Samples, StackSpan
+from trainprof.store.source_text import source_lines
 from trainprof.store.stacks import load_spans, pack
 
 
@@ -63,7 +64,7 @@ def test_middle_stack_chunks_are_dropped(tmp_path: Path) -> None:
 
 def test_a_torn_path_in_a_stack_sample_is_not_fatal() -> None:
     span = StackSpan(0.0, 1.0, (("main", "/home/user/tr\x00ain.py", 3),))
-    assert _source_lines([span]) == {("/home/user/tr\x00ain.py", 3): ""}
+    assert source_lines([span]) == {("/home/user/tr\x00ain.py", 3): ""}
 
 
 def test_default_interval_widens_after_ten_minutes_but_an_explicit_one_is_kept() -> None:

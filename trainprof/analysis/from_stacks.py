@@ -1,5 +1,5 @@
 """A run directory without probe steps (attach) → the Metrics the rules and renderers read.
-Pure: no I/O beyond what the Session loaded (and the worker traces it names).
+Pure: reads what the Session loaded (``session.sampled``: the processes sampled and their stacks).
 
 There are no probe steps, so everything comes from the main thread's stack samples:
 
@@ -20,7 +20,6 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from trainprof.analysis import attribution, call_sites, frameworks, periodicity
@@ -47,8 +46,9 @@ from trainprof.analysis.usercode import is_torch_path
 from trainprof.analysis.worker_load import worker_load
 from trainprof.store.gpus import machine_utils
 from trainprof.store.host_totals import own_cost, peak_memory
+from trainprof.store.sampled import Sampled
 from trainprof.store.session import Session
-from trainprof.store.stacks import StackSpan, load_spans
+from trainprof.store.stacks import StackSpan
 
 
 def _window(spans: Sequence[StackSpan]) -> tuple[float, float] | None:
@@ -65,46 +65,24 @@ def _window_mean(session: Session, series: Any, window: tuple[float, float] | No
     return mean(vals) if vals else None
 
 
-def target_spans(
-    session: Session, att: dict[str, Any]
-) -> list[tuple[dict[str, Any], list[StackSpan]]]:
-    """Each attached process (one per rank of a torchrun job) with its main-thread stacks, in
-    the order attached; loaded once for the per-rank views and the stillness."""
-    raw = att.get("targets")
-    targets: list[Any] = raw if isinstance(raw, list) else []
-    return [
-        (
-            t,
-            load_spans(
-                Path(session.run_dir) / Path(t["file"]).name, float(t.get("started_at") or 0.0)
-            ),
-        )
-        for t in targets
-        if isinstance(t, dict) and isinstance(t.get("file"), str)
-    ]
-
-
-def _rank_views(
-    att: dict[str, Any], loaded: list[tuple[dict[str, Any], list[StackSpan]]], rate_hz: int
-) -> tuple[RankAttach, ...]:
-    out = []
-    raw = att.get("targets")
-    if not isinstance(raw, list) or len(raw) < 2:
+def _rank_views(sampled: Sampled) -> tuple[RankAttach, ...]:
+    """Each rank's rate and shares, where several ranks of a torchrun job were sampled."""
+    if len(sampled.processes) < 2:
         return ()
-    for t, spans in loaded:
+    out = []
+    rate_hz = sampled.rate_hz
+    for proc in sampled.processes:
+        spans = proc.spans
         window = _window(spans)
         if window is None:
             continue
-        from trainprof.store.session import _source_lines
-
-        source = _source_lines(spans)
+        source = proc.source
         rh, stalls = rate_of(spans, source, rate_hz, window)
         led = build_ledger(spans, source, window, stalls)
-        rank = t.get("rank") if isinstance(t.get("rank"), int) else None
         out.append(
             RankAttach(
-                int(t.get("pid") or 0),
-                rank,
+                proc.pid,
+                proc.rank,
                 rate_estimate(
                     rh, window, stalls, progress_runs(spans, source, stalls, 1 / rate_hz)
                 ),
@@ -115,10 +93,10 @@ def _rank_views(
     return tuple(out)
 
 
-def compute(session: Session) -> Metrics:
+def compute(session: Session, sampled: Sampled) -> Metrics:
+    """The Metrics of a job sampled from outside: ``sampled`` is ``session.sampled``."""
     meta = session.meta
-    att: dict[str, Any] = meta["attach"]
-    rate_hz = int(att.get("rate_hz") or 100)
+    rate_hz = sampled.rate_hz
     spans = tuple(session.spans)
     source = session.source
     window = _window(spans)
@@ -147,7 +125,7 @@ def compute(session: Session) -> Metrics:
     growths = []
     if window is not None:
         for pid, series in session.samples.procs.items():
-            role = "main" if pid == att.get("pid") else "worker"
+            role = "main" if pid == sampled.pid else "worker"
             g = growth(series, role, *window)
             if g is not None:
                 growths.append(g)
@@ -155,8 +133,7 @@ def compute(session: Session) -> Metrics:
         a + b
         for a, b in zip(session.samples.swap_in_bps, session.samples.swap_out_bps, strict=True)
     )
-    raw_workers = att.get("workers")
-    workers: list[Any] = raw_workers if isinstance(raw_workers, list) else []
+    worker_pids = [w.pid for w in sampled.workers]
     activity = Activity(
         window=window,
         run_span_s=None,
@@ -178,10 +155,9 @@ def compute(session: Session) -> Metrics:
         step_lines=call_sites.step_lines(loop_spans, source, loop_funcs),
         framework=frameworks.detect(spans),
     )
-    workers_by_pid = worker_spans(session)
-    loaded = target_spans(session, att)
-    still = stillness(session, spans, workers_by_pid, loaded)
-    ranks = _rank_views(att, loaded, rate_hz)
+    workers_by_pid = sampled.worker_spans()
+    still = stillness(session, sampled, spans)
+    ranks = _rank_views(sampled)
     if still is not None and still.processes:
         held = {p.pid: p for p in still.processes}
         rate = _held_rate(rate, still.processes[0], still.window_s)
@@ -189,22 +165,22 @@ def compute(session: Session) -> Metrics:
             replace(r, rate=_held_rate(r.rate, held.get(r.pid), still.window_s)) for r in ranks
         )
     view = OutsideView(
-        pid=int(att.get("pid") or 0),
-        given_pid=int(att.get("given_pid") or att.get("pid") or 0),
-        note=att.get("note") if isinstance(att.get("note"), str) else None,
+        pid=sampled.pid or 0,
+        given_pid=sampled.given_pid or 0,
+        note=sampled.note,
         rate_hz=rate_hz,
         sampled_s=led.window_s if led else 0.0,
         rate=rate,
         shares=shares_of(led) if led else {},
         stall_period_steps=p,
         stall_period_s=statistics.median(gaps) if len(gaps) >= 2 else None,
-        workers=len(workers),
-        workers_at_once=most_at_once(session, workers),
-        target_exit=att.get("target_exit") if isinstance(att.get("target_exit"), str) else None,
+        workers=len(worker_pids),
+        workers_at_once=most_at_once(session, worker_pids),
+        target_exit=sampled.target_exit,
         ranks=ranks,
         worker_spans=tuple(sp for spans in workers_by_pid.values() for sp in spans),
         stillness=still,
-        py_spy_restarts=_restarts(att),
+        py_spy_restarts=sampled.main.py_spy_restarts if sampled.main else 0,
     )
     return Metrics(
         unit="step",
@@ -216,12 +192,10 @@ def compute(session: Session) -> Metrics:
         usable_cpus=meta.get("usable_cpus"),
         cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
         trainprof_cpu_percent_mean=_window_mean(session, session.samples.self_cpu, window),
-        worker_load=worker_load(
-            session.samples, (w["pid"] for w in workers if isinstance(w, dict)), window
-        ),
+        worker_load=worker_load(session.samples, worker_pids, window),
         cpu_starvation=cpu_starvation(
             session.samples,
-            att.get("pid"),
+            sampled.pid,
             window,
             meta.get("usable_cpus"),
             meta.get("cpu_count"),
@@ -254,27 +228,8 @@ def _held_rate(rate: RateEstimate, held: HeldStack | None, window_s: float) -> R
     return replace(rate, reason=reason, period_s=None)
 
 
-def _restarts(att: dict[str, Any]) -> int:
-    """How often py-spy was started again on the main process (0 in runs stored before)."""
-    targets = att.get("targets")
-    first = targets[0] if isinstance(targets, list) and targets else None
-    n = first.get("py_spy_restarts") if isinstance(first, dict) else None
-    return n if isinstance(n, int) and not isinstance(n, bool) else 0
-
-
-def most_at_once(session: Session, workers: list[Any]) -> int | None:
+def most_at_once(session: Session, worker_pids: Sequence[int]) -> int | None:
     """The most DataLoader workers alive at one tick of the host sampler (None: it saw none)."""
-    pids = {w.get("pid") for w in workers if isinstance(w, dict)}
+    pids = set(worker_pids)
     alive = Counter(t for pid, s in session.samples.procs.items() if pid in pids for t in s.t)
     return max(alive.values()) if alive else None
-
-
-def worker_spans(session: Session) -> dict[int, list[StackSpan]]:
-    """Each DataLoader worker's main-thread stacks, by pid (their files are named in run.json)."""
-    att = session.meta.get("attach") or {}
-    out: dict[int, list[StackSpan]] = {}
-    for w in att.get("workers") or []:
-        if isinstance(w, dict) and isinstance(w.get("file"), str):
-            spans = load_spans(Path(session.run_dir) / Path(w["file"]).name, 0.0)
-            out.setdefault(int(w.get("pid") or 0), []).extend(spans)
-    return out

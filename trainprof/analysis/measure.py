@@ -1,5 +1,5 @@
-"""A session's Metrics: from the probe's timed steps, or from stack samples alone where no probe
-timed them (a run directory of `trainprof attach`)."""
+"""A session's Metrics: from the probe's timed steps, or from stack samples alone where the job
+was only sampled from outside (no probe timed a step in it)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,6 @@ from trainprof.store.session import Session
 
 def measure(session: Session) -> Metrics:
     """The Metrics the rules and renderers read; pure: the same session, the same Metrics."""
-    if isinstance(session.meta.get("attach"), dict):
-        return from_stacks.compute(session)
+    if session.sampled is not None:  # stacks recorded from outside, and nothing from inside
+        return from_stacks.compute(session, session.sampled)
     return from_steps.compute(session)

@@ -4,43 +4,40 @@ thread held longest and for what share of its sampled time; what the job's proce
 wrote over the window, and how much their memory changed; the CPUs they used. A hung job holds
 one stack in every process and reads, writes and allocates nothing; a working one moves one or
 another (the hang verdict, analysis/crash/still.still_finding, judges it). Pure: reads the
-Session and the stacks analysis/from_stacks.py loaded."""
+Session and what it sampled (store/sampled.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from trainprof.analysis.outside_view import HeldStack, Stillness
 from trainprof.analysis.stats import finite, mean_between
+from trainprof.store.sampled import Sampled
 from trainprof.store.session import Session
 from trainprof.store.stacks import Frame, StackSpan
 
 
 def stillness(
-    session: Session,
-    main_spans: Sequence[StackSpan],
-    worker_spans: Mapping[int, Sequence[StackSpan]],
-    target_spans: Sequence[tuple[dict[str, Any], Sequence[StackSpan]]],
+    session: Session, sampled: Sampled, main_spans: Sequence[StackSpan]
 ) -> Stillness | None:
-    """``main_spans``: the analysed process's; ``target_spans``: every attached process's (the
-    ranks of a torchrun job, that one among them). None when the main process has no stacks
-    (nothing to judge)."""
-    att: dict[str, Any] = session.meta.get("attach") or {}
+    """``main_spans``: the analysed process's; ``sampled``: every process sampled (the ranks of
+    a torchrun job, that one among them) and their DataLoader workers. None when the main
+    process has no stacks (nothing to judge)."""
     if not main_spans:
         return None
     window = (main_spans[0].t0, main_spans[-1].t1)
-    pid = int(att.get("pid") or 0)
-    raw = att.get("targets")
-    targets: list[Any] = raw if isinstance(raw, list) else []
-    own = next((t for t in targets if isinstance(t, dict) and t.get("pid") == pid), {})
-    sampled: list[tuple[str, int, Sequence[StackSpan]]] = [(_role(own), pid, main_spans)]
-    for t, rank_spans in target_spans:  # the other ranks of a torchrun job
-        if int(t.get("pid") or 0) != pid:
-            sampled.append((_role(t), int(t.get("pid") or 0), rank_spans))
-    sampled += [("worker", p, spans) for p, spans in sorted(worker_spans.items())]
+    pid = sampled.pid or 0
+    own = next((p for p in sampled.processes if p.pid == pid), None)
+    sampled_spans: list[tuple[str, int, Sequence[StackSpan]]] = [
+        (own.role if own else "main", pid, main_spans)
+    ]
+    for proc in sampled.processes:  # the other ranks of a torchrun job
+        if proc.pid != pid:
+            sampled_spans.append((proc.role, proc.pid, proc.spans))
+    workers = sorted(sampled.worker_spans().items())
+    sampled_spans += [("worker", p, spans) for p, spans in workers]
     held = []
-    for role, p, spans in sampled:
+    for role, p, spans in sampled_spans:
         most = most_held(spans)
         if most is not None:
             series = session.samples.procs.get(p)
@@ -55,17 +52,10 @@ def stillness(
     return Stillness(
         window_s=window[1] - window[0],
         processes=tuple(held),
-        io_bytes=_moved(att.get("io_bytes")),
+        io_bytes=_moved(sampled.io_bytes),
         rss_change=int(max(rss) - min(rss)) if rss else None,
         cpus=None if tree is None else tree / 100,
     )
-
-
-def _role(target: dict[str, Any]) -> str:
-    """A target's role: "rank N" for a rank of a torchrun job, else "main" (the one process
-    attached to)."""
-    rank = target.get("rank")
-    return f"rank {rank}" if isinstance(rank, int) and not isinstance(rank, bool) else "main"
 
 
 def most_held(spans: Sequence[StackSpan]) -> tuple[tuple[Frame, ...], float] | None:
@@ -81,15 +71,12 @@ def most_held(spans: Sequence[StackSpan]) -> tuple[tuple[Frame, ...], float] | N
     return frames, seconds / total
 
 
-def _moved(raw: Any) -> int | None:
+def _moved(readings: tuple[int, int] | None) -> int | None:
     """Bytes read and written between the first and the last reading; None where either was
     unread, or the second is lower (processes that ended took their counts with them)."""
-    if not isinstance(raw, list) or len(raw) != 2:
+    if readings is None or readings[1] < readings[0]:
         return None
-    a, b = raw
-    if not isinstance(a, int) or not isinstance(b, int) or b < a:
-        return None
-    return b - a
+    return readings[1] - readings[0]
 
 
 def _cpus(session: Session, pid: int, window: tuple[float, float]) -> float | None:

@@ -66,7 +66,7 @@ def quiet_note(
     An all-clear needs a job that finished cleanly, had the steps the rules judge, and left no
     bucket of the ledger's steady time of 10 % or more unclaimed by ``findings``: the note never
     contradicts the where-the-time-went panel."""
-    if meta is not None and not finished_cleanly(meta):
+    if meta is not None and not finished_cleanly(meta, m):
         return unclean_note(meta, m), False
     if m is None:
         return "No problems found. ✓", True
@@ -104,12 +104,12 @@ def quiet_note(
     ), False
 
 
-def finished_cleanly(meta: dict[str, Any]) -> bool:
-    """The job ran to its end (or to --steps) and everything was recorded: only then can a
-    report say that nothing is wrong."""
+def finished_cleanly(meta: dict[str, Any], m: Metrics | None = None) -> bool:
+    """The job ran to its end (or to --steps) and everything was recorded, or was sampled from
+    outside (``m.outside``: it has no end of ours to judge); only then is an all-clear said."""
     if meta.get("recording"):
         return False
-    if isinstance(meta.get("attach"), dict):  # `trainprof attach`: the job was sampled, not run
+    if m is not None and m.outside is not None:  # sampled, not run: it goes on after us
         return True
     return meta.get("stopped_by") == "steps" or (
         meta.get("exit_code") == 0 and not meta.get("signal") and not meta.get("stopped_by")

@@ -20,7 +20,10 @@ from trainprof.store.dumps import ProcessDump
 from trainprof.store.dumps import parse as parse_dumps
 from trainprof.store.events import ProcessLog, load_processes
 from trainprof.store.rundir import META, SAMPLES, STDERR_LOG, STDOUT_LOG, read_json
-from trainprof.store.stacks import StackSpan, load_spans
+from trainprof.store.sampled import Loader, Sampled, reads_once
+from trainprof.store.sampled import read as read_sampled
+from trainprof.store.source_text import source_lines
+from trainprof.store.stacks import StackSpan
 
 OUTPUT_TAIL_BYTES = 256 * 1024
 
@@ -249,6 +252,8 @@ class Session:
     # A merged multi-node run (store/merge.py): each further node's host samples, by the node
     # index in its processes' headers (pids are only unique within a node).
     node_samples: dict[int, Samples] = field(default_factory=dict)
+    # What was sampled from outside the job (`trainprof attach`); None where a probe ran in it.
+    sampled: Sampled | None = None
 
     @property
     def primary(self) -> ProcessLog | None:
@@ -294,10 +299,11 @@ class Session:
                         continue  # a torn line from a killed runner
                     if isinstance(row, dict):
                         samples.add(row)
-        spans = _load_chunks(run_dir, _stack_chunks(meta.get("stacks")))
+        load = reads_once(run_dir)
+        spans = _load_chunks(load, _stack_chunks(meta.get("stacks")))
         rank_spans: dict[int, list[StackSpan]] = {}
         for rank, chunks in _rank_stack_chunks(meta.get("stacks")).items():
-            if loaded := _load_chunks(run_dir, chunks):
+            if loaded := _load_chunks(load, chunks):
                 rank_spans[rank] = loaded
         hang = meta.get("hang")
         hang_file = _file_name(hang.get("stacks_file")) if isinstance(hang, dict) else None
@@ -312,11 +318,12 @@ class Session:
             hang_dumps=dumps,
             spans=spans,
             rank_spans=rank_spans,
-            source=_source_lines([*spans, *(s for r in rank_spans.values() for s in r)]),
+            source=source_lines([*spans, *(s for r in rank_spans.values() for s in r)]),
             processes=processes,
             samples=samples,
             stdout_tail=_tail(run_dir / STDOUT_LOG),
             stderr_tail=_tail(run_dir / STDERR_LOG),
+            sampled=read_sampled(meta.get("attach"), run_dir, load),
         )
 
 
@@ -465,9 +472,9 @@ def _stack_chunks(stacks: object) -> list[tuple[str, float]]:
     return out
 
 
-def _load_chunks(run_dir: Path, chunks: list[tuple[str, float]]) -> list[StackSpan]:
+def _load_chunks(load: Loader, chunks: list[tuple[str, float]]) -> list[StackSpan]:
     """One recorder's stack samples, its chunks in order."""
-    return [span for name, started_at in chunks for span in load_spans(run_dir / name, started_at)]
+    return [span for name, started_at in chunks for span in load(name, started_at)]
 
 
 def _rank_stack_chunks(stacks: object) -> dict[int, list[tuple[str, float]]]:
@@ -478,22 +485,6 @@ def _rank_stack_chunks(stacks: object) -> dict[int, list[tuple[str, float]]]:
         rank = entry.get("rank") if isinstance(entry, dict) else None
         if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
             out[rank] = _stack_chunks(entry)
-    return out
-
-
-def _source_lines(spans: list[StackSpan]) -> dict[tuple[str, int], str]:
-    """The text of every line the stacks name, so rules can tell a print() from a matmul."""
-    import linecache
-
-    out: dict[tuple[str, int], str] = {}
-    for span in spans:
-        for _name, path, line in span.frames:
-            key = (path, line)
-            if key not in out:
-                try:
-                    out[key] = linecache.getline(path, line).strip()
-                except ValueError:  # a torn path from a non-blocking sample ("embedded null byte")
-                    out[key] = ""
     return out
 
 
