@@ -29,6 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / "docs" / "rules"
 README = ROOT / "README.md"
+# The files that show the demo's whole report, between DEMO_BEGIN and DEMO_END.
+DEMO_PAGES = (README, ROOT / "docs" / "guide" / "run.md")
+# Whole outputs of the excerpts' runs, shown in a guide: (excerpt name, page, marker name)
+WHOLE = (("attach", ROOT / "docs" / "guide" / "attach.md", "attach-report"),)
 EXAMPLES_PY = ROOT / "trainprof" / "render" / "rule_examples.py"
 DEMO_BEGIN, DEMO_END = "<!-- demo:begin -->", "<!-- demo:end -->"
 SHORTENED = "the paths of the machine that ran it, to `…/`"
@@ -112,7 +116,8 @@ def _leaks(text: str, folder: str) -> bool:
 
 
 def write_readme_demo() -> None:
-    """Run the shipped demo script and put its whole output between the README's markers."""
+    """Run the shipped demo script and put its whole output between the markers of the README
+    and the run guide."""
     script = ROOT / "trainprof" / "examples" / "demo_train.py"
     load = os.getloadavg()[0]  # other work on the machine shows in the report (cpu-starved)
     out, folder = _run_copy(script, [script.name], 300)
@@ -128,12 +133,13 @@ def write_readme_demo() -> None:
         break_on_hyphens=False,
     )
     block = f"{DEMO_BEGIN}\n{intro}\n\n```\n{out.rstrip()}\n```\n{DEMO_END}"
-    text = README.read_text(encoding="utf-8")
-    if text.count(DEMO_BEGIN) != 1 or text.count(DEMO_END) != 1:
-        sys.exit(f"tools.docs: README.md needs one {DEMO_BEGIN} … {DEMO_END}")
-    head, rest = text.split(DEMO_BEGIN, 1)
-    tail = rest.split(DEMO_END, 1)[1]
-    README.write_text(head + block + tail, encoding="utf-8")
+    for page in DEMO_PAGES:
+        text = page.read_text(encoding="utf-8")
+        if text.count(DEMO_BEGIN) != 1 or text.count(DEMO_END) != 1:
+            sys.exit(f"tools.docs: {page.relative_to(ROOT)} needs one {DEMO_BEGIN} … {DEMO_END}")
+        head, rest = text.split(DEMO_BEGIN, 1)
+        tail = rest.split(DEMO_END, 1)[1]
+        page.write_text(head + block + tail, encoding="utf-8")
 
 
 # ---- the README's short excerpts: each a few lines of a real run, picked by pattern ---------
@@ -221,20 +227,29 @@ def pick(output: str, name: str) -> str:
 
 
 def write_readme_excerpts() -> None:
-    """Run each excerpt's commands for real, and put its lines between its README markers."""
+    """Run each excerpt's commands for real; put its lines between its README markers, and a
+    guide's whole output between the guide's."""
     text = README.read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="trainprof-docs-") as tmp:
         outputs = _excerpt_outputs(Path(tmp))
         for name in PICKS:
-            excerpt, _ = _shorten(pick(outputs[name], name), tmp)
-            if _leaks(excerpt, tmp):
-                sys.exit(f"tools.docs: the {name} excerpt names a path of this machine")
-            begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-            if text.count(begin) != 1 or text.count(end) != 1:
-                sys.exit(f"tools.docs: README.md needs one {begin} … {end}")
-            head, rest = text.split(begin, 1)
-            text = f"{head}{begin}\n```\n{excerpt}\n```\n{end}{rest.split(end, 1)[1]}"
+            text = _put(text, name, pick(outputs[name], name), tmp, README)
+        for name, page, marker in WHOLE:
+            whole = "\n".join(line.rstrip() for line in outputs[name].strip().splitlines())
+            page.write_text(_put(page.read_text(encoding="utf-8"), marker, whole, tmp, page))
     README.write_text(text, encoding="utf-8")
+
+
+def _put(text: str, marker: str, excerpt: str, folder: str, page: Path) -> str:
+    """text with excerpt, shortened, as the only block between its ``marker`` comments."""
+    excerpt, _ = _shorten(excerpt, folder)
+    if _leaks(excerpt, folder):
+        sys.exit(f"tools.docs: the {marker} excerpt names a path of this machine")
+    begin, end = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
+    if text.count(begin) != 1 or text.count(end) != 1:
+        sys.exit(f"tools.docs: {page.relative_to(ROOT)} needs one {begin} … {end}")
+    head, rest = text.split(begin, 1)
+    return f"{head}{begin}\n```\n{excerpt}\n```\n{end}{rest.split(end, 1)[1]}"
 
 
 # ---- example findings -----------------------------------------------------------------------

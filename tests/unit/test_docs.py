@@ -132,6 +132,17 @@ def test_readme_holds_one_whole_demo_report() -> None:
     assert "/tmp/" not in block and "/home/" not in block
 
 
+def test_the_run_guide_shows_the_readme_demo_report() -> None:
+    """One capture, two pages: `make docs` writes the same block into both."""
+
+    def demo(page: Path) -> str:
+        text = page.read_text(encoding="utf-8")
+        assert text.count(DEMO_BEGIN) == 1 and text.count(DEMO_END) == 1, page.name
+        return text.split(DEMO_BEGIN, 1)[1].split(DEMO_END, 1)[0]
+
+    assert demo(ROOT / "docs" / "guide" / "run.md") == demo(README)
+
+
 @pytest.mark.parametrize("doc", [*DOCS, *sorted((ROOT / "examples" / "ci").glob("*"))])
 def test_no_doc_installs_trainprof_from_the_package_index(doc: Path) -> None:
     assert not re.search(r"pip install\s+trainprof\b", doc.read_text(encoding="utf-8")), doc.name
