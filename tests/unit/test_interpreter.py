@@ -102,7 +102,9 @@ def test_the_header_line_says_why_and_how_to_choose_another() -> None:
     line = python_row({"path": "/env/bin/python", "chosen": "PATH"})
     assert line.startswith("/env/bin/python (the python on PATH;")
     assert "`trainprof run -- /path/to/python train.py`" in line
-    assert "(trainprof's own;" in python_row({"path": "/x/python", "chosen": "trainprof"})
+    assert "(the Python trainprof runs on;" in python_row(
+        {"path": "/x/python", "chosen": "trainprof"}
+    )
     assert python_row({"path": "/x/python", "chosen": "command"}) == "/x/python"
 
 

@@ -127,7 +127,7 @@ def python_row(python: dict[str, Any]) -> str:
     chosen = python.get("chosen")
     if chosen == "command":
         return path
-    why = "the python on PATH" if chosen == "PATH" else "trainprof's own"
+    why = "the python on PATH" if chosen == "PATH" else "the Python trainprof runs on"
     return f"{path} ({why}; another: `{CHOOSE_PYTHON}`)"
 
 
