@@ -265,7 +265,7 @@ def test_hang_exits_3_within_its_timeout(tmp: Path) -> None:
     r = ci(
         tmp,
         "hang",
-        "--timeout", str(limit), "--hang-after", "4", str(script_path("hang_worker_blocked")),
+        "--timeout", str(limit), "--hang-after", "2", str(script_path("hang_worker_blocked")),
         timeout=limit + 60,
     )  # fmt: skip
     assert r.returncode == 3, r.stderr[-3000:]
