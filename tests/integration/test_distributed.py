@@ -141,7 +141,7 @@ def test_ranks_waiting_in_different_collectives_are_a_hang_named_at_both_lines(
     broadcasts BatchNorm's buffers), rank 1 waits in dist.barrier(). The hang is told from the
     ranks' stacks, not from torchrun's agent above them (once "the main process is blocked in
     <module>()" at torchrun's own line), with DDP's forward as the fix."""
-    r = torchrun(tmp_path, "dist_eval_hang", run_args=("--hang-after", "4"))
+    r = torchrun(tmp_path, "dist_eval_hang", run_args=("--hang-after", "2"))
     assert r.returncode == 124, r.stderr[-3000:]
     assert r.problems and r.problems[0] == "hang", describe(r.report)
     f: dict[str, Any] = r.report["findings"][0]  # type: ignore[index]
