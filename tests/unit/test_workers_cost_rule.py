@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from synth import DEFAULT_LOADER, process, session
 from test_worker_transfer import LOOP, NEXT, RECEIVE, TRAIN, WAIT
 
@@ -122,3 +123,37 @@ def test_without_workers_cheap_batches_are_told_a_larger_batch_first() -> None:
 def test_without_workers_costly_batches_keep_the_workers_fix() -> None:
     first = _input_bound(_no_workers(batch_ms=5.0))
     assert first.fix[0].startswith("DataLoader(..., num_workers=3, persistent_workers=True)")
+
+
+def _no_workers_batch_of(kind: dict[str, int]) -> Session:
+    sess = _no_workers(batch_ms=5.0)
+    sess.processes[0].infos.append({"t": 1, "batch_kind": kind})
+    return sess
+
+
+def test_without_workers_a_batch_of_numpy_arrays_is_told_tensors_before_workers() -> None:
+    """A collate_fn that keeps numpy arrays: a worker would pickle them through a pipe."""
+    kind = {"tensors": 0, "arrays": 2, "other": 0, "array_bytes": 3 * 2**20}
+    first = _input_bound(_no_workers_batch_of(kind))
+    assert any(
+        e.startswith("a batch holds 2 numpy arrays of 3.0 MiB and no tensor: made in a worker")
+        for e in first.evidence
+    ), first.evidence
+    assert first.fix[0].startswith("before adding workers, return tensors from the collate_fn")
+    assert first.fix[1].startswith("DataLoader(..., num_workers=3, persistent_workers=True)")
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        {"tensors": 2, "arrays": 0, "other": 1, "array_bytes": 0},
+        # small arrays cross from a worker faster than tensors do
+        {"tensors": 0, "arrays": 2, "other": 0, "array_bytes": 2**20 - 1},
+    ],
+)
+def test_without_workers_tensors_or_small_arrays_are_told_workers_alone(
+    kind: dict[str, int],
+) -> None:
+    first = _input_bound(_no_workers_batch_of(kind))
+    assert first.fix[0].startswith("DataLoader(..., num_workers=3, persistent_workers=True)")
+    assert not any("a batch holds" in e for e in first.evidence)

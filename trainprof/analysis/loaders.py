@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import bisect
 
-from trainprof.analysis.metrics import (
-    LoaderView,
-)
+from trainprof.analysis.metrics import BatchKind, LoaderView
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import Session
 
@@ -101,6 +99,16 @@ def loader_views(session: Session, primary: ProcessLog | None) -> tuple[LoaderVi
                 if main_ms is not None
                 else None,
                 sampler_epochs=sampler_epochs,
+                main_batch=_batch_kind(primary) if main_ms is not None else None,
             )
         )
     return tuple(views)
+
+
+def _batch_kind(log: ProcessLog) -> BatchKind | None:
+    """The probe's record of the process's first batch (probe/batch_kind.py)."""
+    rec = next((i["batch_kind"] for i in log.infos if isinstance(i.get("batch_kind"), dict)), None)
+    names = ("tensors", "arrays", "other", "array_bytes")
+    if rec is None or not all(type(rec.get(n)) is int for n in names):
+        return None
+    return BatchKind(*(int(rec[n]) for n in names))

@@ -78,6 +78,16 @@ def batches_per_step(metrics: Metrics) -> int | None:
 
 
 @dataclass(frozen=True)
+class BatchKind:
+    """What a batch the main process made holds, by how a worker would hand it over."""
+
+    tensors: int  # cross in shared memory
+    arrays: int  # numpy arrays: pickled through a pipe, every byte
+    other: int  # Python objects (numbers, strings, images): pickled too
+    array_bytes: int
+
+
+@dataclass(frozen=True)
 class LoaderView:
     """Where a loader's batch time goes, from the probe's counters."""
 
@@ -91,6 +101,8 @@ class LoaderView:
     # a shuffling DistributedSampler's epoch at the start of each pass over the loader (empty:
     # no such sampler)
     sampler_epochs: tuple[int, ...] = ()
+    # the first batch the main process made (num_workers=0), None where not recorded
+    main_batch: BatchKind | None = None
 
     @property
     def iterable(self) -> bool:

@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from trainprof.probe import records, worker_info
+from trainprof.probe import batch_kind, records, worker_info
 from trainprof.probe.counters import flush_counters
 from trainprof.probe.state import state
 
@@ -32,6 +32,7 @@ def install(torch: Any, off: frozenset[str]) -> None:
         import torch.utils.data._utils.pin_memory as pin_mod
 
         pin_mod.pin_memory = _timed_pin(pin_mod.pin_memory)
+        batch_kind.install(fetch_mod)  # outermost: it takes itself away after one batch
     worker_mod._worker_loop = _worker_loop(worker_mod._worker_loop)
 
 

@@ -6,7 +6,8 @@ switched off):
 - ``steps.py``: the optimizer post-hook that counts and ends each step, ``--steps``, and
   ``backward()`` returns before any step;
 - ``loader.py``: DataLoader batches (data wait, sampler, samples), epochs, configuration;
-- ``fetch_timers.py``: dataset fetch, collate_fn and pin_memory time, in workers too;
+- ``fetch_timers.py``: dataset fetch, collate_fn and pin_memory time, in workers too, and
+  what the main process's first batch holds (``batch_kind.py``);
 - ``watches.py``: ``train()``/``eval()`` switches, and ``zero_grad``, ``autocast`` and the
   optimizers built over the first steps.
 

@@ -16,6 +16,7 @@ from trainprof.analysis.attribution import data_part
 from trainprof.analysis.metrics import LoaderView, Metrics
 from trainprof.analysis.rules._common import ms
 from trainprof.analysis.rules.registry import Threshold
+from trainprof.units import fmt_bytes, plural
 
 HANDOVER = Threshold(
     "handover",
@@ -24,6 +25,15 @@ HANDOVER = Threshold(
     "with num_workers=0, a batch the loop makes in less than this is told a larger batch "
     "before workers: receiving a batch of 2 to 4 tensors from a worker took the main process "
     "0.7-4 ms (docs/BENCHMARKS.md), and without workers it is not measured",
+)
+PICKLED = Threshold(
+    "pickled",
+    2**20,
+    "bytes",
+    "with num_workers=0, a batch holding at least this many bytes of numpy arrays is told to "
+    "return tensors before adding workers: from a worker, arrays are pickled through a pipe "
+    "(a batch of 1 MiB took the main process 6 ms to receive, 16 MiB 51 ms, against 4 ms as "
+    "tensors); below it, arrays cross faster than tensors (docs/BENCHMARKS.md)",
 )
 # Receiving frames of torch's tensor rebuild (file_descriptor sharing: a connection per tensor)
 _TENSOR_FILES = ("torch/multiprocessing/reductions.py", "multiprocessing/resource_sharer.py")
@@ -153,3 +163,23 @@ def per_batch_fix(m: Metrics, made_s: float, batches: float) -> list[str]:
         "here: no worker ran); only if that is less do they pay: try num_workers=1 and run "
         "trainprof again, which measures both",
     ]
+
+
+def pickled_batch(loader: LoaderView | None) -> tuple[str, str] | None:
+    """Without workers, a batch whose numpy arrays a worker would pickle, ``PICKLED`` or more:
+    (evidence, the fix to make before adding workers); None below it, or where not recorded."""
+    kind = loader.main_batch if loader is not None else None
+    if kind is None or kind.array_bytes < PICKLED.value:
+        return None
+    tensors = f"beside {plural(kind.tensors, 'tensor')}" if kind.tensors else "and no tensor"
+    evidence = (
+        f"a batch holds {plural(kind.arrays, 'numpy array')} of {fmt_bytes(kind.array_bytes)} "
+        f"{tensors}: made in a worker, the arrays would be pickled through a pipe and unpickled "
+        "by the main process, every byte (a tensor crosses in shared memory)"
+    )
+    fix = (
+        "before adding workers, return tensors from the collate_fn (torch.from_numpy, "
+        "torch.stack, or the default collate): then a batch crosses from a worker in shared "
+        "memory, and the main process does not unpickle it"
+    )
+    return evidence, fix

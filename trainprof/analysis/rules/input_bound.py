@@ -80,7 +80,7 @@ DATA = ("fetch", "collate", "pin", "transfer", "data_wait")
     needs=("steps", "loader"),
     or_from=FROM_STACKS,
     claims=DATA,
-    thresholds=(WAIT_FRAC, GPU_BUSY, _handover.HANDOVER),
+    thresholds=(WAIT_FRAC, GPU_BUSY, _handover.HANDOVER, _handover.PICKLED),
     settings=frameworks.settings("workers", "persistent_workers", "pin_memory", "batch_size"),
 )
 def check(m: Metrics) -> Finding | None:
@@ -151,6 +151,10 @@ def check(m: Metrics) -> Finding | None:
         fix.extend(_handover.per_batch_fix(m, cheap, batches))
         fix[1:1] = part_fix(part, loader)
     else:
+        pickled = _handover.pickled_batch(loader) if not workers else None
+        if pickled is not None:
+            evidence.append(pickled[0])
+            fix.append(pickled[1])
         fix.append(contention[1] if contention and contention[1] else workers_fix(m, workers, cfg))
         if loader is not None and loader.iterable:
             fix.append(SHARD_FIX)
