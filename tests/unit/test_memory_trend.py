@@ -48,3 +48,36 @@ def test_one_swing_of_the_allocator_over_five_reads_is_not_growth() -> None:
     g = growth(series([400.0, 440.0, 458.0, 459.0, 460.0]), "main", 100.0, 102.0)
     assert g is not None and not g.sustained
     assert steadily_growing([g]) == []
+
+
+def test_a_leak_filled_step_by_step_fits_its_steps_when_cpu_comes_unevenly() -> None:
+    # 2 MiB a step; the job gets a CPU unevenly (20 steps a read, then 2 while starved, then 20)
+    done = [0, 20, 40, 60, 62, 64, 66, 68, 70, 90, 110, 130]
+    s = series([300.0 + 2 * n for n in done])
+    reads = list(s.t)
+    ends = [reads[0] + 0.001]  # the end time of each step, spread within its read's interval
+    for i in range(1, len(done)):
+        k = done[i] - done[i - 1]
+        ends += [reads[i - 1] + 0.5 * (j + 1) / (k + 1) for j in range(k)]
+    on_time = growth(s, "main", reads[0], reads[-1])
+    on_steps = growth(s, "main", reads[0], reads[-1], ends)
+    assert on_time is not None and on_steps is not None
+    assert on_time.r2 < 0.95  # a short window's bar: missed against time
+    assert on_steps.r2 > 0.99 and on_steps.sustained
+    assert on_steps.bytes_per_s == on_time.bytes_per_s  # the rate stays per second
+    assert steadily_growing([on_steps]) == [on_steps]
+
+
+def test_a_swing_of_the_allocator_is_no_line_against_steps_either() -> None:
+    mib = [400.0, 430.0, 460.0, 490.0, 460.0, 430.0, 400.0]
+    s = series(mib)
+    ends = [s.t[0] + 0.05 * i for i in range(1, 61)]  # 10 steps a read, evenly
+    g = growth(s, "main", s.t[0], s.t[-1], ends)
+    assert g is not None and not g.sustained
+    assert steadily_growing([g]) == []
+
+
+def test_reads_that_all_fall_between_the_same_two_steps_are_fitted_against_time() -> None:
+    s = series(QUICK_LEAK)
+    g = growth(s, "main", 100.0, 102.0, [99.0, 103.0])  # one step before, one after
+    assert g is not None and g.r2 > 0.95 and g.sustained

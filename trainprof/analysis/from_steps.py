@@ -284,8 +284,9 @@ def _activity(
     roles = {p.pid: p.role for p in session.processes}
     growths = []
     if window is not None:  # start-up (imports, allocator warm-up) always grows memory
+        progress = [primary.t0 + t / 1e6 for t in cols["t"]] if primary and cols else []
         for pid, series in samples.procs.items():
-            g = growth(series, roles.get(pid, "other"), *window)
+            g = growth(series, roles.get(pid, "other"), *window, progress)
             if g is not None:
                 growths.append(g)
     swap_io = [a + b for a, b in zip(samples.swap_in_bps, samples.swap_out_bps, strict=True)]

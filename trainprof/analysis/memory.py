@@ -17,7 +17,9 @@ passes 1.6 % of the time at six reads, 2.5 % at five, 4.9 % at four.
 
 from __future__ import annotations
 
+import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainprof.analysis.stats import slope
@@ -43,7 +45,12 @@ class Growth:
     line: tuple[tuple[float, float], tuple[float, float]] | None = None
 
 
-def growth(series: ProcSeries, role: str, t0: float, t1: float) -> Growth | None:
+def growth(
+    series: ProcSeries, role: str, t0: float, t1: float, progress: Sequence[float] = ()
+) -> Growth | None:
+    """The trend of a process's memory over [t0, t1]; None with fewer than ``MIN_POINTS`` reads.
+    With ``progress`` (the job's step end times, sorted) the line is judged against the steps
+    done at each read, the rate against time."""
     use_uss = role == "worker" and any(not math.isnan(v) for v in series.uss)
     values = series.uss if use_uss else series.rss
     pts = [
@@ -57,14 +64,9 @@ def growth(series: ProcSeries, role: str, t0: float, t1: float) -> Growth | None
         return None
     my = sum(ys) / len(ys)
     mx = sum(xs) / len(xs)
-    ss_tot = sum((y - my) ** 2 for y in ys)
-    ss_res = sum((y - (my + b * (x - mx))) ** 2 for x, y in zip(xs, ys, strict=True))
-    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 0.0
-    half = (len(pts) + 1) // 2  # the middle point, with an odd count, is in both halves
-    sustained = b > 0 and all(
-        slope(xs[lo:hi], ys[lo:hi]) >= HALF_RATE * b
-        for lo, hi in ((0, half), (len(pts) - half, len(pts)))
-    )
+    steps = [float(bisect.bisect_right(progress, x)) for x in xs] if progress else []
+    axis = steps if len(set(steps)) > 1 else xs
+    r2, sustained = _fit(axis, ys)
     return Growth(
         series.pid,
         role,
@@ -74,6 +76,24 @@ def growth(series: ProcSeries, role: str, t0: float, t1: float) -> Growth | None
         b,
         r2,
         xs[-1] - xs[0],
-        sustained,
+        b > 0 and sustained,
         ((xs[0], my + b * (xs[0] - mx)), (xs[-1], my + b * (xs[-1] - mx))),
     )
+
+
+def _fit(xs: list[float], ys: list[float]) -> tuple[float, bool]:
+    """R² of the least-squares line of ys over xs, and whether each half of the points rises at
+    ``HALF_RATE`` of its slope or more."""
+    b = slope(xs, ys)
+    if math.isnan(b):
+        return 0.0, False
+    my, mx = sum(ys) / len(ys), sum(xs) / len(xs)
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    ss_res = sum((y - (my + b * (x - mx))) ** 2 for x, y in zip(xs, ys, strict=True))
+    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 0.0
+    half = (len(xs) + 1) // 2  # the middle point, with an odd count, is in both halves
+    sustained = b > 0 and all(
+        slope(xs[lo:hi], ys[lo:hi]) >= HALF_RATE * b
+        for lo, hi in ((0, half), (len(xs) - half, len(xs)))
+    )
+    return r2, sustained
