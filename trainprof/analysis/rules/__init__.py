@@ -24,3 +24,8 @@ def all_rules() -> tuple[Rule, ...]:
 def signatures() -> tuple[Signature, ...]:
     """Every crash signature, in the order the matcher tries them."""
     return tuple(sorted(SIGNATURES.values(), key=lambda s: s.order))
+
+
+def example_of(script: str) -> str | None:
+    """The id of the rule whose examples include zoo ``script`` (None: a healthy control)."""
+    return next((r.id for r in all_rules() if script in r.examples), None)

@@ -48,6 +48,7 @@ SHARE = Threshold(
 
 @rule(
     id="accumulation-allreduce",
+    examples=("dist_accumulation",),
     title="All-reduce every micro-batch",
     family="distributed",
     needs=("steps", "ranks"),

@@ -56,6 +56,7 @@ FIX = (
 
 @rule(
     id="anomaly-detection",
+    examples=("anomaly_detection",),
     title="Anomaly detection left on",
     family="host",
     harm="debug",

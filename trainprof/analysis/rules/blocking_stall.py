@@ -35,6 +35,7 @@ from trainprof.analysis.rules.registry import FROM_STACKS, rule
 
 @rule(
     id="blocking-stall",
+    examples=("blocking_upload",),
     title="Blocking stall",
     family="stalls",
     needs=("steps", "stacks"),

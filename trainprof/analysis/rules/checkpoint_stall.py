@@ -35,6 +35,7 @@ FIX = (
 
 @rule(
     id="checkpoint-stall",
+    examples=("checkpoint_stall",),
     title="Checkpoint stall",
     family="stalls",
     needs=("steps",),

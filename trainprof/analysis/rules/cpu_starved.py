@@ -68,6 +68,7 @@ WORKERS_SETTING = frameworks.settings("workers")
 
 @rule(
     id="cpu-starved",
+    examples=("oversubscribed", "workers_oversubscribed"),
     title="CPU-starved",
     family="host",
     needs=("steps", "samples", "schedstat"),

@@ -29,6 +29,7 @@ MIN_R2 = Threshold("min_r2", 0.8, "ratio", "goodness of the linear fit (R²)")
 
 @rule(
     id="cuda-memory-growth",
+    examples=("gpu_memory_creep",),
     title="CUDA memory growth",
     family="gpu",
     needs=("steps", "cuda"),

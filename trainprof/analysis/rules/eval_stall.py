@@ -42,6 +42,7 @@ PER_EPOCH = Threshold(
 
 @rule(
     id="eval-stall",
+    examples=("eval_stall", "eval_no_grad"),
     title="Eval stall",
     family="stalls",
     needs=("steps",),

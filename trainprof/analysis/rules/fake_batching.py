@@ -33,6 +33,7 @@ MIN_FETCHES = Threshold(
 
 @rule(
     id="fake-batching",
+    examples=("fake_batching",),
     title="Fake batching",
     family="input",
     needs=("steps", "loader"),

@@ -34,6 +34,7 @@ COMPUTE = ("forward", "backward", "optimizer", "step")
 
 @rule(
     id="gpu-unused",
+    examples=("gpu_forgot_device",),
     title="GPU left unused",
     family="gpu",
     needs=("steps", "machine_gpus"),

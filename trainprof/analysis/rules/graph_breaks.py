@@ -39,6 +39,7 @@ MAX_SITES = 4  # lines named in the evidence
 
 @rule(
     id="graph-breaks",
+    examples=("graph_breaks",),
     title="torch.compile graph breaks",
     family="model",
     needs=("compiles",),

@@ -62,6 +62,7 @@ ATTACH_BUSY = Threshold(
 
 define(
     id="hang",
+    examples=("hang_worker_blocked", "dist_eval_hang"),
     title="Hang",
     family="hang",
     per_rank=False,

@@ -85,6 +85,7 @@ NEEDLES = (
 
 @signature(
     id="host-oom",
+    examples=("crash_host_alloc",),
     title="The job ran out of host memory: an allocation refused, or the kernel's OOM killer",
     order=80,
     needles=NEEDLES,

@@ -29,6 +29,7 @@ SHARE = Threshold("share", 0.10, "share", "share of the loop on lines that copy 
 
 @rule(
     id="host-sync",
+    examples=("gpu_sync_heavy",),
     title="Host syncs",
     family="gpu",
     costs="host",

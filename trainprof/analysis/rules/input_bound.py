@@ -74,6 +74,15 @@ DATA = ("fetch", "collate", "pin", "transfer", "data_wait")
 
 @rule(
     id="input-bound",
+    examples=(
+        "input_bound",
+        "worker_transfer",
+        "slow_worker",
+        "waiting_worker",
+        "collate_tokenize",
+        "gpu_input_bound",
+        "worker_pickle",
+    ),
     title="Input-bound",
     family="input",
     costs="host",

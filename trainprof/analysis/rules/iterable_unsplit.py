@@ -39,6 +39,7 @@ from trainprof.analysis.rules.registry import rule
 
 @rule(
     id="iterable-unsplit",
+    examples=("iterable_unsplit",),
     title="Unsplit IterableDataset",
     family="input",
     harm="results",

@@ -32,6 +32,7 @@ OTHER_MAX = Threshold(
 
 @rule(
     id="launch-bound",
+    examples=("gpu_launch_bound",),
     title="Launch-bound",
     family="gpu",
     needs=("steps", "cuda", "gpu"),

@@ -30,6 +30,7 @@ LINES_PER_STEP = Threshold("lines_per_step", 0.5, "count", "lines of output per 
 
 @rule(
     id="logging-overhead",
+    examples=("logging_overhead",),
     title="Logging overhead",
     family="host",
     costs="host",

@@ -41,6 +41,7 @@ NAMES = {"fetch": "__getitem__", "data_wait": "data wait", "stall_compute": "sta
 
 @rule(
     id="loop-overhead",
+    examples=("loop_overhead",),
     title="Loop overhead",
     family="host",
     costs="host",

@@ -50,6 +50,7 @@ EXHAUST_ERROR_S = Threshold(
 
 @rule(
     id="memory-growth",
+    examples=("memory_growth",),
     title="Memory growth",
     family="memory",
     needs=("steps", "samples"),

@@ -27,6 +27,7 @@ MIN_CAPABILITY = Threshold("min_capability", 7.0, "count", "GPU compute capabili
 
 @rule(
     id="no-mixed-precision",
+    examples=("gpu_fp32",),
     title="No mixed precision",
     family="gpu",
     needs=("steps", "cuda"),

@@ -40,6 +40,7 @@ from trainprof.analysis.rules.registry import rule
 
 @rule(
     id="profiler-left-on",
+    examples=("profiler_left_on",),
     title="Profiler left on",
     family="host",
     harm="debug",

@@ -76,6 +76,7 @@ NEEDLES = (
 
 @signature(
     id="ragged-batch",
+    examples=("crash_ragged", "crash_ragged_short"),
     title="Samples of different sizes break default_collate",
     order=10,
     needles=NEEDLES,

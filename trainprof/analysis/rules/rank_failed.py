@@ -21,6 +21,7 @@ from trainprof.analysis.rules.registry import define
 
 define(
     id="rank-failed",
+    examples=("dist_rank_fails",),
     title="A torchrun rank failed; the others' errors are consequences",
     family="crash",
     per_rank=False,

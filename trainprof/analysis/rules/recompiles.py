@@ -47,6 +47,7 @@ ARG = re.compile(r"args\[(\d+)\]")
 
 @rule(
     id="recompiles",
+    examples=("recompiles",),
     title="torch.compile recompiles",
     family="host",
     needs=("steps", "compiles"),

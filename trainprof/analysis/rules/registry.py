@@ -228,6 +228,8 @@ class Rule:
     last_resort: bool = False  # dropped when any specific cause (a warning or error) was found
     per_rank: bool = True  # judged on each rank's own steps too (not: a finding about the job)
     harm: Harm = "time"  # what its cause harms; "results" and "debug" rank before "time"
+    # the zoo scripts (trainprof/examples/zoo/) that reproduce it, its shipped example first
+    examples: tuple[str, ...] = ()
 
     @property
     def summary(self) -> str:
@@ -271,6 +273,7 @@ def rule(
     last_resort: bool = False,
     per_rank: bool = True,
     harm: Harm = "time",
+    examples: tuple[str, ...] = (),
 ) -> Callable[[Check], Check]:
     """Register the decorated check as rule ``id`` (its module's docstring is its reference)."""
     declared = dict(
@@ -287,6 +290,7 @@ def rule(
         last_resort=last_resort,
         per_rank=per_rank,
         harm=harm,
+        examples=examples,
     )
 
     def register(check: Check) -> Check:
@@ -307,6 +311,7 @@ def signature(
     order: int,
     needles: tuple[str, ...],
     patterns: tuple[re.Pattern[str], ...],
+    examples: tuple[str, ...] = (),
 ) -> Callable[[Build], Build]:
     """Register the decorated builder as crash signature ``id`` (its module's docstring is its
     reference). Signatures are tried by ``order``, lowest first: the most specific first, as a
@@ -330,6 +335,7 @@ def signature(
             check=None,
             doc=doc,
             per_rank=False,
+            examples=examples,
         )
         SIGNATURES[id] = Signature(id, order, needles, patterns, build)
         return build
@@ -354,6 +360,7 @@ def define(
     last_resort: bool = False,
     per_rank: bool = True,
     harm: Harm = "time",
+    examples: tuple[str, ...] = (),
 ) -> Rule:
     unknown = [n for n in (*needs, *or_from) if n not in SIGNALS]
     if unknown:
@@ -363,6 +370,9 @@ def define(
         raise RuleError(f"rule {id}: unknown ledger bucket(s) {bad}; known: {ledger.BUCKETS}")
     if id in REGISTRY:
         raise RuleError(f"rule {id} is defined twice")
+    shared = [(n, r.id) for r in REGISTRY.values() for n in examples if n in r.examples]
+    if shared:
+        raise RuleError(f"rule {id}: zoo script {shared[0][0]} is {shared[0][1]}'s example")
     for heading in ("Anti-pattern", "Best practice"):
         if heading not in doc:
             raise RuleError(f"rule {id}: its docstring needs an '{heading}:' block")
@@ -385,6 +395,7 @@ def define(
         last_resort,
         per_rank,
         harm,
+        examples,
     )
     REGISTRY[id] = r
     return r

@@ -33,6 +33,7 @@ SHARE = Threshold("share", 0.10, "share", "share of steady time inside the main-
 
 @rule(
     id="sampler-overhead",
+    examples=("sampler_overhead",),
     title="Sampler overhead",
     family="input",
     costs="host",

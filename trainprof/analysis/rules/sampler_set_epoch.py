@@ -34,6 +34,7 @@ from trainprof.analysis.rules.registry import rule
 
 @rule(
     id="sampler-set-epoch",
+    examples=("dist_same_shuffle",),
     title="Same shuffle every epoch",
     family="input",
     harm="results",

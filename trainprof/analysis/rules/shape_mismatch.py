@@ -180,6 +180,7 @@ PATTERNS = tuple(
 
 @signature(
     id="shape-mismatch",
+    examples=("crash_shape",),
     title="A tensor shape does not match what the code expects",
     order=30,
     needles=NEEDLES,

@@ -62,6 +62,7 @@ CAUSE_BUCKETS = {
 
 @rule(
     id="straggler-rank",
+    examples=("dist_metrics_straggler", "dist_data_straggler"),
     title="Straggler rank",
     family="distributed",
     per_rank=False,

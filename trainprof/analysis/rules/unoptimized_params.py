@@ -32,6 +32,7 @@ from trainprof.units import plural
 
 @rule(
     id="unoptimized-params",
+    examples=("head_not_optimized",),
     title="Parameters no optimizer updates",
     family="model",
     harm="results",

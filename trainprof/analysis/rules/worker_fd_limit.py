@@ -87,6 +87,7 @@ PATTERNS = tuple(
 
 @signature(
     id="worker-fd-limit",
+    examples=("hang_fd_limit",),
     title="DataLoader workers hit the open-file limit",
     order=60,
     needles=NEEDLES,

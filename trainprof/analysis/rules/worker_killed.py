@@ -38,6 +38,7 @@ PATTERNS = tuple(
 
 @signature(
     id="worker-killed",
+    examples=("crash_worker_killed",),
     title="A DataLoader worker was killed",
     order=70,
     needles=NEEDLES,

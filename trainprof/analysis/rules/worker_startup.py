@@ -34,6 +34,7 @@ SHARE = Threshold("share", 0.05, "share", "all epochs' first waits, as a share o
 
 @rule(
     id="worker-startup",
+    examples=("worker_startup",),
     title="Worker start-up",
     family="input",
     needs=("steps", "loader"),

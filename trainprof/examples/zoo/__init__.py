@@ -1,9 +1,10 @@
 """The pathology zoo: small, honest CPU reproductions of what makes training slow or broken.
 
-One standalone script per finding id (plus healthy controls), each written the way real
-training loops are written, each reproducing a real write-up from the seed documents. The
-registry below is what ``trainprof demo`` and the integration tests read; it imports nothing
-but the standard library (the scripts themselves import torch when run).
+One standalone script per finding id (plus variants and healthy controls), each written the way
+real training loops are written, each reproducing a real write-up from the seed documents. The
+table below is what ``trainprof demo`` and the integration tests read: each script's kind and
+summary. Which finding a script must get is the rule's to say (its ``examples=``), so the table
+names no rule; it imports nothing but the standard library (the scripts import torch when run).
 """
 
 from __future__ import annotations
@@ -22,30 +23,34 @@ class ZooCase:
     """One zoo script and what trainprof must say about it."""
 
     name: str  # file stem
-    expect: str | None  # finding id that must be first among warnings/errors; None = healthy
     kind: Kind
     summary: str  # one line: what the script does wrong (or right)
     timeout_s: float  # a generous bound for trainprof's --timeout
+
+    @property
+    def expect(self) -> str | None:
+        """The finding id that must come first among warnings and errors: the rule that names
+        this script among its ``examples``; None for a healthy control."""
+        from trainprof.analysis.rules import example_of  # the table itself needs no analysis
+
+        return example_of(self.name)
 
 
 _CASES: tuple[ZooCase, ...] = (
     ZooCase(
         "fake_batching",
-        "fake-batching",
         "slow",
         "DataLoader(batch_size=1) and 64 next(it) calls + forwards per optimizer step (seed 000)",
         60.0,
     ),
     ZooCase(
         "input_bound",
-        "input-bound",
         "slow",
         "read + decompress + augment every image in __getitem__ with num_workers=0; tiny CNN waits",
         60.0,
     ),
     ZooCase(
         "worker_transfer",
-        "input-bound",
         "slow",
         "num_workers=2 over a tokenized corpus in memory: each batch, a dict of four small "
         "tensors, costs the main process more to receive than a worker takes to make it",
@@ -53,7 +58,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "slow_worker",
-        "input-bound",
         "slow",
         "one DataLoader worker hashing text features in pure Python: the loop waits inside "
         "receiving each batch, but the worker is at capacity (more workers, not the hand-over)",
@@ -61,7 +65,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "head_not_optimized",
-        "unoptimized-params",
         "slow",
         "a new classification head swapped in after the optimizer was built: it gets gradients "
         "and never trains",
@@ -69,7 +72,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "oversubscribed",
-        "cpu-starved",
         "slow",
         "a CPU training job whose torch threads are sized for 4x the CPUs it may use (a "
         "container shows the host's cores): the loop's thread waits for a CPU",
@@ -77,7 +79,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "anomaly_detection",
-        "anomaly-detection",
         "slow",
         "torch.autograd.set_detect_anomaly(True), left in from a NaN hunt: every forward op keeps "
         "its Python stack, every gradient is checked for NaN",
@@ -85,14 +86,12 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "profiler_left_on",
-        "profiler-left-on",
         "slow",
         "a torch.profiler.profile() block with no schedule left around the training loop: "
         "every op of every step recorded and kept in memory",
         60.0,
     ),
     ZooCase(
-        "recompiles",
         "recompiles",
         "slow",
         "torch.compile(dynamic=False) on batches padded to their longest text: a new graph each "
@@ -101,7 +100,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "graph_breaks",
-        "graph-breaks",
         "slow",
         "a compiled MLP that rescales its activations by a .item() it reads in forward: the "
         "graph breaks there, every step runs two graphs with Python between them",
@@ -109,7 +107,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "waiting_worker",
-        "input-bound",
         "slow",
         "two DataLoader workers whose __getitem__ waits on a remote store's round trip: busy all "
         "the time at a few % of a CPU (more workers than CPUs, or threads, not a cheaper getitem)",
@@ -117,7 +114,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "iterable_unsplit",
-        "iterable-unsplit",
         "slow",
         "an IterableDataset of shards read by 2 workers that never call get_worker_info: each "
         "yields every shard, so every sample comes twice an epoch",
@@ -125,91 +121,78 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "sampler_overhead",
-        "sampler-overhead",
         "slow",
         "P x K batch sampler re-infers every candidate's modality by decoding it, every batch (seed 004)",
         60.0,
     ),
     ZooCase(
         "worker_startup",
-        "worker-startup",
         "slow",
         "short epochs, persistent_workers=False, each worker re-parses a JSON index in worker_init_fn",
         60.0,
     ),
     ZooCase(
         "cpu_stall",
-        "cpu-stall",
         "slow",
         "every 30 steps a pure-Python optimal_sequence_search relabels all videos in the loop (seed 000)",
         60.0,
     ),
     ZooCase(
         "checkpoint_stall",
-        "checkpoint-stall",
         "slow",
         "torch.save of full model (frozen 25 MB table) + optimizer, twice every 20 steps (seed 002)",
         60.0,
     ),
     ZooCase(
         "eval_stall",
-        "eval-stall",
         "slow",
         "model.eval() + no_grad pass over a 2560-sample validation set every 20 steps (seed 002)",
         60.0,
     ),
     ZooCase(
         "logging_overhead",
-        "logging-overhead",
         "slow",
         "prints tensor reprs and per-layer norms, ~27 lines, on every step of a tiny model (seeds 002/004)",
         60.0,
     ),
     ZooCase(
         "loop_overhead",
-        "loop-overhead",
         "slow",
         "per-step per-parameter grad stats via .item(), histograms and Python metrics (seed 004)",
         60.0,
     ),
     ZooCase(
         "memory_growth",
-        "memory-growth",
         "slow",
         "unbounded dict cache of decoded frame pairs in each of 2 persistent workers (seed 003)",
         60.0,
     ),
     ZooCase(
         "healthy_compute",
-        None,
         "healthy",
         "compute-bound CNN on an in-memory TensorDataset; one print per epoch",
         60.0,
     ),
     ZooCase(
         "healthy_stream",
-        None,
         "healthy",
         "the same shards, split between the 2 workers by get_worker_info",
         60.0,
     ),
     ZooCase(
         "healthy_loader",
-        None,
         "healthy",
         "2 persistent workers with light augmentation keep well ahead of the model",
         60.0,
     ),
     ZooCase(
         "healthy_epochs",
-        None,
         "healthy",
         "the fixed seed-004 loop: cached-metadata PK sampler, log every 20 steps, 6 short epochs",
         60.0,
     ),
     ZooCase(
         "collate_tokenize",
-        "input-bound",
         "slow",
         "text classification: pure-Python NFKC + greedy WordPiece + padding in the collate_fn, "
         "num_workers=0; __getitem__ only returns a dict",
@@ -217,7 +200,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "viterbi_stall",
-        "cpu-stall",
         "slow",
         "a Trainer callback's on_step_end Viterbi-decodes held-out sentences in pure Python "
         "every 25 steps",
@@ -225,7 +207,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "genexpr_stall",
-        "cpu-stall",
         "slow",
         "IterableDataset stream; every 20 steps pseudo_label_search labels samples by nearest "
         "prototype with sum(a*b for ...) over Python lists",
@@ -233,7 +214,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "blocking_upload",
-        "blocking-stall",
         "slow",
         "every 10 steps train_one_epoch POSTs metrics synchronously to a server that takes "
         "250 ms to answer",
@@ -241,7 +221,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "eval_no_grad",
-        "eval-stall",
         "slow",
         "char-level GRU LM; a full validation loader under torch.no_grad() every 20 steps, "
         "with no model.eval()/train()",
@@ -249,7 +228,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "ci_smoke",
-        None,
         "healthy",
         "a small MLP on an in-memory dataset: trainprof ci's self-check; --stall-ms adds the "
         "per-step wait a --baseline gate must catch",
@@ -257,14 +235,12 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "manual_slicing",
-        None,
         "healthy",
         "no DataLoader: randperm each epoch, then x[i : i + bs] slices; a tabular ResNet",
         60.0,
     ),
     ZooCase(
         "manual_update",
-        None,
         "healthy",
         "no torch.optim, no DataLoader: tensor slices, backward() and a hand-written SGD update; "
         "each backward() counts as the step",
@@ -272,7 +248,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "functional_model",
-        None,
         "healthy",
         "a two-tower model as plain tensors and functions (x @ w), an InfoNCE loss by hand: its "
         "forward runs in the user's own lines, before backward(), and is not loop overhead",
@@ -280,7 +255,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "activation_checkpointing",
-        None,
         "healthy",
         "torch.utils.checkpoint recomputes each block's forward inside backward, and an EMA "
         "update runs under @torch.no_grad(): the recompute is backward time",
@@ -288,7 +262,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "compile_cold",
-        None,
         "healthy",
         "torch.compile on a small MLP with a cold Inductor cache: seconds of compiling before "
         "the first step are warm-up, not a hang",
@@ -296,14 +269,12 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "crash_ragged",
-        "ragged-batch",
         "crash",
         "a few 96-snippet videos among 64-snippet ones break default_collate in a worker (seed 000)",
         60.0,
     ),
     ZooCase(
         "crash_ragged_short",
-        "ragged-batch",
         "crash",
         "clips shorter than the crop window; the worker's collate says only 'Trying to resize "
         "storage that is not resizable'",
@@ -311,14 +282,12 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "crash_shape",
-        "shape-mismatch",
         "crash",
         "torch.cat(..., dim=2) on 2-D pseudo-labels right after the first batch (seed 000)",
         60.0,
     ),
     ZooCase(
         "crash_host_alloc",
-        "host-oom",
         "crash",
         "a (N, 1) - (N,) broadcast in a hand-written loss, silent at batch 256, asks for "
         "233 TiB when the validation scores 8 million rows at once",
@@ -326,14 +295,12 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "crash_worker_killed",
-        "worker-killed",
         "crash",
         "DataLoader worker 1 is SIGKILLed mid-epoch (stand-in for the OOM killer)",
         60.0,
     ),
     ZooCase(
         "hang_fd_limit",
-        "worker-fd-limit",
         "hang",
         "soft RLIMIT_NOFILE=128, file_descriptor sharing, one tensor per object: the loader hangs",
         30.0,
@@ -341,21 +308,18 @@ _CASES: tuple[ZooCase, ...] = (
     ZooCase(
         "hang_worker_blocked",
         "hang",
-        "hang",
         "after 20 steps both DataLoader workers wait forever in __getitem__ for a shard whose "
         "download failed (Event.wait)",
         40.0,
     ),
     ZooCase(
         "gpu_fp32",
-        "no-mixed-precision",
         "gpu",
         "GPU only: a convnet trained in pure fp32, TF32 off, on a Tensor-Core GPU (seed 001)",
         120.0,
     ),
     ZooCase(
         "gpu_healthy",
-        None,
         "gpu",
         "GPU only: a bf16 convnet that keeps the GPU busy; the tutorial's per-step "
         "running_loss += loss.item() costs nothing there",
@@ -363,7 +327,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "gpu_sync_heavy",
-        "host-sync",
         "gpu",
         "GPU only: p.grad.norm().item() for each of ~200 parameter tensors after every "
         "optimizer step",
@@ -371,7 +334,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "gpu_input_bound",
-        "input-bound",
         "gpu",
         "GPU only: decompress + crop + jitter every image in __getitem__ with num_workers=0 "
         "while a bf16 convnet waits",
@@ -379,7 +341,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "gpu_launch_bound",
-        "launch-bound",
         "gpu",
         "GPU only: 48 tiny Linear blocks at batch 8 and a foreach=False AdamW: thousands of "
         "microsecond kernels a step",
@@ -387,7 +348,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "gpu_forgot_device",
-        "gpu-unused",
         "gpu",
         "GPU machine, CPU training: the model and its batches are never moved to the GPU, "
         "which sits idle",
@@ -395,7 +355,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "gpu_memory_creep",
-        "cuda-memory-growth",
         "gpu",
         "GPU only: losses.append(loss) and a no_grad-less running validation loss keep "
         "every step's graph on the GPU",
@@ -404,7 +363,6 @@ _CASES: tuple[ZooCase, ...] = (
     # Distributed (run as `trainprof run -- torchrun --nproc-per-node 2 dist_x.py`; gloo, CPU).
     ZooCase(
         "dist_metrics_straggler",
-        "straggler-rank",
         "dist",
         "rank 0 alone recomputes per-class ROC AUC in Python every step; rank 1 waits in DDP's "
         "all-reduce",
@@ -412,21 +370,18 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "dist_data_straggler",
-        "straggler-rank",
         "dist",
         "rank 1's __getitem__ is slower (its disk); rank 0 waits for it in every all-reduce",
         180.0,
     ),
     ZooCase(
         "dist_rank_fails",
-        "rank-failed",
         "dist",
         "rank 1 raises on a corrupt record mid-training; rank 0's gloo error is a consequence",
         180.0,
     ),
     ZooCase(
         "dist_eval_hang",
-        "hang",
         "dist",
         "rank 0 alone validates through the DDP-wrapped model (BatchNorm buffers broadcast) while "
         "rank 1 waits in dist.barrier(): both wait for good",
@@ -434,7 +389,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "dist_accumulation",
-        "accumulation-allreduce",
         "dist",
         "4 micro-batches per optimizer step under DDP, none inside no_sync(): every backward "
         "all-reduces the gradients (ZOO_NO_SYNC=1: the fixed loop)",
@@ -442,7 +396,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "dist_same_shuffle",
-        "sampler-set-epoch",
         "dist",
         "3 epochs over a DistributedSampler(shuffle=True) that never gets set_epoch(): the same "
         "order every epoch (dist_healthy calls it: the control)",
@@ -450,7 +403,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "dist_healthy",
-        None,
         "dist",
         "equal shards and work on every rank, metrics reduced as tensors every 50 steps, "
         "set_epoch before each of 2 epochs",
@@ -458,7 +410,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "worker_pickle",
-        "input-bound",
         "slow",
         "num_workers=2 and a numpy_collate over embeddings in memory: each 2 MiB batch is "
         "pickled through a pipe and unpickled by the main process, which costs more than "
@@ -467,7 +418,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "workers_oversubscribed",
-        "cpu-starved",
         "slow",
         "pytorch/examples imagenet's shape: -j twice the CPUs (4 on 2), each worker decoding "
         "images, beside torch's intra-op threads: the loop never waits for data, but its "
@@ -476,7 +426,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "healthy_workers_sized",
-        None,
         "healthy",
         "the same imagenet-shaped job with -j CPUs-1 and torch.set_num_threads for the CPU "
         "left: no more threads than CPUs",
@@ -484,7 +433,6 @@ _CASES: tuple[ZooCase, ...] = (
     ),
     ZooCase(
         "healthy_epoch_eval",
-        None,
         "healthy",
         "the MNIST example's shape: a small CNN, the test set run once after each epoch "
         "(a few % of the run: a note), compute-bound",
