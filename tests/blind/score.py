@@ -3,9 +3,10 @@
 Runs each script once under `trainprof run -q --json`, prints its first warning or error
 finding, its `where`, and whether they match, then the total. Usage:
 
-    .venv/bin/python tests/blind/score.py [--keep DIR] [SCRIPT ...]
+    .venv/bin/python tests/blind/score.py [--set DIR] [--keep DIR] [SCRIPT ...]
 
-`--keep DIR` keeps each run's report as DIR/SCRIPT.json.
+`--set DIR` scores another blind set (a folder with its scripts and EXPECTED.md; default
+this one); `--keep DIR` keeps each run's report as DIR/SCRIPT.json.
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ class Outcome:
     where_ok: bool
 
 
-def read_expected() -> list[Expected]:
+def read_expected(folder: Path = HERE) -> list[Expected]:
     rows = []
-    for line in (HERE / "EXPECTED.md").read_text().splitlines():
+    for line in (folder / "EXPECTED.md").read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != 3 or not cells[0].endswith(".py"):
             continue
@@ -58,12 +59,12 @@ def function_of(where: str) -> str:
     return name.removesuffix("()").split(".")[-1].strip()
 
 
-def run_one(exp: Expected, tmp: Path) -> Outcome:
+def run_one(exp: Expected, tmp: Path, folder: Path = HERE) -> Outcome:
     report = tmp / f"{exp.script}.json"
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     cmd = [str(TRAINPROF), "run", "-q", "--timeout", "120", "--run-dir", str(tmp / exp.script)]
-    cmd += ["--json", str(report), str(HERE / exp.script)]
+    cmd += ["--json", str(report), str(folder / exp.script)]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     if not report.exists():
         tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
@@ -81,7 +82,11 @@ def run_one(exp: Expected, tmp: Path) -> Outcome:
 
 
 def main(argv: list[str]) -> int:
-    rows = read_expected()
+    folder = HERE
+    if argv[:1] == ["--set"] and len(argv) > 1:
+        folder = Path(argv[1]).resolve()
+        argv = argv[2:]
+    rows = read_expected(folder)
     keep: Path | None = None
     if argv[:1] == ["--keep"] and len(argv) > 1:
         keep = Path(argv[1])
@@ -94,7 +99,7 @@ def main(argv: list[str]) -> int:
     print(f"{'script':24} {'expected':18} {'first finding':18} id  where  location")
     with tempfile.TemporaryDirectory() as tmp:
         for exp in rows:
-            out = run_one(exp, Path(tmp))
+            out = run_one(exp, Path(tmp), folder)
             report = Path(tmp) / f"{exp.script}.json"
             if keep is not None and report.exists():
                 (keep / report.name).write_bytes(report.read_bytes())
