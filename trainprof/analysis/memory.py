@@ -7,10 +7,14 @@ includes pages it shares with the main process. Growth is also sustained only wh
 of the window rises (at a quarter of the whole window's rate or more): the allocator's swings
 (a training process whose optimizer makes multi-MB temporaries each step went 327 → 380 → 327
 MiB and back, over and over) fit a line well over a short window that catches one rise, and a
-3-second window did, at R² 0.8; a leak rises in both halves.
+3-second window did, at R² 0.8; a leak rises in both halves. Both tests are judged against the
+steps the job had done at each read where its steps are known: a leak filled step by step is a
+line over them, and against time it bends wherever the job gets a CPU unevenly (R² 0.93-0.96
+against time, 0.99 against steps, for one leak on a loaded machine); the rate stays per second.
 
 A fit needs ``MIN_POINTS`` reads inside the window. At the host sampler's 0.5 s, five span 2 s:
-a quick job's whole steady window (3 s, a 300 MiB leak) holds five or six by the ticks' phase.
+a quick job's whole steady window (3.1 s for a 300 MiB leak on an idle 2-core machine) held
+six reads, and a job a tick quicker holds five.
 Fewer reads let chance fit more often: of a random walk, R² ≥ 0.95 with both halves rising
 passes 1.6 % of the time at six reads, 2.5 % at five, 4.9 % at four.
 """
