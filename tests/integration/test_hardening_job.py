@@ -3,6 +3,7 @@ some steps, a Python that cannot load the probe. Each test runs trainprof for re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -377,22 +378,26 @@ def test_a_probe_error_leaves_the_job_alone_and_the_report_says_it(tmp_path: Pat
 
 
 AT_WORK_AFTER_TRAINING = """
-import time
+import os, signal, time
 import torch
 from torch import nn
 
+told = []  # SIGUSR1 from the test: trainprof said this silence is at work, go on
+signal.signal(signal.SIGUSR1, lambda *_: told.append(time.monotonic()))
+LONGEST_S = 30.0  # a silence lasts until trainprof judged it (or this long: the test fails)
+
 def evaluate(model, xs, ys):  # a final evaluation over tensors in memory: no DataLoader
-    correct, end = 0, time.monotonic() + 5.0
+    correct, end = 0, time.monotonic() + LONGEST_S
     with torch.no_grad():
-        while time.monotonic() < end:
+        while not told and time.monotonic() < end:
             for x, y in zip(xs, ys):
                 correct += int((model(x).argmax(1) == y).sum())
     return correct
 
 def save_slowly(path):  # a checkpoint written to a slow disk, chunk after chunk, one line
-    chunk, end = bytes(256 << 10), time.monotonic() + 5.0
+    chunk, end = bytes(256 << 10), time.monotonic() + LONGEST_S
     with open(path, "wb") as f:
-        while time.monotonic() < end: f.write(chunk); f.flush(); time.sleep(0.05)
+        while len(told) < 2 and time.monotonic() < end: f.write(chunk); f.flush(); time.sleep(0.05)
 
 def train(model, opt, steps):
     for _ in range(steps):
@@ -401,6 +406,7 @@ def train(model, opt, steps):
         nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
 
+print("pid", os.getpid(), flush=True)
 torch.set_num_threads(1)
 model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -413,23 +419,44 @@ print("saved", flush=True)
 
 
 def test_a_silence_at_work_is_not_stopped_as_a_hang(tmp_path: Path) -> None:
-    """After its steps, a job evaluates for 5 s (its stack moves) and then writes a checkpoint
-    for 5 s from one line (its stack keeps still; it writes), each silence longer than the
-    hang limit: with --on-hang kill, both were stopped as hangs, 1.5 s into the evaluation.
-    The real hangs (the zoo's, in test_zoo and test_ci_cli) are still stopped."""
+    """After its steps, a job evaluates (its stack moves) and then writes a checkpoint from one
+    line (its stack keeps still; it writes), each silence lasting until the watch has judged
+    it, past the hang limit: with --on-hang kill, both were stopped as hangs, 1.5 s into the
+    evaluation. The real hangs (the zoo's, in test_zoo and test_ci_cli) are still stopped."""
     script = write_script(tmp_path, "train_then_evaluate.py", AT_WORK_AFTER_TRAINING)
-    r = run_trainprof(
-        tmp_path,
-        str(script),
-        run_args=("--timeout", "60", "--on-hang", "kill", "--hang-after", "1.5"),
-        timeout=90,
+    run_dir, json_path = tmp_path / "run", tmp_path / "report.json"
+    cmd = trainprof_cmd(
+        "run", "--quiet", "--run-dir", str(run_dir), "--json", str(json_path),
+        "--timeout", "60", "--on-hang", "kill", "--hang-after", "1.5", str(script),
+    )  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.report is not None and r.report["run"]["stopped_by"] is None
-    assert "hang" not in r.finding_ids, r.report["findings"]
-    assert "saved" in r.stdout
-    said = [line for line in r.stderr.splitlines() if "at work" in line]
-    assert len(said) == 2, r.stderr[-3000:]
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()
+        assert first.startswith("pid "), first
+        pid = int(first.split()[1])
+        err = []
+        for line in proc.stderr:  # each verdict ends the silence it judged
+            err.append(line)
+            if "at work" in line:
+                with contextlib.suppress(ProcessLookupError):  # (a report's line, once ended)
+                    os.kill(pid, signal.SIGUSR1)
+        out = proc.stdout.read()
+        proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    stderr = "".join(err)
+    assert proc.returncode == 0, stderr[-3000:]
+    report = json.loads(json_path.read_text())
+    assert report["run"]["stopped_by"] is None
+    assert "hang" not in [f["id"] for f in report["findings"]], report["findings"]
+    assert "saved" in out
+    said = [line for line in stderr.splitlines() if "at work" in line]
+    assert len(said) == 2, stderr[-3000:]
     assert "moved" in said[0] and "evaluate()" in said[0], said
     assert "read or wrote" in said[1], said
 
@@ -448,8 +475,10 @@ STEPS_ON_A_FULL_DISK = """
     sys.stdout.write(("x" * 99 + "\\n") * 15_000)  # 1.5 MB of output: the disk fills
     sys.stdout.flush()
     t0 = time.monotonic()
-    while time.monotonic() - t0 < 10:  # steps the event file no longer shows; the main
-        step(); time.sleep(0.05)  # thread is asleep on one line: its stacks look still
+    # steps the event file no longer shows, for 7 s: over the 2 s of silence and the 2 s of
+    # looks after which a watch blind to them stops the job, with 3 s to spare
+    while time.monotonic() - t0 < 7:  # the main thread is asleep on one line: its stacks
+        step(); time.sleep(0.05)  # look still
     print("last line", flush=True)
 """
 
