@@ -34,8 +34,8 @@ def _encode(frame: torch.Tensor) -> bytes:
 class DeblurPairs(Dataset):
     """(blurred, sharp) frame pairs stored compressed, decoded to float on access."""
 
-    # 3200 frames, one epoch of 200 steps: the workers' memory needs 6 samples (0.5 s apart) in
-    # the steady window, and 2240 frames gave 2.7 s of it on a fast CPU, 5 samples
+    # 3200 frames, one epoch of 200 steps: the memory trend needs 5 host samples (0.5 s apart)
+    # in the steady window, with room to spare on a fast CPU
     def __init__(self, n_frames: int = 3200, distinct: int = 64):
         g = torch.Generator().manual_seed(0)
         coarse = torch.rand(distinct, 3, 8, 8, generator=g)
