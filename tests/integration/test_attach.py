@@ -27,7 +27,10 @@ from test_hardening_cli import SCHEMA_PATH, check
 
 from trainprof.examples.zoo import ZOO_DIR
 
-DURATION = "4"
+DURATION = "3"  # 50 Hz stacks: ~150 samples a process, the verdicts' evidence
+# the verdicts on the job's CPU use and run-queue wait (cpu-starved, or its absence), which a
+# neighbour's load sways over a short window
+CPU_DURATION = "4"
 # a window the hang verdict judges (its attach_still, 5 s), with a margin for py-spy's start
 STILL_ENOUGH = "7"
 
@@ -326,7 +329,7 @@ def test_a_healthy_job_gets_no_warning_through_its_worker(tmp: Path) -> None:
         while not (workers := psutil.Process(job.proc.pid).children()):
             assert time.monotonic() < deadline
             time.sleep(0.1)
-        r = attach(workers[0].pid, tmp)
+        r = attach(workers[0].pid, tmp, duration=CPU_DURATION)
     assert f"is a DataLoader worker of pid {job.proc.pid}" in r.stderr
     assert r.info["pid"] == job.proc.pid and r.info["workers"] >= 1
     assert r.problems == [], r.report["findings"]
@@ -339,7 +342,7 @@ def test_from_outside_torch_threads_beyond_the_cpus_starve_the_loop(tmp: Path) -
     thread's run-queue wait and the job's CPU use say it, without the probe's thread count."""
     job = zoo_job("oversubscribed")
     with started(job, "step 0", tmp, env={"ZOO_STEPS": "100000"}) as t:
-        r = attach(t.proc.pid, tmp)
+        r = attach(t.proc.pid, tmp, duration=CPU_DURATION)
     first = r.problems[0]
     assert first["id"] == "cpu-starved", r.report["findings"]
     assert "CPUs it may use: its threads compete for them" in first["evidence"][1]
