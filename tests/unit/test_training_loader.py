@@ -9,8 +9,14 @@ from typing import Any
 
 from synth import DEFAULT_LOADER, process, session
 
-from trainprof.analysis.loaders import epoch_first_steps, num_workers, training_loader_key
+from trainprof.analysis.loaders import (
+    epoch_first_steps,
+    num_workers,
+    training_loader_key,
+    training_loader_keys,
+)
 from trainprof.analysis.measure import measure
+from trainprof.analysis.pipeline import analyze
 from trainprof.store.events import ProcessLog
 
 VAL = {**DEFAULT_LOADER, "batch_size": 64, "num_workers": 0, "persistent_workers": False}
@@ -71,3 +77,42 @@ def test_worker_start_up_is_counted_on_the_training_loaders_passes() -> None:
     log.add_line("E 0 7000000 1000")  # a validation: its first steps are not start-up
     firsts = epoch_first_steps(log)
     assert firsts == [0, 1, 41, 42], firsts
+
+
+def _rebuilt_each_epoch(persistent: bool = False) -> ProcessLog:
+    """A loop that builds its training DataLoader anew each epoch over one dataset object (keys
+    1-3, the same ``dataset_id``), beside a validation loader over another dataset (key 0)."""
+    train = {**TRAIN, "dataset_id": 7, "persistent_workers": persistent}
+    val = {**VAL, "dataset_id": 8}
+    log = _log([(val, 100_000), (train, 300_000)])
+    for key, t_s in ((2, 4), (3, 7)):  # after steps 20 and 50
+        log.add_line(f"L {key} {json.dumps(train)}")
+        log.add_line(f"E {key} {t_s * 1_000_000} 1800000")
+    return log
+
+
+def test_a_loader_built_anew_over_the_same_dataset_is_the_training_loader() -> None:
+    log = _rebuilt_each_epoch()
+    assert training_loader_keys(log) == {1, 2, 3}
+    assert epoch_first_steps(log) == [0, 1, 21, 22, 51, 52]
+    m = measure(session(log))
+    assert [v.config["batch_size"] for v in m.loaders] == [32, 64]  # one training loader
+    assert m.loaders[0].built == 3 and len(m.loaders[0].first_batch_waits_s) == 3
+    assert m.loaders[1].built == 1
+
+
+def test_without_the_dataset_identity_each_loader_is_its_own() -> None:
+    """A run recorded before the probe kept ``dataset_id``."""
+    log = _log([(VAL, 100_000), (TRAIN, 300_000), (TRAIN, 4_000_000)])
+    assert training_loader_keys(log) == {1}
+
+
+def test_a_loader_rebuilt_each_epoch_is_told_to_build_it_once_persistent_or_not() -> None:
+    for persistent in (False, True):
+        sess = session(_rebuilt_each_epoch(persistent))
+        found = [f for f in analyze(sess)[1].findings if f.id == "worker-startup"]
+        assert found, persistent
+        assert (
+            "a new DataLoader over the same dataset every epoch (3 built)" in found[0].evidence[1]
+        )
+        assert found[0].fix[0].startswith("build the DataLoader once, before the epoch loop")

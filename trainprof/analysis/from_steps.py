@@ -24,7 +24,7 @@ from trainprof.analysis.loaders import (
     epoch_first_steps,
     loader_views,
     num_workers,
-    training_loader_key,
+    training_loader_keys,
 )
 from trainprof.analysis.memory import growth
 from trainprof.analysis.metrics import (
@@ -264,8 +264,8 @@ def _activity(
     stalls = outside_stops(stalls, _stops(session.meta))
     compile_log = compiles.read(primary) if primary else None
     if primary is not None and stalls:
-        train_key = training_loader_key(primary)
-        others = sorted(primary.t0 + t / 1e6 for k, t, _w in primary.epochs if k != train_key)
+        train_keys = training_loader_keys(primary)
+        others = sorted(primary.t0 + t / 1e6 for k, t, _w in primary.epochs if k not in train_keys)
         stalls, stall_evals = refine(stalls, spans, session.source, others, cuda)
         evals = sorted(evals + stall_evals, key=lambda g: g.t0)
         if compile_log is not None:

@@ -16,9 +16,9 @@ def epoch_first_steps(log: ProcessLog) -> list[int]:
     ts = log.steps["t"]
     workers = num_workers(log)
     out: list[int] = []
-    train = training_loader_key(log)
+    train = training_loader_keys(log)
     for key, t_iter, _w in log.epochs:
-        if key == train:
+        if key in train:
             i = bisect.bisect_right(ts, t_iter)
             out.extend(range(i, min(i + workers, len(ts))))
     return out
@@ -46,6 +46,20 @@ def training_loader_key(log: ProcessLog) -> int:
     return max(candidates)[1] if candidates else min(log.loaders, default=0)
 
 
+def training_loader_keys(log: ProcessLog) -> set[int]:
+    """The training loader's key, and the keys of the DataLoaders built anew over the same
+    dataset object with its batch size and sampler (a loop that builds its loader each
+    epoch): one loader to the analysis, each object starting its own workers."""
+    train = training_loader_key(log)
+    cfg = log.loaders.get(train) or {}
+    same = ("dataset_id", "batch_size", "sampler", "batch_sampler")
+    if cfg.get("dataset_id") is None:
+        return {train}
+    return {train} | {
+        k for k, other in log.loaders.items() if all(other.get(f) == cfg.get(f) for f in same)
+    }
+
+
 def _by_batch_size(log: ProcessLog) -> set[int]:
     """The loaders whose configured ``batch_size`` is the median batch of the steps (the
     leading dimension of each step's first batch); empty where that tells none apart."""
@@ -67,8 +81,11 @@ def loader_views(session: Session, primary: ProcessLog | None) -> tuple[LoaderVi
     w_collate = sum(w.collate_us for w in workers)
     views = []
     train = training_loader_key(primary)
+    rebuilt = training_loader_keys(primary) - {train}  # the training loader's again
     # the training loader first: rules and renderers read it as loaders[0]
     for key, cfg in sorted(primary.loaders.items(), key=lambda kv: (kv[0] != train, kv[0])):
+        if key in rebuilt:
+            continue
         uses_workers = (cfg.get("num_workers") or 0) > 0
         main_ms = (
             primary.fetch_us / primary.fetch_count / 1e3
@@ -76,7 +93,8 @@ def loader_views(session: Session, primary: ProcessLog | None) -> tuple[LoaderVi
             else None
         )
         worker_ms = w_us / w_count / 1e3 if w_count and uses_workers else None
-        firsts = tuple(w / 1e6 for k, _t, w in primary.epochs if k == key)
+        keys = {key} | (rebuilt if key == train else set())
+        firsts = tuple(w / 1e6 for k, _t, w in primary.epochs if k in keys)
         sampler_epochs = tuple(
             int(i["sampler_epoch"][1])
             for i in primary.infos
@@ -100,6 +118,7 @@ def loader_views(session: Session, primary: ProcessLog | None) -> tuple[LoaderVi
                 else None,
                 sampler_epochs=sampler_epochs,
                 main_batch=_batch_kind(primary) if main_ms is not None else None,
+                built=len(keys),
             )
         )
     return tuple(views)

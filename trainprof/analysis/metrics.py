@@ -103,6 +103,7 @@ class LoaderView:
     sampler_epochs: tuple[int, ...] = ()
     # the first batch the main process made (num_workers=0), None where not recorded
     main_batch: BatchKind | None = None
+    built: int = 1  # DataLoader objects built for it (a loop that builds its loader each epoch)
 
     @property
     def iterable(self) -> bool:

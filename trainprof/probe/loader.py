@@ -67,7 +67,7 @@ def _wrap_loader(dl: Any) -> None:
             if started is not None:
                 self._tp_epoch_start = None
                 s.epochs_pending -= 1
-                _record_epoch(self, started, dt)
+                _record_epoch(self, started, dt + getattr(self, "_tp_iter_s", 0.0))
         if not s.loader_caller_recorded:  # steps never fall: after this, nothing to test
             if s.steps:
                 s.loader_caller_recorded = True
@@ -98,7 +98,12 @@ def _wrap_loader(dl: Any) -> None:
     def __iter__(self: Any) -> Any:
         t0 = _clock()
         it = orig_iter(self)
+        # Starting workers happens here (with "spawn", until each has read its start-up data):
+        # the loop waits for its data loader, as in __next__, and the epoch's first batch too.
+        started_s = _clock() - t0
+        state.wait += started_s
         try:
+            it._tp_iter_s = started_s
             key = _loader_key(self)
             it._tp_epoch_start = t0
             it._tp_loader_key = key
@@ -135,13 +140,20 @@ def _record_epoch(it: Any, started: float, first_wait: float) -> None:
 
 
 def _loader_key(loader: Any) -> int:
-    """A small integer per DataLoader object; its configuration is recorded the first time."""
-    keys = state.loader_keys
-    key = keys.get(id(loader))
-    if key is not None:
+    """A small integer per DataLoader object, kept on the object (an ``id`` is reused once a
+    loader built each epoch is freed); its configuration is recorded the first time."""
+    key = getattr(loader, "_tp_key", None)
+    if type(key) is int:
         return key
-    key = len(keys)
-    keys[id(loader)] = key
+    keys = state.loader_keys
+    if id(loader) in keys:
+        return keys[id(loader)]
+    key = state.loader_count
+    state.loader_count += 1
+    try:
+        loader._tp_key = key
+    except Exception:  # a loader class with __slots__: by id, as good as it gets
+        keys[id(loader)] = key
     w = records.writer()
     if w is not None:
         w.add(f"{LOADER} {key} {json.dumps(_loader_config(loader), default=str)}\n")
@@ -173,6 +185,9 @@ def _loader_config(loader: Any) -> dict[str, Any]:
         "collate_fn": _qualname(collate),
         "worker_init_fn": _qualname(getattr(loader, "worker_init_fn", None)),
         "dataset": _qualname(dataset),
+        # the dataset object's identity in this process: a DataLoader built anew over the same
+        # dataset (each epoch) is the same loader to the analysis
+        "dataset_id": id(dataset) if dataset is not None else None,
         # An IterableDataset makes its samples in __iter__ (its __getitem__ is the base class's)
         "iterable": iterable,
         "getitem_at": _code_at(

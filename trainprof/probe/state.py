@@ -46,6 +46,7 @@ class State:
         "early_steps",
         "backward_seen",
         "loader_keys",
+        "loader_count",
         "shuffled_datasets",
         "training",
         "train_depth",
@@ -95,7 +96,8 @@ class State:
         self.optimizer_made = False
         self.early_steps = 0
         self.backward_seen = False
-        self.loader_keys: dict[int, int] = {}
+        self.loader_keys: dict[int, int] = {}  # id(loader) -> key, where it takes no attribute
+        self.loader_count = 0  # keys given
         # id(dataset) -> the key of the first loader over it: its shuffling passes, whichever
         # loader made them (a new DataLoader, or a new sampler, each epoch)
         self.shuffled_datasets: dict[int, int] = {}

@@ -7,7 +7,7 @@ from typing import Any
 
 from trainprof.analysis import attribution, call_sites
 from trainprof.analysis.compiles import CompileLog
-from trainprof.analysis.loaders import training_loader_key
+from trainprof.analysis.loaders import training_loader_keys
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.stalls import Stall
 from trainprof.render.console import relative_to
@@ -73,12 +73,12 @@ def phases(trace: Trace, session: Session, log: ProcessLog, m: Metrics) -> None:
         what = f"no progress for {silent:.0f} s ({kind})" if silent else f"no progress ({kind})"
         spans.append(Span(what, last, float(launched) + float(wall), "hang", dict(hang)))
     trace.spans(trace.pid_of(log), TID_PHASES, spans)
-    train_key = training_loader_key(log)
+    train_keys = training_loader_keys(log)
     for k, t_iter, first_wait in log.epochs:
         trace.instant(
             trace.pid_of(log),
             TID_PHASES,
-            "epoch start" if k == train_key else f"epoch start (loader {k})",
+            "epoch start" if k in train_keys else f"epoch start (loader {k})",
             log.t0 + t_iter / 1e6,
             {"loader": k, "first_batch_wait_ms": first_wait / 1e3},
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 import math
 
-from trainprof.analysis.loaders import training_loader_key
+from trainprof.analysis.loaders import training_loader_key, training_loader_keys
 from trainprof.analysis.metrics import Metrics
 from trainprof.render.trace_events import TID_STEPS, Span, Trace
 from trainprof.store.events import ProcessLog
@@ -108,9 +108,9 @@ class _DataSplit:
         self.epoch_first: set[int] = set()
         if self.workers:
             n_workers = int(config.get("num_workers") or 1)
-            key = training_loader_key(log)
+            keys = training_loader_keys(log)
             for k, t_iter, _w in log.epochs:
-                if k == key:
+                if k in keys:
                     i = bisect.bisect_right(log.steps["t"], t_iter)
                     self.epoch_first.update(range(i, i + n_workers))
 

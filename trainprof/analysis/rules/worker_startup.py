@@ -1,7 +1,9 @@
 """Worker start-up: every epoch waits for freshly started DataLoader workers.
 
 With ``persistent_workers=False`` the workers are re-created, and the dataset re-sent to them,
-at the start of every epoch; short epochs pay it again and again.
+at the start of every epoch; short epochs pay it again and again. A loop that builds a new
+DataLoader each epoch (over the same dataset) starts new workers each epoch whatever its
+``persistent_workers`` says.
 
 Anti-pattern::
 
@@ -29,6 +31,11 @@ FACTOR = Threshold("factor", 5.0, "ratio", "an epoch's first batch waits this ma
 # workers, 41 % of the run, under the 50 ms this was. The share decides; this keeps out noise.
 MIN_WAIT = Threshold("min_wait", 0.01, "s", "and at least this long")
 PERSISTENT_FIX = "DataLoader(..., persistent_workers=True) keeps workers alive across epochs"
+BUILD_ONCE_FIX = (
+    "build the DataLoader once, before the epoch loop, with persistent_workers=True, and "
+    "iterate that one every epoch: its workers then start once (the sampler still reshuffles "
+    "each epoch)"
+)
 SHARE = Threshold("share", 0.05, "share", "all epochs' first waits, as a share of the run")
 
 
@@ -49,7 +56,8 @@ def check(m: Metrics) -> Finding | None:
     if loader is None or not (loader.config.get("num_workers") or 0):
         return None
     firsts = loader.first_batch_waits_s
-    if len(firsts) < 2 or loader.config.get("persistent_workers"):
+    rebuilt = loader.built > 1
+    if len(firsts) < 2 or (loader.config.get("persistent_workers") and not rebuilt):
         return None
     wait_frac = m.activity.train_wait_frac
     if wait_frac is None:
@@ -70,11 +78,17 @@ def check(m: Metrics) -> Finding | None:
         evidence=(
             f"{plural(len(firsts), 'epoch')}; first-batch wait per epoch: median {ms(typical)}, "
             f"max {ms(max(firsts))} (a steady batch waits {ms(per_batch)})",
-            f"persistent_workers=False: workers are re-created and the dataset re-sent to them "
-            f"every epoch, {_cost(m, cost, span)}",
+            (
+                f"a new DataLoader over the same dataset every epoch ({loader.built} built): "
+                "each starts its own workers and sends them the dataset"
+                if rebuilt
+                else "persistent_workers=False: workers are re-created and the dataset re-sent "
+                "to them every epoch"
+            )
+            + f", {_cost(m, cost, span)}",
         ),
         fix=(
-            PERSISTENT_FIX,
+            BUILD_ONCE_FIX if rebuilt else PERSISTENT_FIX,
             "make the dataset cheap to pickle (open files and load indexes lazily in "
             "__getitem__ or worker_init_fn, not in __init__)",
         ),
