@@ -157,3 +157,18 @@ def test_without_workers_tensors_or_small_arrays_are_told_workers_alone(
     first = _input_bound(_no_workers_batch_of(kind))
     assert first.fix[0].startswith("DataLoader(..., num_workers=3, persistent_workers=True)")
     assert not any("a batch holds" in e for e in first.evidence)
+
+
+def test_a_tensor_dataset_gathered_sample_by_sample_is_told_to_index_by_batch_first() -> None:
+    loader = {
+        **DEFAULT_LOADER,
+        "num_workers": 0,
+        "persistent_workers": False,
+        "dataset": "torch.utils.data.dataset.TensorDataset",
+    }
+    log = process(100, step_s=0.1, wait_s=0.05, loader=None)
+    log.add_line(f"L 0 {json.dumps(loader)}")
+    log.add_line(f"F 9000000 100 {int(100 * 0.4 * 1e3)} 0 0")  # 0.4 ms a batch
+    first = _input_bound(session(log))
+    assert first.fix[0].startswith("the dataset is tensors in memory (TensorDataset)")
+    assert "sampler=BatchSampler(RandomSampler(dataset), batch_size" in first.fix[0]

@@ -96,9 +96,20 @@ def workers_to_keep_pace(m: Metrics, loader: LoaderView | None) -> tuple[int, fl
     return max(needed, 1), compute_s
 
 
+# Tensors already in memory, fetched one sample at a time and stacked again by the collate.
+TENSOR_DATASET_FIX = (
+    "the dataset is tensors in memory (TensorDataset), gathered one sample at a time and "
+    "stacked again: index a whole batch at once, DataLoader(dataset, batch_size=None, "
+    "sampler=BatchSampler(RandomSampler(dataset), batch_size, drop_last=False)) (a "
+    "TensorDataset takes a list of indices), or slice the tensors in the loop"
+)
+
+
 def part_fix(part: str | None, loader: LoaderView | None) -> list[str]:
     """The fix for the dataset part that costs most (collate or __getitem__); ``attach`` gives
     the same one, without a loader's configuration."""
+    if loader is not None and str(loader.config.get("dataset") or "").endswith(".TensorDataset"):
+        return [TENSOR_DATASET_FIX]
     if part == "collate":
         name = ((loader.config.get("collate_fn") if loader else None) or "collate_fn").rsplit(".")[
             -1

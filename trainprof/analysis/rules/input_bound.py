@@ -50,6 +50,7 @@ from trainprof.analysis.rules._common import (
 )
 from trainprof.analysis.rules._worker_pace import (
     SATURATED,
+    TENSOR_DATASET_FIX,
     part_fix,
     waiting_clause,
     waiting_fix,
@@ -158,7 +159,9 @@ def check(m: Metrics) -> Finding | None:
         fix.extend(waiting_fix(m, workers, loader))
     elif cheap is not None:  # workers would save less than receiving a batch may cost
         fix.extend(_handover.per_batch_fix(m, cheap, batches))
-        fix[1:1] = part_fix(part, loader)
+        own = part_fix(part, loader)
+        at = 0 if own == [TENSOR_DATASET_FIX] else 1  # sample by sample is the cost itself
+        fix[at:at] = own
     else:
         pickled = _handover.pickled_batch(loader) if not workers else None
         if pickled is not None:
