@@ -18,6 +18,7 @@ from trainprof.analysis.loaders import (
 from trainprof.analysis.measure import measure
 from trainprof.analysis.pipeline import analyze
 from trainprof.store.events import ProcessLog
+from trainprof.store.stacks import StackSpan
 
 VAL = {**DEFAULT_LOADER, "batch_size": 64, "num_workers": 0, "persistent_workers": False}
 TRAIN = {**DEFAULT_LOADER, "batch_size": 32, "num_workers": 2}
@@ -116,3 +117,21 @@ def test_a_loader_rebuilt_each_epoch_is_told_to_build_it_once_persistent_or_not(
             "a new DataLoader over the same dataset every epoch (3 built)" in found[0].evidence[1]
         )
         assert found[0].fix[0].startswith("build the DataLoader once, before the epoch loop")
+
+
+def test_worker_start_up_is_placed_where_the_loop_starts_each_pass() -> None:
+    log = _rebuilt_each_epoch()
+    train = "/home/u/train.py"
+    # the frames that called the optimizer step, innermost first: the loop's functions
+    callers = [["Trainer.train_epoch", train], ["<module>", train]]
+    log.infos.append({"t": 1, "step_callers": callers})
+    sess = session(log)
+    at_iter = (
+        ("<module>", train, 200),
+        ("Trainer.train_epoch", train, 109),
+        ("DataLoader.__iter__", "/venv/site-packages/torch/utils/data/dataloader.py", 491),
+    )
+    sess.spans = [StackSpan(log.t0 + t_s, log.t0 + t_s + 1.8, at_iter) for t_s in (0.3, 4.0, 7.0)]
+    found = [f for f in analyze(sess)[1].findings if f.id == "worker-startup"]
+    assert found and found[0].where is not None
+    assert found[0].where == "/home/u/train.py:109 (train_epoch)"

@@ -94,7 +94,8 @@ def loader_views(session: Session, primary: ProcessLog | None) -> tuple[LoaderVi
         )
         worker_ms = w_us / w_count / 1e3 if w_count and uses_workers else None
         keys = {key} | (rebuilt if key == train else set())
-        firsts = tuple(w / 1e6 for k, _t, w in primary.epochs if k in keys)
+        passes = [(t, w) for k, t, w in primary.epochs if k in keys]
+        firsts = tuple(w / 1e6 for _t, w in passes)
         sampler_epochs = tuple(
             int(i["sampler_epoch"][1])
             for i in primary.infos
@@ -119,6 +120,9 @@ def loader_views(session: Session, primary: ProcessLog | None) -> tuple[LoaderVi
                 sampler_epochs=sampler_epochs,
                 main_batch=_batch_kind(primary) if main_ms is not None else None,
                 built=len(keys),
+                first_batch_windows=tuple(
+                    (primary.t0 + t / 1e6, primary.t0 + (t + w) / 1e6) for t, w in passes
+                ),
             )
         )
     return tuple(views)

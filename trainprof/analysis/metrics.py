@@ -104,6 +104,8 @@ class LoaderView:
     # the first batch the main process made (num_workers=0), None where not recorded
     main_batch: BatchKind | None = None
     built: int = 1  # DataLoader objects built for it (a loop that builds its loader each epoch)
+    # each pass's start to its first batch (monotonic s), as first_batch_waits_s
+    first_batch_windows: tuple[tuple[float, float], ...] = ()
 
     @property
     def iterable(self) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from trainprof.analysis import frameworks
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules._common import ms, primary_loader
+from trainprof.analysis.rules._common import ms, primary_loader, site
 from trainprof.analysis.rules.registry import Threshold, rule
 from trainprof.analysis.stats import median
 from trainprof.units import plural
@@ -71,6 +71,7 @@ def check(m: Metrics) -> Finding | None:
     if not span or cost / span < SHARE.value:
         return None
     workers = int(loader.config.get("num_workers") or 0)
+    cs = site(m, list(loader.first_batch_windows))  # where each pass starts its workers
     return Finding(
         id="worker-startup",
         severity="warning",
@@ -92,6 +93,7 @@ def check(m: Metrics) -> Finding | None:
             "make the dataset cheap to pickle (open files and load indexes lazily in "
             "__getitem__ or worker_init_fn, not in __init__)",
         ),
+        where=cs.where if cs else None,
     )
 
 
