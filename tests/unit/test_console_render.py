@@ -18,6 +18,7 @@ from trainprof.analysis.pipeline import analyze
 from trainprof.collect.live import LiveView
 from trainprof.collect.output import TerminalLock
 from trainprof.render import console as console_render
+from trainprof.render.json_report import _located
 from trainprof.render.text import clean, make_console, shell_join
 from trainprof.units import fmt_bytes, plural
 
@@ -317,3 +318,15 @@ def test_cpu_and_memory_not_sampled_say_so() -> None:
     assert re.search(r"CPU  not measured: no host sample was taken while the job ran", out)
     assert re.search(r"peak memory  not measured: no host sample was taken while the job ran", out)
     assert "— RSS" not in out
+
+
+def test_the_json_report_shows_paths_as_the_console_does() -> None:
+    f = finding(
+        where="/home/u/proj/train.py:12 (main)",
+        evidence=("it runs in the training loop itself, at /home/u/proj/train.py:12",),
+        fix=("see /opt/lib/x.py:3",),
+    )
+    shown = _located(f.to_json(), "/home/u/proj")
+    assert shown["where"] == "train.py:12 (main)"
+    assert shown["evidence"] == ["it runs in the training loop itself, at train.py:12"]
+    assert shown["fix"] == ["see /opt/lib/x.py:3"]  # outside the job's directory: absolute

@@ -86,11 +86,14 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
 
 
 def _located(finding: dict[str, Any], cwd: str | None) -> dict[str, Any]:
-    """The finding with its ``where`` and ``hotspot`` relative to the run's working directory
-    where they lie under it (absolute elsewhere: an installed library), as the console shows
-    them."""
+    """The finding with the paths in its ``where``, ``hotspot``, evidence and fixes relative to
+    the run's working directory where they lie under it (absolute elsewhere: an installed
+    library), as the console shows them."""
     rel = relative_to(cwd)
     for key in ("where", "hotspot"):
         if isinstance(finding.get(key), str):
             finding[key] = rel(finding[key])
+    for key in ("evidence", "fix"):
+        if isinstance(finding.get(key), list):
+            finding[key] = [rel(x) if isinstance(x, str) else x for x in finding[key]]
     return finding
