@@ -283,8 +283,9 @@ ABORTS_AT_EXIT = """\
 
 
     class NativeHandle:
-        def __del__(self) -> None:
-            os.abort()
+        # abort bound now: at shutdown the module's globals (os) may be cleared before this runs
+        def __del__(self, abort=os.abort) -> None:
+            abort()
 
 
     def main() -> None:
