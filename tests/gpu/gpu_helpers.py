@@ -3,6 +3,7 @@ the lent machine, and keeping each run's report for the check's summary."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -12,9 +13,19 @@ from pathlib import Path
 from conftest import ROOT, Result
 
 
+@functools.lru_cache(maxsize=1)
+def cuda_devices() -> int:
+    """The CUDA devices torch sees, asked once a session (in a child: importing torch here would
+    cost every collection a second); 0 at once where no NVIDIA driver is installed."""
+    if not os.path.exists("/dev/nvidiactl") and shutil.which("nvidia-smi") is None:
+        return 0
+    probe = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout
+    return int(out.strip() or 0)
+
+
 def cuda_available() -> bool:
-    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+    return cuda_devices() > 0
 
 
 def gpu_env() -> dict[str, str]:

@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import trainprof_cmd
+from gpu_helpers import cuda_available
 
-
-def _cuda() -> bool:
-    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
-
-
-pytestmark = pytest.mark.skipif(not _cuda(), reason="no CUDA device")
+pytestmark = pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
 
 
 def test_doctor_sees_the_gpu(tmp_path: Path) -> None:

@@ -11,16 +11,9 @@ from pathlib import Path
 
 import pytest
 from conftest import run_trainprof, write_script
-from gpu_helpers import gpu_env, keep
+from gpu_helpers import cuda_devices, gpu_env, keep
 
-
-def _gpus() -> int:
-    probe = "import torch; print(torch.cuda.device_count())"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout
-    return int(out.strip() or 0)
-
-
-pytestmark = pytest.mark.skipif(_gpus() < 2, reason="needs two CUDA devices")
+pytestmark = pytest.mark.skipif(cuda_devices() < 2, reason="needs two CUDA devices")
 
 ON_GPU_1 = """
 import os
