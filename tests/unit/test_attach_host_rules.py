@@ -108,7 +108,8 @@ def test_the_samplers_time_is_its_own_finding_not_input_bound() -> None:
     5 % of the time, with the sampler's 40 % in its title)."""
     f = found(attached((SAMPLER, 0.004), None), "sampler-overhead")
     assert f is not None and f.impact is not None and abs(f.impact - 0.4) < 0.03
-    assert f.where == f"{TRAIN}:90 (modality_of)"
+    assert f.where == f"{TRAIN}:80 (PKSampler.__iter__)"
+    assert f.hotspot == f"{TRAIN}:90 (modality_of)"
     assert found(attached((SAMPLER, 0.004), None), "input-bound") is None
     assert found(attached((SAMPLER, 0.004), 97.0), "sampler-overhead") is None
 

@@ -361,14 +361,11 @@ def overlaps(
 
 
 def dominant_user_frame(
-    spans: Sequence[StackSpan], windows: Iterable[tuple[float, float]], through: str | None = None
+    spans: Sequence[StackSpan], windows: Iterable[tuple[float, float]]
 ) -> Frame | None:
-    """The user's function+line that held the main thread longest inside the windows
-    (optionally only stacks passing through a function named ``through``)."""
+    """The user's function+line that held the main thread longest inside the windows."""
     counter: Counter[Frame] = Counter()
     for s, seconds in overlaps(spans, windows):
-        if through is not None and not any(short_name(f[0]) == through for f in s.frames):
-            continue
         uf = user_frame(s.frames)
         if uf is not None:
             counter[uf] += int(seconds * 1e6)

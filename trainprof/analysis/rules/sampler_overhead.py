@@ -21,7 +21,9 @@ Best practice::
 
 from __future__ import annotations
 
-from trainprof.analysis.attribution import dominant_user_frame, where
+from collections import Counter
+
+from trainprof.analysis.attribution import is_user_file, overlaps, short_name, where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, ms, primary_loader
@@ -62,7 +64,7 @@ def check(m: Metrics) -> Finding | None:
         f"{share:.0%} of steady step time",
         RUNS_IN_MAIN,
     )
-    return finding(share, evidence, sampler_frame(m))
+    return finding(share, evidence, sampler_frames(m))
 
 
 RUNS_IN_MAIN = (
@@ -71,15 +73,34 @@ RUNS_IN_MAIN = (
 )
 
 
-def sampler_frame(m: Metrics) -> Frame | None:
-    """The user's line in the sampler that held the main thread longest (under _next_index)."""
+def sampler_frames(m: Metrics) -> tuple[Frame | None, Frame | None]:
+    """(the sampler's own method that the DataLoader called, the user's line under it that held
+    the main thread longest), from the stacks under ``_next_index``: the first names the
+    sampler to change, the second where its time goes (a tokenizer it calls, say)."""
     if m.activity.window is None:
-        return None
-    return dominant_user_frame(m.activity.spans, [m.activity.window], through="_next_index")
+        return None, None
+    entry: Counter[Frame] = Counter()
+    hot: Counter[Frame] = Counter()
+    for span, seconds in overlaps(m.activity.spans, [m.activity.window]):
+        names = [short_name(f[0]) for f in span.frames]
+        if "_next_index" not in names:
+            continue
+        below = span.frames[names.index("_next_index") + 1 :]
+        mine = [f for f in below if is_user_file(f[1])]
+        if mine:
+            entry[mine[0]] += int(seconds * 1e6)
+            hot[mine[-1]] += int(seconds * 1e6)
+    return (
+        entry.most_common(1)[0][0] if entry else None,
+        hot.most_common(1)[0][0] if hot else None,
+    )
 
 
-def finding(share: float, evidence: tuple[str, ...], frame: Frame | None) -> Finding:
+def finding(
+    share: float, evidence: tuple[str, ...], frames: tuple[Frame | None, Frame | None]
+) -> Finding:
     """The finding, whether the batches were counted or only their stacks seen."""
+    entry, hot = frames
     return Finding(
         id="sampler-overhead",
         severity="warning",
@@ -90,7 +111,8 @@ def finding(share: float, evidence: tuple[str, ...], frame: Frame | None) -> Fin
             "__init__ and cache it; index arrays instead of re-reading samples every batch",
             "keep __iter__ to cheap index arithmetic (torch.randperm, list slicing)",
         ),
-        where=where(frame),
+        where=where(entry or hot),
+        hotspot=where(hot) if hot is not None and hot != entry else None,
     )
 
 
@@ -107,4 +129,4 @@ def _from_stacks(m: Metrics) -> Finding | None:
         f"({m.basis.sampled})",
         RUNS_IN_MAIN,
     )
-    return finding(share, evidence, sampler_frame(m))
+    return finding(share, evidence, sampler_frames(m))
