@@ -14,32 +14,22 @@ import os
 from typing import Any
 
 from trainprof.probe import records
+from trainprof.probe.batches import on_first_fetch
 
 MAX_DEPTH = 4  # nested tuples, lists and dicts walked
 MAX_LEAVES = 256  # leaves counted in one batch
 
 
 def install(fetch_mod: Any) -> None:
-    """Wrap each dataset fetcher's ``fetch`` once, in this (the main) process."""
+    """Look at the first batch each dataset fetcher makes in this (the main) process."""
     main_pid = os.getpid()
-    for cls in (fetch_mod._MapDatasetFetcher, fetch_mod._IterableDatasetFetcher):
-        _watch_once(cls, main_pid)
 
-
-def _watch_once(cls: Any, main_pid: int) -> None:
-    fetch = cls.fetch
-
-    def first_fetch(self: Any, possibly_batched_index: Any) -> Any:
-        cls.fetch = fetch  # gone before the batch is made: a raising fetch leaves no wrapper
-        batch = fetch(self, possibly_batched_index)
+    def see(batch: Any) -> None:
         if os.getpid() == main_pid:  # a worker's batch crosses by the rules measured there
-            try:
-                records.record_info({"batch_kind": kind_of(batch)})
-            except Exception as exc:
-                records.record_error("batch_kind", exc)
-        return batch
+            records.record_info({"batch_kind": kind_of(batch)})
 
-    cls.fetch = first_fetch
+    for cls in (fetch_mod._MapDatasetFetcher, fetch_mod._IterableDatasetFetcher):
+        on_first_fetch(cls, see, "batch_kind")
 
 
 def kind_of(batch: Any) -> dict[str, int]:

@@ -1,8 +1,12 @@
-"""A batch's first tensor and its leading dimension, for counting the samples a batch holds."""
+"""A batch's first tensor and its leading dimension, for counting the samples a batch holds;
+and a look at the next batch a dataset fetcher makes, once."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from trainprof.probe import records
 
 
 def leading_dim(batch: Any) -> int:
@@ -27,3 +31,21 @@ def first_tensor(batch: Any) -> Any:
         else:
             return None
     return None
+
+
+def on_first_fetch(cls: Any, see: Callable[[Any], None], part: str) -> None:
+    """Show the next batch ``cls.fetch`` makes to ``see``, once; the wrapper takes itself away
+    first, so a steady batch (or a raising fetch) pays nothing. ``see``'s errors are recorded
+    as ``part``'s."""
+    fetch = cls.fetch
+
+    def first_fetch(self: Any, possibly_batched_index: Any) -> Any:
+        cls.fetch = fetch
+        batch = fetch(self, possibly_batched_index)
+        try:
+            see(batch)
+        except Exception as exc:
+            records.record_error(part, exc)
+        return batch
+
+    cls.fetch = first_fetch

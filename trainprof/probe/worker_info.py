@@ -17,6 +17,7 @@ import zlib
 from typing import Any
 
 from trainprof.probe import records
+from trainprof.probe.batches import on_first_fetch
 
 _TORCH_DATA = "/torch/utils/data/"
 
@@ -53,22 +54,12 @@ def _fingerprint_first_batch() -> None:
     away after that batch: a steady batch pays nothing."""
     import torch.utils.data._utils.fetch as fetch_mod
 
-    cls = fetch_mod._IterableDatasetFetcher
-    fetch = cls.fetch
+    def see(batch: Any) -> None:
+        values = _first_values(batch)
+        if values is not None:
+            _record_now({"first_batch": zlib.crc32(repr(values).encode())})
 
-    def first_fetch(self: Any, possibly_batched_index: Any) -> Any:
-        cls.fetch = fetch  # type: ignore[method-assign]
-        batch = fetch(self, possibly_batched_index)
-        try:
-            values = _first_values(batch)
-            if values is not None:
-                crc = zlib.crc32(repr(values).encode())
-                _record_now({"first_batch": crc})
-        except Exception as exc:
-            records.record_error("first_batch", exc)
-        return batch
-
-    cls.fetch = first_fetch  # type: ignore[method-assign]
+    on_first_fetch(fetch_mod._IterableDatasetFetcher, see, "first_batch")
 
 
 def _first_values(batch: Any) -> list[Any] | None:
