@@ -105,10 +105,15 @@ TENSOR_DATASET_FIX = (
 )
 
 
+def is_tensor_dataset(loader: LoaderView | None) -> bool:
+    """The loader's dataset is torch's TensorDataset: tensors in memory, fetched by sample."""
+    return loader is not None and str(loader.config.get("dataset") or "").endswith(".TensorDataset")
+
+
 def part_fix(part: str | None, loader: LoaderView | None) -> list[str]:
     """The fix for the dataset part that costs most (collate or __getitem__); ``attach`` gives
     the same one, without a loader's configuration."""
-    if loader is not None and str(loader.config.get("dataset") or "").endswith(".TensorDataset"):
+    if is_tensor_dataset(loader):
         return [TENSOR_DATASET_FIX]
     if part == "collate":
         name = ((loader.config.get("collate_fn") if loader else None) or "collate_fn").rsplit(".")[

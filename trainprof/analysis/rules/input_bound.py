@@ -50,7 +50,7 @@ from trainprof.analysis.rules._common import (
 )
 from trainprof.analysis.rules._worker_pace import (
     SATURATED,
-    TENSOR_DATASET_FIX,
+    is_tensor_dataset,
     part_fix,
     waiting_clause,
     waiting_fix,
@@ -159,9 +159,8 @@ def check(m: Metrics) -> Finding | None:
         fix.extend(waiting_fix(m, workers, loader))
     elif cheap is not None:  # workers would save less than receiving a batch may cost
         fix.extend(_handover.per_batch_fix(m, cheap, batches))
-        own = part_fix(part, loader)
-        at = 0 if own == [TENSOR_DATASET_FIX] else 1  # sample by sample is the cost itself
-        fix[at:at] = own
+        at = 0 if is_tensor_dataset(loader) else 1  # sample by sample is the cost itself
+        fix[at:at] = part_fix(part, loader)
     else:
         pickled = _handover.pickled_batch(loader) if not workers else None
         if pickled is not None:
