@@ -27,16 +27,23 @@ demo: $(RUNTIME)
 
 # trainprof's modules compiled once, as pip does on install: with PYTHONDONTWRITEBYTECODE set,
 # each of the suite's ~400 trainprof processes compiled them again (0.15 s each).
+# Two lanes: first the tests no load can change (unit tests, recorded runs, and slow tests
+# marked `parallel`) two at a time; then, one at a time, the jobs whose verdicts judge time
+# shares or CPU contention, which a second job beside them would change. Both lanes always run.
 test: $(STAMP)
 	$(BIN)/python -m compileall -q trainprof
-	$(BIN)/python -m pytest -q --durations=15 tests
+	$(BIN)/python -m pytest -q -n 2 -m "not slow or parallel" --durations=10 tests; \
+	beside=$$?; \
+	$(BIN)/python -m pytest -q -p no:xdist -m "slow and not parallel" --durations=15 tests; \
+	alone=$$?; \
+	test $$beside -eq 0 -a $$alone -eq 0
 
-# The fast lane, for every change (about 2 min on 2 cores): unit tests, and the analysis and its
+# The fast lane, for every change (about 30 s on 2 cores): unit tests, and the analysis and its
 # reports on recorded run directories (tests/data); no training job. The tests that run one are
 # marked slow (tests/conftest.py) and left to `make test`.
 test-fast: $(STAMP)
 	$(BIN)/python -m compileall -q trainprof
-	$(BIN)/python -m pytest -q -m "not slow" --durations=10 tests
+	$(BIN)/python -m pytest -q -n 2 -m "not slow" --durations=10 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check trainprof tests bench tools

@@ -16,6 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
+
 COMMAND = (sys.executable, "-m", "trainprof")
 SECRETS = {
     "HF_TOKEN": "hf_zzTOPsecretTOKEN42",

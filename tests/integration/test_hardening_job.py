@@ -19,7 +19,7 @@ import psutil
 import pytest
 from conftest import live_group_members, run_trainprof, trainprof_cmd, write_script
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (conftest)
 
 
 @pytest.fixture

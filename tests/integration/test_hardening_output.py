@@ -150,6 +150,8 @@ SLOW_START = """
 import time
 time.sleep(1.5)  # imports, data set-up: before the first step
 import torch
+
+pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
 m = torch.nn.Linear(4, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)
 t = time.monotonic()
 while time.monotonic() - t < 3.0:

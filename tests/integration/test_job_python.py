@@ -81,6 +81,8 @@ def test_a_python_that_lacks_a_module_is_named(tmp_path: Path) -> None:
 
 ARGS = """
 import argparse
+
+pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
 parser = argparse.ArgumentParser()
 parser.add_argument("--lr", type=float, default=0.1)
 parser.parse_args()

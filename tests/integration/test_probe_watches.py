@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import run_reporting_job
 
 from trainprof.store.session import Session
+
+pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
 
 JOB = """
 import json, os, sys

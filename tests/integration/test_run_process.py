@@ -406,6 +406,8 @@ DATASET_ERROR = """
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
+
 class Broken(Dataset):
     def __len__(self):
         return 8

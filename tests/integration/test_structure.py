@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import run_trainprof, write_script
 
 from trainprof.store.session import Session
+
+pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
 
 SCRIPT = """
 import copy

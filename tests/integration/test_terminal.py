@@ -11,7 +11,10 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
 from conftest import trainprof_cmd, write_script
+
+pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
 
 
 def test_run_on_a_terminal(tmp_path: Path) -> None:
