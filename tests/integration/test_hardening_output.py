@@ -17,6 +17,8 @@ from conftest import ROOT, run_trainprof, trainprof_cmd, write_script
 from rich.cells import cell_len
 from test_terminal import run_on_pty
 
+pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
+
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # any colour or style
 ODD_ARGS = ("data.dirs=[/data/a,/data/b]", "split[train]", "\x1b[31mred")
 DEMO = ROOT / "trainprof" / "examples" / "demo_train.py"
@@ -150,8 +152,6 @@ SLOW_START = """
 import time
 time.sleep(1.5)  # imports, data set-up: before the first step
 import torch
-
-pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
 m = torch.nn.Linear(4, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)
 t = time.monotonic()
 while time.monotonic() - t < 3.0:

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import run_trainprof, write_script
 
+pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
+
 WHICH = """
 import json, sys
 print(json.dumps({"executable": sys.executable, "probe": "trainprof.probe" in sys.modules}))
@@ -81,8 +83,6 @@ def test_a_python_that_lacks_a_module_is_named(tmp_path: Path) -> None:
 
 ARGS = """
 import argparse
-
-pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
 parser = argparse.ArgumentParser()
 parser.add_argument("--lr", type=float, default=0.1)
 parser.parse_args()

@@ -23,6 +23,8 @@ from conftest import (
 
 import trainprof
 
+pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
+
 OWN = os.path.dirname(trainprof.__file__) + os.sep  # trainprof's package, as imported
 
 ECHO_ENV = """
@@ -405,8 +407,6 @@ def test_a_ctrl_c_the_shell_made_the_job_ignore_stays_ignored(tmp_path: Path, re
 DATASET_ERROR = """
 import torch
 from torch.utils.data import DataLoader, Dataset
-
-pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
 
 class Broken(Dataset):
     def __len__(self):
