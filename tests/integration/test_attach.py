@@ -484,6 +484,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.parallel
 def test_a_script_that_spawns_its_ranks_is_a_launcher(tmp: Path) -> None:
     """The DDP tutorial's torch.multiprocessing.spawn: the PID a user sees is the script's, which
     only waits; its children (command lines like DataLoader workers') are the ranks. Attach said

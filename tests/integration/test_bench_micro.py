@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 from conftest import ROOT
+
+pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
 
 
 def test_every_probe_hook_of_the_benchmark_is_measured() -> None:

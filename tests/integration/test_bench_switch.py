@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, run_reporting_job
+
+pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
 
 JOB = """
 import json, sys

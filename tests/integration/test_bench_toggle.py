@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT))
 
 from bench import overhead  # noqa: E402
+
+pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
 
 
 def test_the_toggle_measures_each_part_alone_and_empty() -> None:

@@ -260,6 +260,7 @@ def test_ragged_batch_crash_exits_3_with_the_finding_in_junit(tmp: Path) -> None
     assert failure_of(cases["job"]) is not None
 
 
+@pytest.mark.parallel
 def test_hang_exits_3_within_its_timeout(tmp: Path) -> None:
     limit = ZOO["hang_worker_blocked"].timeout_s
     r = ci(
@@ -338,6 +339,7 @@ def test_compare_two_batch_sizes_says_it_per_s_is_not_comparable(tmp: Path) -> N
 # ---- usage errors: one line, exit 2, before any job runs -----------------------------------
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize(
     "args",
     [
@@ -358,6 +360,7 @@ def test_bad_options_are_one_line_and_exit_2(tmp: Path, args: tuple[str, ...]) -
     assert not marker.exists()
 
 
+@pytest.mark.parallel
 def test_compare_of_a_file_that_is_not_a_report_is_one_line(tmp: Path) -> None:
     bad = tmp / "bad.json"
     bad.write_text('{"schema": "something else"}')
@@ -365,6 +368,7 @@ def test_compare_of_a_file_that_is_not_a_report_is_one_line(tmp: Path) -> None:
     assert p.returncode == 2 and ONE_LINE.match(p.stderr), p.stderr
 
 
+@pytest.mark.parallel
 def test_help_documents_the_exit_codes() -> None:
     p = subprocess.run(
         trainprof_cmd("ci", "--help"),

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import run_reporting_job
+
+pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
 
 JOB = """
 import json, sys

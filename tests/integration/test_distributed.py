@@ -134,6 +134,7 @@ def test_ddp_accumulation_outside_no_sync_is_named_at_its_backward_line(tmp_path
     assert_rules_ran(fixed.report)
 
 
+@pytest.mark.parallel
 def test_ranks_waiting_in_different_collectives_are_a_hang_named_at_both_lines(
     tmp_path: Path,
 ) -> None:
@@ -248,6 +249,7 @@ def test_every_rank_is_in_the_json_report_and_the_console(straggler: Result) -> 
     assert "╭─ ranks" in straggler.stderr and "collectives" in straggler.stderr
 
 
+@pytest.mark.parallel
 def test_a_rank_that_fails_is_named_with_its_error_and_the_others_are_consequences(
     failed: Result,
 ) -> None:
@@ -308,6 +310,7 @@ ABORTS_AT_EXIT = """\
 """
 
 
+@pytest.mark.parallel
 def test_a_rank_that_aborts_after_its_script_ended_is_told_apart_from_a_crash_in_training(
     tmp_path: Path,
 ) -> None:

@@ -8,9 +8,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from conftest import run_trainprof, write_script
 
 from trainprof.store.schema import ENV_FLOPS
+
+pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
 
 SCRIPT = """
 import torch

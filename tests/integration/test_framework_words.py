@@ -183,6 +183,7 @@ def _run(tmp: Path, name: str, text: str) -> Result:
     return r
 
 
+@pytest.mark.parallel
 @pytest.mark.skipif(
     importlib.util.find_spec("lightning") is None, reason="needs lightning (make test installs it)"
 )

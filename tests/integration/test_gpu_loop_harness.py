@@ -9,10 +9,13 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, run_trainprof
 
 from bench.gpu_loop import _interpolate
 from trainprof.store.session import Session
+
+pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
 
 
 def test_loop_steps_through_the_loader_hot_path(tmp_path: Path) -> None:

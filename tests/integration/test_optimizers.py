@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import run_trainprof, write_script
+
+pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
 
 PHASES = """
 import torch

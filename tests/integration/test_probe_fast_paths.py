@@ -9,7 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import run_trainprof, write_script
+
+pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
 
 JOB = """
 import json, sys

@@ -44,6 +44,7 @@ def workers_run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
     return run_trainprof(tmp, str(script), run_args=("--interval", "0.1"))
 
 
+@pytest.mark.parallel
 def test_steps_and_samples_counted(workers_run) -> None:  # type: ignore[no-untyped-def]
     r = workers_run
     assert r.returncode == 0, r.stderr
@@ -54,6 +55,7 @@ def test_steps_and_samples_counted(workers_run) -> None:  # type: ignore[no-unty
     assert s["step_time_s"]["p50"] <= s["step_time_s"]["p95"] <= s["step_time_s"]["max"]
 
 
+@pytest.mark.parallel
 def test_dataloader_workers_are_seen_and_measured(workers_run) -> None:  # type: ignore[no-untyped-def]
     session = Session.load(workers_run.run_dir)
     workers = session.workers
@@ -97,6 +99,7 @@ for epoch in range(4):
 """
 
 
+@pytest.mark.parallel
 def test_persistent_workers_of_a_top_level_loop_are_measured(tmp_path: Path) -> None:
     """A loop at the script's top level keeps its loader to the end: its persistent workers
     are killed at the job's exit, before their own last write, so the counts their timer
@@ -109,6 +112,7 @@ def test_persistent_workers_of_a_top_level_loop_are_measured(tmp_path: Path) -> 
     assert sum(w.fetch_count for w in workers) > 0
 
 
+@pytest.mark.parallel
 def test_steps_option_stops_cleanly(tmp_path: Path) -> None:
     script = write_script(
         tmp_path,
@@ -154,6 +158,7 @@ while True:
 """
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize(
     ("job", "unit"), [(HAND_WRITTEN_FOREVER, "backward pass"), (LOADER_FOREVER, "batch")]
 )
@@ -166,6 +171,7 @@ def test_steps_option_stops_a_job_without_optimizer(tmp_path: Path, job: str, un
     assert r.report["run"]["stopped_by"] == "steps"
 
 
+@pytest.mark.parallel
 def test_steps_option_lets_a_statistics_pass_before_the_optimizer_run(tmp_path: Path) -> None:
     """40 batches read for statistics (no backward) before the optimizer is built: --steps 3
     stops after three optimizer steps, not in that pass."""
@@ -194,6 +200,7 @@ def test_steps_option_lets_a_statistics_pass_before_the_optimizer_run(tmp_path: 
     assert r.report["summary"]["steps"] == 3
 
 
+@pytest.mark.parallel
 def test_steps_option_counts_optimizer_steps_of_an_accumulating_job(tmp_path: Path) -> None:
     """16 micro-batches (and backward passes) before the first optimizer step: with a torch
     optimizer built, --steps 3 means three optimizer steps, not three batches."""
@@ -224,6 +231,7 @@ def test_steps_option_counts_optimizer_steps_of_an_accumulating_job(tmp_path: Pa
     assert r.stdout.splitlines() == ["batches 16", "batches 32"]  # the third step stopped it
 
 
+@pytest.mark.parallel
 def test_timeout_stops_the_job(tmp_path: Path) -> None:
     script = write_script(
         tmp_path, "sleepy.py", "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
@@ -233,6 +241,7 @@ def test_timeout_stops_the_job(tmp_path: Path) -> None:
     assert r.report["run"]["stopped_by"] == "timeout"
 
 
+@pytest.mark.parallel
 def test_job_without_optimizer_gets_batch_records(tmp_path: Path) -> None:
     script = write_script(
         tmp_path,
@@ -292,6 +301,7 @@ def test_a_hand_written_loop_is_judged_on_its_backward_passes(tmp_path: Path) ->
     assert "400 backward passes (no optimizer step or DataLoader batch seen)" in words, words
 
 
+@pytest.mark.parallel
 def test_report_command_rerenders_a_stored_run(workers_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "again.json"
     proc = subprocess.run(
@@ -305,6 +315,7 @@ def test_report_command_rerenders_a_stored_run(workers_run, tmp_path: Path) -> N
     assert "trainprof report" in proc.stdout  # no job output to protect: `> report.txt` works
 
 
+@pytest.mark.parallel
 def test_report_of_a_missing_dir_is_one_line(tmp_path: Path) -> None:
     proc = subprocess.run(
         trainprof_cmd("report", str(tmp_path / "nope")), capture_output=True, text=True
@@ -338,6 +349,7 @@ def test_demo_names_fake_batching_and_input_bound(
     assert re.search(r"it/s \(8 batches each: [\d.]+ batches/s\)", proc.stderr)
 
 
+@pytest.mark.parallel
 def test_demo_list_and_bad_name() -> None:
     listing = subprocess.run(trainprof_cmd("demo", "list"), capture_output=True, text=True)
     assert listing.returncode == 0
@@ -392,6 +404,7 @@ def test_stack_sampling_hands_over_between_chunks(
     assert not list(run_dir.glob("stacks-*.json")) and not list(run_dir.glob("*.part"))
 
 
+@pytest.mark.parallel
 def test_the_probe_records_where_the_model_trains(workers_run) -> None:  # type: ignore[no-untyped-def]
     """What gpu-unused reads, from a real CPU job: the parameters' device, the CUDA version this
     torch was built for (None: the CPU wheel here) and CUDA_VISIBLE_DEVICES (unset: None)."""
@@ -403,6 +416,7 @@ def test_the_probe_records_where_the_model_trains(workers_run) -> None:  # type:
     assert "cuda_visible_devices" in precision
 
 
+@pytest.mark.parallel
 def test_the_probe_records_the_loop_that_steps_the_optimizer(workers_run) -> None:  # type: ignore[no-untyped-def]
     """The loop's functions as a fact (attribution.step_callers), read from a real job's first
     optimizer step: main and the module, the user's frames; torch's hook wrapper is not."""
@@ -492,6 +506,7 @@ LEAVES_THROUGH_OS_EXIT = {
 }
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("how", list(LEAVES_THROUGH_OS_EXIT))
 def test_a_process_that_leaves_through_os_exit_keeps_its_last_steps(
     tmp_path: Path, how: str
@@ -525,6 +540,7 @@ STREAMS = """
 """
 
 
+@pytest.mark.parallel
 def test_an_iterable_dataset_is_recorded_with_its_iter(tmp_path: Path) -> None:
     """The probe tells the report where an IterableDataset's samples are made: its __iter__
     (the loader's config pointed at torch's Dataset.__getitem__, which it never calls)."""
@@ -563,6 +579,7 @@ RANDOM_STREAM = """
 """
 
 
+@pytest.mark.parallel
 def test_an_unsplit_random_stream_is_not_called_duplicated(tmp_path: Path) -> None:
     """iterable-unsplit needs proof in the run (two workers with the same first batch): a
     random stream's workers draw different samples, and it stays quiet, though none of them
@@ -596,6 +613,7 @@ for epoch in range(3):  # a sampler and a loader built anew each epoch (no proce
 """
 
 
+@pytest.mark.parallel
 def test_a_sampler_built_anew_each_epoch_at_epoch_0_is_named(tmp_path: Path) -> None:
     """Three loaders over one dataset, each sampler at epoch 0: the same order three times.
     The same loop calling set_epoch(epoch) on each new sampler is left alone."""

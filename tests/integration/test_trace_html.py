@@ -128,6 +128,7 @@ def test_bad_paths_are_one_line_and_exit_2(
     assert proc.stderr.startswith(message) and proc.stderr.count("\n") == 1, proc.stderr
 
 
+@pytest.mark.parallel
 def test_run_refuses_a_bad_path_before_the_job_starts(tmp_path: Path) -> None:
     proc = subprocess.run(
         trainprof_cmd("run", "--trace", "-", str(script_path("cpu_stall"))),

@@ -56,6 +56,7 @@ def test_healthy_zoo_case_gets_no_warning(name: str, zoo_run: ZooRun) -> None:
     assert_rules_ran(r.report)
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("name", BROKEN)
 def test_crash_and_hang_zoo_cases_name_the_cause_first(name: str, zoo_run: ZooRun) -> None:
     case = ZOO[name]
@@ -119,6 +120,7 @@ def test_cold_torch_compile_is_warm_up_not_a_hang(zoo_run: ZooRun) -> None:
     assert "torch.compile" in r.stderr
 
 
+@pytest.mark.parallel
 def test_workers_blocked_in_user_code_are_quoted_not_called_dead(zoo_run: ZooRun) -> None:
     r, first = _first("hang_worker_blocked", zoo_run)
     assert first["id"] == "hang"
