@@ -7,21 +7,19 @@ import errno
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainprof.collect.launcher import (
-    Job,
-)
-from trainprof.collect.live import LiveView
 from trainprof.collect.samplers import progress as progress_page
-from trainprof.collect.samplers.loop import SamplerLoop
-from trainprof.collect.say import say
-from trainprof.report import write_run_json
 from trainprof.store import rundir
 from trainprof.store.schema import (
     PROBE_STOPPED,
     event_file_name,
 )
+
+if TYPE_CHECKING:  # a Recording is made before the job starts: it imports only what that needs
+    from trainprof.collect.launcher import Job
+    from trainprof.collect.live import LiveView
+    from trainprof.collect.samplers.loop import SamplerLoop
 
 
 class Recording:
@@ -110,6 +108,8 @@ class Recording:
         if s is None or self._announced:
             return
         self._announced = True
+        from trainprof.collect.say import say
+
         say(
             live,
             f"trainprof: recording stopped {s['stopped_at_s']:.1f} s into the run: "
@@ -132,6 +132,8 @@ class Recording:
         """After the job: run.json, with the recording flag, using the space held back if need be."""
         if self.stopped is not None:
             meta["recording"] = self.stopped
+        from trainprof.report import write_run_json
+
         error = write_run_json(self.run_dir / rundir.META, meta)
         if error is not None:
             self.failed(time.monotonic(), error, rundir.META)

@@ -11,11 +11,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainprof import signals
-from trainprof.analysis.outcome import job_exception, killed_at_shutdown
-from trainprof.collect.hang_watch import HangWatch
 from trainprof.collect.interpreter import job_python, startup_hint
 from trainprof.collect.launcher import (
     Job,
@@ -24,27 +22,25 @@ from trainprof.collect.launcher import (
     probe_env,
     resolve_command,
 )
-from trainprof.collect.live import LiveView
 from trainprof.collect.output import TerminalLock
-from trainprof.collect.probe_state import ProbeWatch, probe_state
 from trainprof.collect.recording import Recording
-from trainprof.collect.samplers.loop import DEFAULT_INTERVAL_S, SamplerLoop
-from trainprof.collect.samplers.stack_starter import StackStarter
-from trainprof.collect.samplers.stacks import StackRecorder
-from trainprof.collect.say import say
 from trainprof.collect.watchdog import Watchdog
-from trainprof.doctor.cpu import usable_cpu_count
-from trainprof.render.text import make_console
-from trainprof.report import report
 from trainprof.store import rundir
-from trainprof.store.abandoned import process_started
 from trainprof.store.redact import redact
 from trainprof.store.schema import (
     ENV_DISABLE,
     ENV_NO_REDACT,
 )
-from trainprof.store.session import Session
 from trainprof.version import __version__
+
+if TYPE_CHECKING:  # imported in run() once the job has started: the job does not wait for them
+    from trainprof.collect.hang_watch import HangWatch
+    from trainprof.collect.live import LiveView
+    from trainprof.collect.probe_state import ProbeWatch
+    from trainprof.collect.samplers.loop import SamplerLoop
+    from trainprof.collect.samplers.stack_starter import StackStarter
+    from trainprof.collect.samplers.stacks import StackRecorder
+    from trainprof.store.session import Session
 
 TIMEOUT_EXIT = 124  # as GNU timeout
 
@@ -74,6 +70,8 @@ class RunOptions:
 
 def usable_cpus() -> int | None:
     """Affinity and cgroup quota counted, exactly as `trainprof doctor` counts."""
+    from trainprof.doctor.cpu import usable_cpu_count
+
     return usable_cpu_count()
 
 
@@ -82,10 +80,10 @@ def run(opts: RunOptions) -> int:
     shown = list(command) if opts.no_redact else redact(command)  # stored and printed
     if opts.json_path is not None:
         rundir.check_user_file(opts.json_path)  # before the job: never a run without its file
-    from trainprof.render.html import check_view_path
-
     for option, path in (("--trace", opts.trace_path), ("--html", opts.html_path)):
         if path is not None:
+            from trainprof.render.html import check_view_path
+
             check_view_path(path, option)
     explicit = opts.run_dir is not None
     run_dir = rundir.create(opts.run_dir or rundir.default_run_dir(shown), explicit)
@@ -96,7 +94,7 @@ def run(opts: RunOptions) -> int:
         "redacted": not opts.no_redact,
         "cwd": os.getcwd(),
         "run_dir": str(run_dir),
-        "usable_cpus": usable_cpus(),
+        "usable_cpus": None,  # read once the job has started
         "cpu_count": os.cpu_count(),
         "interval_s": opts.interval_s,
         "max_steps": opts.steps,
@@ -104,7 +102,7 @@ def run(opts: RunOptions) -> int:
         "wall_start": time.time(),
         # run.json is written at the start without exit_code: `trainprof report` on a run whose
         # runner died (SIGKILL, the OOM killer) tells it from one still running by this.
-        "runner": {"pid": os.getpid(), "started": process_started(os.getpid())},
+        "runner": {"pid": os.getpid(), "started": None},
     }
     blocked = probe_blocked_by(command)
     if blocked is not None:
@@ -125,14 +123,11 @@ def run(opts: RunOptions) -> int:
     before = signals.catch(STOP_SIGNALS, lambda signum, _frame: held.append(signum))
     job = Job(command, env, run_dir, terminal)
     job.start()
-    # The analysis and the renderers are imported while the job starts up, not before it (the
-    # job would wait for them) nor after it ends (its report would): ~0.2 s of imports here.
-    threading.Thread(target=_import_the_analysis, name="trainprof-imports", daemon=True).start()
     guard.watch(job.pid, signal.SIGTERM)
-    recording.started_at = job.started_at
-    meta["t_launch"] = job.started_at
-    meta["pid"] = job.pid
-    recording.write(rundir.META, meta)
+    # What watches the job is imported while the job starts up, not before it (the job would
+    # wait for it), and the host sampler first: trainprof's cost counts from its first sample.
+    from trainprof.collect.samplers.loop import DEFAULT_INTERVAL_S, SamplerLoop
+
     sampler = SamplerLoop(
         job.pid,
         run_dir / rundir.SAMPLES,
@@ -140,6 +135,24 @@ def run(opts: RunOptions) -> int:
         adaptive=opts.interval_s is None,
     )
     sampler.start()
+    from trainprof.analysis.outcome import job_exception, killed_at_shutdown
+    from trainprof.collect.hang_watch import HangWatch
+    from trainprof.collect.live import LiveView
+    from trainprof.collect.probe_state import ProbeWatch, probe_state
+    from trainprof.collect.samplers.stack_starter import StackStarter
+    from trainprof.collect.say import say
+    from trainprof.render.text import make_console
+    from trainprof.store.abandoned import process_started
+    from trainprof.store.session import Session
+
+    # The analysis and the renderers, which only the job's end needs, in a thread meanwhile.
+    threading.Thread(target=_import_the_analysis, name="trainprof-imports", daemon=True).start()
+    meta["usable_cpus"] = usable_cpus()
+    meta["runner"]["started"] = process_started(os.getpid())
+    recording.started_at = job.started_at
+    meta["t_launch"] = job.started_at
+    meta["pid"] = job.pid
+    recording.write(rundir.META, meta)
     live = LiveView(str(run_dir), terminal, sys.stderr.fileno())
 
     def stacks_started(starter: StackStarter, rec: StackRecorder, previous: int | None) -> None:
@@ -238,11 +251,21 @@ REPORT_ERROR = "report-error.txt"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # a user stopping the job
 
 
+def report(session: Session, json_path: Path | None, **options: Any) -> dict[str, Any]:
+    """The job's report: ``trainprof.report.report``, imported once the job has started."""
+    from trainprof.report import report as analyse_and_report
+
+    return analyse_and_report(session, json_path, **options)
+
+
 def _import_the_analysis() -> None:
-    import trainprof.analysis.pipeline  # noqa: F401
-    import trainprof.compare.settings  # noqa: F401
-    import trainprof.render.console  # noqa: F401
-    import trainprof.render.json_report  # noqa: F401
+    """Import what the report needs; a failure is left to the report's own import to raise."""
+    with contextlib.suppress(Exception):
+        import trainprof.analysis.pipeline  # noqa: F401
+        import trainprof.compare.settings  # noqa: F401
+        import trainprof.render.console  # noqa: F401
+        import trainprof.render.json_report  # noqa: F401
+        import trainprof.report  # noqa: F401
 
 
 def _report_failed(exc: Exception, run_dir: Path) -> None:
@@ -302,6 +325,8 @@ def _supervise(
 ) -> str | None:
     """Wait for the job, forwarding signals (first those ``held`` since it started), drawing the
     status line, enforcing --timeout."""
+    from trainprof.collect.say import say
+
     stopped_by: list[str] = []
 
     def forward(signum: int, _frame: Any) -> None:
