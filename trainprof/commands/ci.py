@@ -32,7 +32,6 @@ from trainprof.commands.options import (
 )
 from trainprof.commands.run import positive_seconds
 from trainprof.errors import TrainprofError
-from trainprof.render.text import make_console, shell_join
 from trainprof.store import rundir
 
 # The reports' loaders and renderers and the gates load the analysis: imported where used, so
@@ -267,6 +266,7 @@ def ci(
     from trainprof.compare.windows import step_windows
     from trainprof.gate.gates import evaluate
     from trainprof.gate.render import render_gates
+    from trainprof.render.text import make_console
 
     data: dict[str, Any] = captured["data"]
     session: Session = captured["session"]
@@ -358,6 +358,7 @@ def _write_outputs(
 ) -> None:
     from trainprof.gate import github
     from trainprof.gate.junit import junit_xml
+    from trainprof.render.text import shell_join
 
     run = data.get("run") or {}
     command = shell_join(str(a) for a in run.get("command") or [])

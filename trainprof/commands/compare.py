@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from trainprof.commands.options import NoColor
-from trainprof.render.text import make_console
 from trainprof.store.rundir import check_user_file, write_user_file
 
 # The comparison loads the analysis: imported where used, so that every other command's start
@@ -70,6 +69,7 @@ def compare(
     side_b = _side(b, "run B", windows)
     from trainprof.compare.diff import compare as compare_sides
     from trainprof.compare.render import render_comparison
+    from trainprof.render.text import make_console
 
     result = compare_sides(side_a, side_b)
     to_stderr = json_path is not None and str(json_path) == "-"

@@ -14,10 +14,7 @@ from typing import Annotated
 import typer
 
 from trainprof.commands.options import NoColor
-from trainprof.doctor.registry import DoctorOptions, run_doctor
 from trainprof.errors import TrainprofError
-from trainprof.render.doctor_console import render_doctor
-from trainprof.render.text import make_console
 from trainprof.store.rundir import check_user_file, write_user_file
 
 
@@ -88,6 +85,10 @@ def doctor(
 
       trainprof doctor --workers 8 --data /data/train
     """
+    from trainprof.doctor.registry import DoctorOptions, run_doctor
+    from trainprof.render.doctor_console import render_doctor
+    from trainprof.render.text import make_console
+
     _validate(json_path, workers, batch_mb, ckpt_dir, data)
     report = run_doctor(DoctorOptions(workers, batch_mb, ckpt_dir, data))
     render_doctor(report, make_console(stderr=to_stdout(json_path)), strict)

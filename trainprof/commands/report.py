@@ -11,7 +11,6 @@ import typer
 from trainprof.commands.options import HtmlOut, JsonOut, NoColor, TraceOut, Verbose
 from trainprof.errors import TrainprofError
 from trainprof.store.rundir import RUNS_DIR, check_user_file, latest_run_dir
-from trainprof.store.session import Session, is_run_dir
 
 
 def report(
@@ -36,6 +35,8 @@ def report(
 
       trainprof report trainprof-runs/20261126-101500-train --html run.html
     """
+    from trainprof.store.session import Session, is_run_dir
+
     nodes = list(run_dirs or [])
     run_dir = nodes[0] if nodes else None
     if run_dir is None:
@@ -58,10 +59,10 @@ def report(
             raise TrainprofError(f"{node} is not a trainprof run directory (no run.json)")
     if json_path is not None:
         check_user_file(json_path)
-    from trainprof.render.html import check_view_path
-
     for option, path in (("--trace", trace_path), ("--html", html_path)):
         if path is not None:
+            from trainprof.render.html import check_view_path
+
             check_view_path(path, option)
     from trainprof.render.text import make_console
     from trainprof.report import report as render_report

@@ -14,7 +14,6 @@ import typer
 
 from trainprof.commands.options import NoColor
 from trainprof.errors import TrainprofError
-from trainprof.render.text import make_console
 
 if TYPE_CHECKING:
     from trainprof.analysis.rules.registry import Rule
@@ -94,6 +93,7 @@ def rules(
     if markdown and json_path is not None:
         raise TrainprofError("--markdown and --json: pick one")
     from trainprof.render import rules_reference as ref
+    from trainprof.render.text import make_console
 
     if json_path is not None and rule_id is None and not json_path.exists():
         # `rules --json cpu-stall`, from when --json was a flag: that rule, on stdout
