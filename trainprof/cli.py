@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
 import sys
 from collections.abc import Callable
@@ -13,7 +14,6 @@ import typer.core
 from trainprof.commands import attach, ci, compare, demo, doctor, report, rules, run
 from trainprof.commands.options import OUTPUT, NoColor
 from trainprof.errors import TrainprofError
-from trainprof.render.text import clean
 
 
 class _Argument(typer.core.TyperArgument):
@@ -152,9 +152,15 @@ _register("rules", rules.rules, "List the rules a report can fire, or show one i
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point; the process ends without a last garbage collection."""
     try:
         app()
     except TrainprofError as exc:
+        from trainprof.render.text import clean
+
         print(f"trainprof: {clean(str(exc))}", file=sys.stderr)  # one line, whatever it quotes
         sys.exit(exc.exit_code)
+    finally:
+        # The exit's last collection walked every object left (~0.05 s after a run's report)
+        # to free memory the system takes back anyway; files are closed where they are written.
+        gc.freeze()
