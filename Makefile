@@ -32,7 +32,7 @@ demo: $(RUNTIME)
 # shares or CPU contention, which a second job beside them would change. Both lanes always run.
 test: $(STAMP)
 	$(BIN)/python -m compileall -q trainprof
-	$(BIN)/python -m pytest -q -n 2 -m "not slow or parallel" --durations=10 tests; \
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow or parallel" --durations=10 tests; \
 	beside=$$?; \
 	$(BIN)/python -m pytest -q -p no:xdist -m "slow and not parallel" --durations=15 tests; \
 	alone=$$?; \
