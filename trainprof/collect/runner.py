@@ -94,7 +94,7 @@ def run(opts: RunOptions) -> int:
         "redacted": not opts.no_redact,
         "cwd": os.getcwd(),
         "run_dir": str(run_dir),
-        "usable_cpus": None,  # read once the job has started
+        "usable_cpus": None,  # read once the job has started, as the runner's start time
         "cpu_count": os.cpu_count(),
         "interval_s": opts.interval_s,
         "max_steps": opts.steps,
@@ -124,6 +124,10 @@ def run(opts: RunOptions) -> int:
     job = Job(command, env, run_dir, terminal)
     job.start()
     guard.watch(job.pid, signal.SIGTERM)
+    recording.started_at = job.started_at
+    meta["t_launch"] = job.started_at
+    meta["pid"] = job.pid
+    recording.write(rundir.META, meta)  # at once: a full disk is told as of the launch
     # What watches the job is imported while the job starts up, not before it (the job would
     # wait for it), and the host sampler first: trainprof's cost counts from its first sample.
     from trainprof.collect.samplers.loop import DEFAULT_INTERVAL_S, SamplerLoop
@@ -149,9 +153,6 @@ def run(opts: RunOptions) -> int:
     threading.Thread(target=_import_the_analysis, name="trainprof-imports", daemon=True).start()
     meta["usable_cpus"] = usable_cpus()
     meta["runner"]["started"] = process_started(os.getpid())
-    recording.started_at = job.started_at
-    meta["t_launch"] = job.started_at
-    meta["pid"] = job.pid
     recording.write(rundir.META, meta)
     live = LiveView(str(run_dir), terminal, sys.stderr.fileno())
 
