@@ -14,9 +14,9 @@ forward and backward of the 0.56M-parameter MLP at batch 64 are nearly all of th
 
 Expert diagnosis: none (no warning or error); where: -.
 
-``--fixed`` changes nothing (it exists for the harness). Measured (2026-11-29, 2 shared CPUs,
-load ~3, ``OMP_NUM_THREADS=1``, median of 3 runs of ``/usr/bin/time``): plain MEASURED_PLAIN s,
-``--fixed`` MEASURED_FIXED s.
+``--fixed`` changes nothing (it exists for the harness). Measured (2026-11-29, 2 CPUs shared
+with other jobs, load average 1.9-2.3, ``OMP_NUM_THREADS=1``, median of 3 runs of
+``/usr/bin/time``, noisy): plain 4.23 s, ``--fixed`` 4.25 s.
 """
 
 from __future__ import annotations
