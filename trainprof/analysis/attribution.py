@@ -76,9 +76,21 @@ def user_frame(frames: tuple[Frame, ...]) -> Frame | None:
 
 
 def where(frame: Frame | None) -> str | None:
+    """``file:line (function)``, the function as a reader finds it in the file (no genexpr)."""
     if frame is None:
         return None
-    return f"{frame[1]}:{frame[2]} ({frame[0]})"
+    return f"{frame[1]}:{frame[2]} ({named(frame[0])})"
+
+
+# A comprehension, generator expression or lambda inside a function: named by that function.
+_ANONYMOUS_TAIL = re.compile(
+    r"(?:\.<locals>)?(?:\.<(?:genexpr|listcomp|dictcomp|setcomp|lambda)>)+$"
+)
+
+
+def named(qualname: str) -> str:
+    """``ProgressBar._render.<locals>.<genexpr>`` → ``ProgressBar._render``; others unchanged."""
+    return _ANONYMOUS_TAIL.sub("", qualname) or qualname
 
 
 def is_compiling(frames: tuple[Frame, ...]) -> bool:
@@ -115,11 +127,10 @@ def category(
         return "compile"
     if keeps_anomaly_stack(frames):
         return "anomaly"
-    for name, path, _line in reversed(frames):
+    for frame in reversed(frames):
+        name, path, _line = frame
         p = path.replace("\\", "/")
-        if "torch/serialization.py" in p or short_name(name) in _SAVE_FUNCS.get(
-            "/".join(p.rsplit("/", 2)[-2:]), ()
-        ):
+        if is_save(frame):
             return "save"
         if "torch/utils/data/" in p:
             return "data"
@@ -377,20 +388,36 @@ def caller_of(
 ) -> Frame | None:
     """The user's line that calls into a library (e.g. ``torch/utils/data/``) most often: the
     last user frame before the first frame whose file contains ``path_part``."""
-    return _caller(spans, window, lambda f: path_part in f[1].replace("\\", "/"))
+    return _caller(spans, [window], lambda f: path_part in f[1].replace("\\", "/"))
 
 
 def backward_caller(spans: Sequence[StackSpan], window: tuple[float, float]) -> Frame | None:
     """The user's line that runs autograd's backward most often (``loss.backward()``)."""
-    return _caller(spans, window, lambda f: _runs_backward(f[0], f[1]))
+    return _caller(spans, [window], lambda f: _runs_backward(f[0], f[1]))
+
+
+def is_save(frame: Frame) -> bool:
+    """A checkpoint writer's frame: torch.serialization, safetensors' save_file, Lightning's."""
+    path = frame[1].replace("\\", "/")
+    if "torch/serialization.py" in path:
+        return True
+    return short_name(frame[0]) in _SAVE_FUNCS.get("/".join(path.rsplit("/", 2)[-2:]), ())
+
+
+def save_caller(spans: Sequence[StackSpan], windows: Iterable[tuple[float, float]]) -> Frame | None:
+    """The user's line that calls a checkpoint writer (``torch.save``) longest in the windows:
+    read from the stacks inside the writer, not from whatever the windows' edges overlap."""
+    return _caller(spans, windows, is_save)
 
 
 def _caller(
-    spans: Sequence[StackSpan], window: tuple[float, float], entry: Callable[[Frame], bool]
+    spans: Sequence[StackSpan],
+    windows: Iterable[tuple[float, float]],
+    entry: Callable[[Frame], bool],
 ) -> Frame | None:
     """The last user frame before the first ``entry`` frame, weighted by time, most often."""
     counter: Counter[Frame] = Counter()
-    for s, seconds in overlaps(spans, [window]):
+    for s, seconds in overlaps(spans, windows):
         if any("importlib._bootstrap" in f[1] for f in s.frames):
             continue  # importing the library (`import torch` at line 2) calls nothing of it
         for i, frame in enumerate(s.frames):
