@@ -7,6 +7,7 @@ from __future__ import annotations
 from synth import session
 from test_rule_thresholds import periodic
 
+from trainprof.analysis.attribution import dominant_user_frame, save_caller
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.pipeline import analyze
 from trainprof.store.session import Session
@@ -79,3 +80,29 @@ def test_the_rest_of_the_save_call_is_the_checkpoints() -> None:
 def test_work_in_another_call_after_a_save_is_not_the_checkpoints() -> None:
     ids = [f.id for f in analyze(saving(False))[1].findings]
     assert "cpu-stall" in ids or "blocking-stall" in ids, ids
+
+
+def test_the_save_is_placed_in_the_function_that_calls_the_writer() -> None:
+    """Saves of 25 ms sampled every 25 ms: the optimizer step's sample before each save spans
+    most of its window. The `where` is read from the stacks inside torch.save (blind set C's
+    rolling checkpointer was placed at the loop's `opt.step()`)."""
+    opt_step = (
+        ("<module>", TRAIN, 1),
+        ("train", TRAIN, 101),
+        ("step", f"{TORCH}/optim/adam.py", 1),
+    )
+    saving_ = (
+        ("<module>", TRAIN, 1),
+        ("train", TRAIN, 110),
+        ("Checkpointer.save", TRAIN, 60),
+        ("save", "/venv/site-packages/trainprof/probe/saves.py", 40),
+        ("save", f"{TORCH}/serialization.py", 1),
+    )
+    spans, windows = [], []
+    for k in range(10):
+        t = k * 1.0
+        spans.append(StackSpan(t, t + 0.040, opt_step))  # sampled 15 ms before the save began
+        spans.append(StackSpan(t + 0.040, t + 0.065, saving_))
+        windows.append((t + 0.025, t + 0.050))
+    assert dominant_user_frame(spans, windows) == ("train", TRAIN, 101)  # the windows' edges
+    assert save_caller(spans, windows) == ("Checkpointer.save", TRAIN, 60)

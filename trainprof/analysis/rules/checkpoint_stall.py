@@ -17,7 +17,7 @@ Best practice::
 from __future__ import annotations
 
 from trainprof.analysis import frameworks
-from trainprof.analysis.attribution import dominant_user_frame, where
+from trainprof.analysis.attribution import dominant_user_frame, save_caller, where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import interval, ms
@@ -60,7 +60,7 @@ def check(m: Metrics) -> Finding | None:
     cost = led.get("save")
     sizes = [b for _s, b, _p in inside if b >= 0]
     segs = [seg for seg, _b, _p in inside]
-    frame = dominant_user_frame(m.activity.spans, [(s.t0, s.t1) for s in segs])
+    at = _where(m, [(s.t0, s.t1) for s in segs])
     size = _sizes(sizes)
     return Finding(
         id="checkpoint-stall",
@@ -73,8 +73,16 @@ def check(m: Metrics) -> Finding | None:
             f"last saved to {inside[-1][2]}",
         ),
         fix=FIX,
-        where=where(frame),
+        where=at,
     )
+
+
+def _where(m: Metrics, windows: list[tuple[float, float]]) -> str | None:
+    """The user's line that calls the checkpoint writer (the function that saves: a whole
+    ``save_checkpoint`` is the checkpoint's cost); without the writer in the stacks, the user's
+    line that held the saves longest."""
+    frame = save_caller(m.activity.spans, windows)
+    return where(frame or dominant_user_frame(m.activity.spans, windows))
 
 
 def _sizes(sizes: list[int]) -> str:
@@ -97,7 +105,7 @@ def _from_stacks(m: Metrics) -> Finding | None:
     if not saves or share < SHARE.value:
         return None
     cost = led.get("save")
-    frame = dominant_user_frame(m.activity.spans, [(s.t0, s.t1) for s in saves])
+    at = _where(m, [(s.t0, s.t1) for s in saves])
     gaps = [b.t0 - a.t0 for a, b in zip(saves, saves[1:], strict=False)]
     every = f", every {sum(gaps) / len(gaps):.1f} s" if gaps else ""
     return Finding(
@@ -111,5 +119,5 @@ def _from_stacks(m: Metrics) -> Finding | None:
             "training waits for each save",
         ),
         fix=FIX,
-        where=where(frame),
+        where=at,
     )
