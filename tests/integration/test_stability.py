@@ -1,10 +1,10 @@
 """The same job on the same machine gets the same first finding, run after run: a sample of the
-zoo, each case three times back to back (``python -m bench.stability`` runs the whole set).
+zoo, each case twice back to back (``python -m bench.stability`` runs the whole set, 3 times).
 Whether a healthy control stays clean is the zoo tests' to say; here, that it does not flip.
 
-The first of the three runs is test_zoo's (conftest's ``zoo_run``, the same `trainprof run -q
---timeout` of the same script that bench.stability makes, asked for here first); the other two
-are bench.stability's."""
+The first run is test_zoo's (conftest's ``zoo_run``, the same `trainprof run -q --timeout` of
+the same script that bench.stability makes, asked for here first); the second is
+bench.stability's."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from trainprof.examples.zoo import ZOO
 
 
 @pytest.mark.parametrize("case", ["loop_overhead", "healthy_stream"])
-def test_three_runs_give_one_first_finding(case: str, zoo_run: ZooRun, tmp_path: Path) -> None:
+def test_two_runs_give_one_first_finding(case: str, zoo_run: ZooRun, tmp_path: Path) -> None:
     first = zoo_run(case)
     got = ["(no report)" if first.report is None else (first.problems or ["none"])[0]]
-    got += [first_finding(case, tmp_path, k) for k in (1, 2)]
+    got.append(first_finding(case, tmp_path, 1))
     assert len(set(got)) == 1, got
     if ZOO[case].expect is not None:
         assert got[0] == ZOO[case].expect, got
