@@ -35,7 +35,7 @@ WORKERS_JOB = """
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-        if time.monotonic() - t0 > 8:
+        if time.monotonic() - t0 > 5:
             break
 """
 
