@@ -271,6 +271,12 @@ class Profile:
         return counter.most_common(1)[0][0]
 
 
+# A line that calls backward (``loss.backward()``, ``accelerator.backward(loss)``), not a hook
+# named after it (``cb.on_after_backward(self, step)``): a torn py-spy sample of backward under
+# such a hook's line made every stack under that hook the forward pass.
+_CALLS_BACKWARD = re.compile(r"\b(?:manual_)?backward\s*\(")
+
+
 def backward_sites(
     spans: Iterable[StackSpan],
     source: dict[tuple[str, int], str],
@@ -287,7 +293,7 @@ def backward_sites(
         if category_of(s.frames) != "backward":
             continue
         uf = user_frame(s.frames)
-        if uf is None or "backward" not in source.get((uf[1], uf[2]), ""):
+        if uf is None or not _CALLS_BACKWARD.search(source.get((uf[1], uf[2]), "")):
             continue
         key = (uf[0], uf[1])
         sites[key] = max(sites.get(key, 0), uf[2])
