@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from trainprof.analysis.attribution import (
     categoriser,
     is_user_file,
+    named,
     overlaps,
     short_name,
     user_frame,
@@ -63,9 +64,8 @@ class CallSite:
 
 
 def enclosing(qualname: str) -> str:
-    """``search.<locals>.<genexpr>`` → ``search``: the function a reader can find."""
-    parts = [p for p in qualname.split(".") if p != "<locals>" and not p.startswith("<")]
-    return parts[-1] if parts else qualname
+    """``search.<locals>.<genexpr>`` → ``search``: the function a reader can find, unqualified."""
+    return short_name(named(qualname))
 
 
 _WRAPPER_FILES = re.compile(r"(?:torch/utils/_contextlib|/contextlib|/functools)\.py$")
