@@ -277,7 +277,7 @@ def test_from_outside_workers_that_wait_are_told_apart_from_workers_that_compute
     assert not any("make __getitem__ cheaper" in f for f in first["fix"]), first["fix"]
 
 
-@pytest.mark.parallel  # judges no timing or load (conftest)
+@pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 def test_a_job_hung_on_its_workers_is_called_hung_where_they_wait(tmp: Path) -> None:
     """hang_worker_blocked's two workers wait forever for a shard that never comes, and the
     main process for their batch: every stack held, nothing read or written. attach says it is
@@ -375,7 +375,7 @@ def test_a_torchrun_job_is_reported_per_rank(tmp: Path) -> None:
     assert "rank 1 pid" in flat(r.stderr)  # the console shows a row per rank
 
 
-@pytest.mark.parallel  # judges no timing or load (conftest)
+@pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 def test_the_target_exiting_while_sampled_gives_a_report_of_what_was_seen(tmp: Path) -> None:
     job = [sys.executable, str(ZOO_DIR / "attach_paced.py"), "--rate", "20", "--seconds", "2.5"]
     with started(job, "training", tmp) as t:
@@ -410,7 +410,7 @@ def _py_spy_of(pid: int, segment: int = 0) -> psutil.Process | None:
     return None
 
 
-@pytest.mark.parallel  # judges no timing or load (conftest)
+@pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 def test_py_spy_stopping_by_itself_is_started_again_and_ctrl_c_reports(tmp: Path) -> None:
     """py-spy may stop by itself on a live job (seen: after 15 samples, at an epoch's end):
     attach starts it again for the time left and joins the stacks. Stopped here as py-spy stops

@@ -18,7 +18,7 @@ from conftest import trainprof_cmd
 
 from trainprof.collect.attach.target import resolve
 
-pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (conftest)
+pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (CONTRIBUTING)
 LOOPS = "import time\nprint('ready', flush=True)\nwhile True:\n    sum(range(1000)); time.sleep(0.001)\n"
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import trainprof_cmd
 
-pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (conftest)
+pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (CONTRIBUTING)
 SCENARIO = """
 import json, os, signal, subprocess, sys, time
 import psutil

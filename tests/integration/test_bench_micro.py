@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 
 def test_every_probe_hook_of_the_benchmark_is_measured() -> None:

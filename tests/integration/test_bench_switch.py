@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_reporting_job
 
-pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 JOB = """
 import json, sys

@@ -13,7 +13,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import overhead  # noqa: E402
 
-pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 
 def test_the_toggle_measures_each_part_alone_and_empty() -> None:

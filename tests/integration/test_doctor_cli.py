@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 COMMAND = (sys.executable, "-m", "trainprof")
 SECRETS = {

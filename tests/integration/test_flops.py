@@ -13,7 +13,7 @@ from conftest import run_trainprof, write_script
 
 from trainprof.store.schema import ENV_FLOPS
 
-pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 SCRIPT = """
 import torch

@@ -15,7 +15,7 @@ from conftest import ROOT, run_trainprof
 from bench.gpu_loop import _interpolate
 from trainprof.store.session import Session
 
-pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 
 def test_loop_steps_through_the_loader_hot_path(tmp_path: Path) -> None:

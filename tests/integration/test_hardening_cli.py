@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from conftest import ROOT, trainprof_cmd, write_script
 
-pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (conftest)
+pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (CONTRIBUTING)
 SECRETS = ("sk-live-AAA", "sk-live-BBB", "sk-live-CCC")
 SECRET_ARGS = ("--api-key=sk-live-AAA", "--token", "sk-live-BBB", "API_KEY=sk-live-CCC")
 IS_ROOT = os.geteuid() == 0

@@ -72,7 +72,7 @@ def _run_on(
     return proc, run_dir
 
 
-@pytest.mark.parallel  # judges no timing or load (conftest)
+@pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 def test_disk_full_mid_run_the_job_runs_to_its_end(small_disk: Path, tmp_path: Path) -> None:
     """Was: the tee died on ENOSPC and closed the job's pipe (BrokenPipeError after ~19,700
     lines); the probe's flush raised ENOSPC inside optimizer.step(); report.json crashed."""
@@ -153,7 +153,7 @@ def _py_spy_of(pid: int) -> list[psutil.Process]:
     return found
 
 
-@pytest.mark.parallel  # judges no timing or load (conftest)
+@pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 def test_runner_killed_takes_the_job_and_py_spy_with_it(tmp_path: Path) -> None:
     """Was: after a SIGKILL of trainprof, the job, its helpers and py-spy ran on, re-parented."""
     script = write_script(tmp_path, "forever.py", RUNS_FOREVER)
@@ -245,7 +245,7 @@ def test_steps_before_a_sigkill_are_kept_but_the_last_second(tmp_path: Path) -> 
     assert killed_at - (header["t0"] + last / 1e6) <= 1.0  # a crash loses at most the last second
 
 
-@pytest.mark.parallel  # judges no timing or load (conftest)
+@pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 def test_syntax_error_is_quoted_in_run_json(tmp_path: Path) -> None:
     script = write_script(tmp_path, "broken.py", "import torch\nx = (\nprint(1)\n")
     r = run_trainprof(tmp_path, str(script))
@@ -268,7 +268,7 @@ TRAINS = """
 """
 
 
-@pytest.mark.parallel  # judges no timing or load (conftest)
+@pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 def test_python_isolated_mode_says_the_probe_could_not_load(tmp_path: Path) -> None:
     """Was: under `python -I` the report claimed "torch was never imported"."""
     script = write_script(tmp_path, "train.py", TRAINS)
@@ -301,7 +301,7 @@ def test_python_isolated_mode_says_the_probe_could_not_load(tmp_path: Path) -> N
     assert json.loads((r.run_dir / "run.json").read_text())["probe"] == {"loaded": True}
 
 
-@pytest.mark.parallel  # judges no timing or load (conftest)
+@pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 def test_a_probe_that_fails_to_start_in_the_job_is_named(tmp_path: Path) -> None:
     """A stale ``trainprof`` earlier on the job's PYTHONPATH (an old checkout) shadows the
     installed one, and the probe's import fails inside the job: the report names that failure
@@ -362,7 +362,7 @@ print("job finished")
 """
 
 
-@pytest.mark.parallel  # judges no timing or load (conftest)
+@pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 def test_a_probe_error_leaves_the_job_alone_and_the_report_says_it(tmp_path: Path) -> None:
     """The probe fails open: here it cannot tag a custom iterator with its epoch start. The
     job runs to its end, its steps are counted, and the report says what the probe could not
@@ -489,7 +489,7 @@ STEPS_ON_A_FULL_DISK = """
 """
 
 
-@pytest.mark.parallel  # judges no timing or load (conftest)
+@pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 @pytest.mark.parametrize("command", ["run", "ci"])
 def test_a_full_disk_does_not_make_the_hang_watch_kill(
     small_disk: Path, tmp_path: Path, command: str
@@ -517,7 +517,7 @@ def test_a_full_disk_does_not_make_the_hang_watch_kill(
     assert report["run"]["recording"]["stopped_at_s"] == rec["stopped_at_s"]
 
 
-@pytest.mark.parallel  # judges no timing or load (conftest)
+@pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 def test_the_hang_watch_stands_down_when_nothing_counts_the_steps(
     small_disk: Path, tmp_path: Path
 ) -> None:

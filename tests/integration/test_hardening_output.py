@@ -17,7 +17,7 @@ from conftest import ROOT, run_trainprof, trainprof_cmd, write_script
 from rich.cells import cell_len
 from test_terminal import run_on_pty
 
-pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # any colour or style
 ODD_ARGS = ("data.dirs=[/data/a,/data/b]", "split[train]", "\x1b[31mred")

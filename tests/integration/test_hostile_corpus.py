@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from conftest import trainprof_cmd
 
-pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (conftest)
+pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (CONTRIBUTING)
 BAD_BYTES = os.fsdecode(b"caf\xe9-\xff\xfe")  # not UTF-8: a lone surrogate per byte in Python
 HOSTILE = "<script>alert(1)</script></style>\"'::error::x%0A,a:b\r\n\x1b[31mred\x07"
 SECRET = "hf_corpusSECRET12345"

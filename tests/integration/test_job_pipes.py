@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import trainprof_cmd, write_script
 
-pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (conftest)
+pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (CONTRIBUTING)
 
 
 def _into_head(cmd: list[str], cwd: Path) -> tuple[int, bytes, float]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import run_trainprof, write_script
 
-pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 WHICH = """
 import json, sys

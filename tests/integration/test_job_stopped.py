@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import trainprof_cmd, write_script
 
-pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (conftest)
+pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (CONTRIBUTING)
 STOPPED_FOR_S = 6.0  # over --hang-after 2 and the watch's 2 s of looks: a hang, as it was
 
 STEPS_AROUND_A_STOP = """

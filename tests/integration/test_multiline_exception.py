@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import run_trainprof, write_script
 
-pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 MESSAGE = "could not load the config:\n  key 'lr' is missing\n  key 'epochs' is missing"
 

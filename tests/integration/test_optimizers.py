@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import run_trainprof, write_script
 
-pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 PHASES = """
 import torch

@@ -10,7 +10,7 @@ from conftest import run_trainprof, write_script
 
 from trainprof.units import fmt_bytes
 
-pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (conftest)
+pytestmark = [pytest.mark.slow, pytest.mark.parallel]  # judges no timing or load (CONTRIBUTING)
 MIB = 2**20
 ARRAY_MIB = 384
 WORKERS = 3

@@ -12,7 +12,7 @@ from conftest import run_reporting_job
 
 from trainprof.store.session import Session
 
-pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 JOB = """
 import json, os, sys

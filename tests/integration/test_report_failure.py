@@ -12,7 +12,7 @@ import pytest
 
 from trainprof.collect import runner
 
-pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 
 def test_a_failing_report_keeps_the_jobs_exit_code_and_says_how_to_retry(

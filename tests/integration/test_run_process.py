@@ -23,7 +23,7 @@ from conftest import (
 
 import trainprof
 
-pytestmark = pytest.mark.parallel  # judges no timing or load: runs beside another test (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 OWN = os.path.dirname(trainprof.__file__) + os.sep  # trainprof's package, as imported
 

@@ -10,7 +10,7 @@ from conftest import run_trainprof, write_script
 
 from trainprof.store.session import Session
 
-pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 SCRIPT = """
 import copy

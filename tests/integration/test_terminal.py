@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import trainprof_cmd, write_script
 
-pytestmark = pytest.mark.parallel  # judges no timing or load (conftest)
+pytestmark = pytest.mark.parallel  # judges no timing or load (CONTRIBUTING)
 
 
 def test_run_on_a_terminal(tmp_path: Path) -> None:
