@@ -27,10 +27,15 @@ STEPS_AROUND_A_STOP = """
     for _ in range(40):
         step(); time.sleep(0.02)
     print("pid", os.getpid(), flush=True)
+    # until a gap between two clock reads shows the stop and continue: each read is compared
+    # with the one before it, so a stop between any two of them is seen
     last = time.monotonic()
-    while time.monotonic() - last < 3:  # until a gap shows the stop and continue
-        last = time.monotonic()
+    while True:
         step(); time.sleep(0.02)
+        now = time.monotonic()
+        if now - last >= 3:
+            break
+        last = now
     for _ in range(20):
         step(); time.sleep(0.02)
     print("last line", flush=True)
