@@ -159,5 +159,6 @@ def test_slow_steps_of_the_loops_own_code_while_it_waits_for_a_cpu_are_no_cpu_st
     f = waiting["cpu-starved"]  # it claims the steps that stood still: 2.7 s of 8.3
     assert f.impact is not None and abs(f.impact - m.ledger.share("stall_wait")) < 1e-9
     assert 0.25 < f.impact < 0.4, f.impact
-    assert "9 steps of the loop's own code stood still for 300.0 ms" in f.evidence[2]
+    stood = "9 steps of the loop's own code stood still for 300.0 ms"
+    assert any(stood in line for line in f.evidence), f.evidence
     assert "cpu-stall" in {f.id for f in analyze(job(False))[1].findings}

@@ -59,7 +59,9 @@ def test_four_workers_beside_two_intra_op_threads_on_two_cpus_are_named_with_the
         "workers: 6 threads for the 2 CPUs the job may use; its processes used 1.7 CPUs on "
         "average"
     )
-    assert f.evidence[2].startswith("the loop waited for data 0.0% of the steady time")
+    assert f.evidence[2].startswith(
+        "the loop waited for its workers' next batch 0.0% of the steady time"
+    )
     assert f.fix[0].startswith(
         "fewer DataLoader workers, and torch's threads for the CPUs they leave: num_workers=1 "
         "and torch.set_num_threads(1) (or OMP_NUM_THREADS=1): workers and intra-op threads"

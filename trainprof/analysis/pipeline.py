@@ -12,7 +12,7 @@ from trainprof.analysis.ledger import Ledger, allocate
 from trainprof.analysis.measure import measure
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rank_hits import with_rank_hits
-from trainprof.analysis.rules import REGISTRY, all_rules, unowned_time
+from trainprof.analysis.rules import COMPOUNDS, REGISTRY, all_rules, unowned_time
 from trainprof.analysis.rules.registry import Rule, missing_signal
 from trainprof.store.session import Session
 
@@ -74,7 +74,22 @@ def evaluate(
             findings = unowned_time.with_unowned(m, findings, tuple(skipped))
         if m.device_idle is not None:
             findings = on_the_device(findings, m.device_idle)
-    return rank(findings), tuple(skipped)
+    return said_together(rank(findings)), tuple(skipped)
+
+
+def said_together(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
+    """Two findings whose causes compound each say so, naming the other, after their first
+    line of evidence: whichever ranks first, it tells both causes."""
+    found = {f.id for f in findings}
+    out = []
+    for f in findings:
+        lines = [
+            f"with {other} (also found here): {how}"
+            for pair, how in sorted(COMPOUNDS.items(), key=lambda kv: sorted(kv[0]))
+            if f.id in pair and (other := next(iter(pair - {f.id}))) in found
+        ]
+        out.append(replace(f, evidence=(*f.evidence[:1], *lines, *f.evidence[1:])) if lines else f)
+    return tuple(out)
 
 
 def on_the_device(findings: list[Finding], idle: float) -> list[Finding]:

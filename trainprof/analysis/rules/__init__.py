@@ -8,11 +8,14 @@ import importlib
 import pkgutil
 
 from trainprof.analysis.crash.row import Signature
-from trainprof.analysis.rules.registry import REGISTRY, SIGNATURES, Rule
+from trainprof.analysis.rules.registry import REGISTRY, SIGNATURES, Rule, compounding
 
 for _mod in pkgutil.iter_modules(__path__):
     if not _mod.name.startswith("_") and _mod.name != "registry":
         importlib.import_module(f"{__name__}.{_mod.name}")
+
+# Pairs of rule ids whose causes compound → how (declared on one of the two rules).
+COMPOUNDS = compounding(REGISTRY)
 
 
 def all_rules() -> tuple[Rule, ...]:

@@ -75,6 +75,18 @@ WORKERS_SETTING = frameworks.settings("workers")
     or_from=("samples", "schedstat", "sampled_window"),
     claims=RUNNABLE,
     thresholds=(RUNQ, THROTTLED, GPU_BUSY),
+    compounds={
+        "input-bound": (
+            "the DataLoader's workers and the loop draw on the same CPUs: what takes the loop's "
+            "CPU slows its workers too, and its own share of each batch (receiving it, the "
+            "collate); more workers add to the competition: give the loop its CPU first "
+            "(cpu-starved's fix), then judge the wait for data that is left"
+        ),
+        "loop-overhead": (
+            "the loop's own host work waits for a CPU too, and part of its measured time is "
+            "that wait: cpu-starved's fix first, then the host work that is left"
+        ),
+    },
 )
 def check(m: Metrics) -> Finding | None:
     s = m.cpu_starvation
@@ -156,8 +168,9 @@ def _workers(m: Metrics, s: CpuStarvation, threads: int, workers: int) -> Findin
         "CPUs on average"
     )
     ahead = (
-        f"the loop waited for data {data_wait:.1%} of the steady time: the workers keep ahead of "
-        "it, and its wait for a CPU is what they cost it"
+        f"the loop waited for its workers' next batch {data_wait:.1%} of the steady time "
+        "(receiving one aside): the workers keep ahead of it, and its wait for a CPU is what "
+        "they cost it"
     )
     keep = min(workers, max(1, usable // 2)) if usable > 1 else 0
     fix = []

@@ -39,6 +39,12 @@ LINES_PER_STEP = Threshold("lines_per_step", 0.5, "count", "lines of output per 
     claims=("logging",),
     thresholds=(SHARE, LINES_PER_STEP, GPU_BUSY),
     settings=frameworks.settings("log_every"),
+    compounds={
+        "host-sync": (
+            "the lines that log read GPU tensors (.item(), a printed tensor), and each read "
+            "waits for the GPU: logging less often removes both costs"
+        ),
+    },
 )
 def check(m: Metrics) -> Finding | None:
     if m.basis.by_stacks:

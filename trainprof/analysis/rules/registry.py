@@ -230,6 +230,9 @@ class Rule:
     harm: Harm = "time"  # what its cause harms; "results" and "debug" rank before "time"
     # the zoo scripts (trainprof/examples/zoo/) that reproduce it, its shipped example first
     examples: tuple[str, ...] = ()
+    # another rule's id → how their causes compound: where both are found, each finding says so
+    # (a pair is declared by one of its two rules)
+    compounds: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def summary(self) -> str:
@@ -274,6 +277,7 @@ def rule(
     per_rank: bool = True,
     harm: Harm = "time",
     examples: tuple[str, ...] = (),
+    compounds: Mapping[str, str] | None = None,
 ) -> Callable[[Check], Check]:
     """Register the decorated check as rule ``id`` (its module's docstring is its reference)."""
     declared = dict(
@@ -291,6 +295,7 @@ def rule(
         per_rank=per_rank,
         harm=harm,
         examples=examples,
+        compounds=compounds or {},
     )
 
     def register(check: Check) -> Check:
@@ -361,6 +366,7 @@ def define(
     per_rank: bool = True,
     harm: Harm = "time",
     examples: tuple[str, ...] = (),
+    compounds: Mapping[str, str] | None = None,
 ) -> Rule:
     unknown = [n for n in (*needs, *or_from) if n not in SIGNALS]
     if unknown:
@@ -370,6 +376,8 @@ def define(
         raise RuleError(f"rule {id}: unknown ledger bucket(s) {bad}; known: {ledger.BUCKETS}")
     if id in REGISTRY:
         raise RuleError(f"rule {id} is defined twice")
+    if id in (compounds or {}):
+        raise RuleError(f"rule {id}: it cannot compound itself")
     shared = [(n, r.id) for r in REGISTRY.values() for n in examples if n in r.examples]
     if shared:
         raise RuleError(f"rule {id}: zoo script {shared[0][0]} is {shared[0][1]}'s example")
@@ -396,9 +404,25 @@ def define(
         per_rank,
         harm,
         examples,
+        compounds or {},
     )
     REGISTRY[id] = r
     return r
+
+
+def compounding(rules: Mapping[str, Rule]) -> dict[frozenset[str], str]:
+    """Each declared pair of rule ids whose causes compound → how; a pair declared twice, or
+    naming an unknown rule, raises RuleError (checked once every rule is registered)."""
+    pairs: dict[frozenset[str], str] = {}
+    for r in rules.values():
+        for other, how in r.compounds.items():
+            if other not in rules:
+                raise RuleError(f"rule {r.id}: compounds an unknown rule {other!r}")
+            pair = frozenset((r.id, other))
+            if pair in pairs:
+                raise RuleError(f"rules {r.id} and {other}: their pair is declared twice")
+            pairs[pair] = how
+    return pairs
 
 
 def missing_signal(r: Rule, m: Metrics) -> str | None:

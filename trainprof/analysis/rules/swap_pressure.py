@@ -25,6 +25,13 @@ IO_BPS = Threshold("io_rate", 1 * MB, "bytes/s", "swap traffic (in + out) averag
     family="memory",
     needs=("samples",),
     thresholds=(IO_BPS,),
+    compounds={
+        "memory-growth": (
+            "the job's growing memory is what fills RAM and sends pages to swap, and each "
+            "swapped page read back stalls the step: bound the growth first, and the swapping "
+            "goes with it"
+        ),
+    },
 )
 def check(m: Metrics) -> Finding | None:
     io = m.activity.swap_io_bps_mean
