@@ -6,7 +6,9 @@ finding, its `where`, and whether they match, then the total. Usage:
     .venv/bin/python tests/blind/score.py [--set DIR] [--keep DIR] [SCRIPT ...]
 
 `--set DIR` scores another blind set (a folder with its scripts and EXPECTED.md; default
-this one); `--keep DIR` keeps each run's report as DIR/SCRIPT.json.
+this one); `--keep DIR` keeps each run's report as DIR/SCRIPT.json. A set whose table has a
+fourth column, a second cause that compounds the first, is scored on it too: the first finding
+must say both (its id one of the two, its evidence naming the other).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Expected:
     script: str
     finding: str  # "none" for a control
     where: list[str]  # function names, any of which matches
+    second: str | None = None  # a rule id that compounds the first (a four-column table)
 
 
 @dataclass
@@ -38,17 +41,24 @@ class Outcome:
     where: str
     id_ok: bool
     where_ok: bool
+    both_ok: bool | None = None  # the first finding says both causes (None: none expected)
 
 
 def read_expected(folder: Path = HERE) -> list[Expected]:
     rows = []
+    in_table = False  # the expected findings' table, not the costs' table after it
     for line in (folder / "EXPECTED.md").read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 3 or not cells[0].endswith(".py"):
+        if cells[:2] == ["script", "expected first finding"]:
+            in_table = True
+        elif not line.strip().startswith("|"):
+            in_table = False
+        if not in_table or len(cells) not in (3, 4) or not cells[0].endswith(".py"):
             continue
         where = cells[2].replace("\\_", "_")
         names = [] if where == "-" else [w.strip() for w in where.split(" or ")]
-        rows.append(Expected(cells[0], cells[1], names))
+        second = cells[3] if len(cells) == 4 and cells[3] not in ("-", "") else None
+        rows.append(Expected(cells[0], cells[1], names, second))
     return rows
 
 
@@ -78,7 +88,14 @@ def run_one(exp: Expected, tmp: Path, folder: Path = HERE) -> Outcome:
     where = first.get("where") or ""
     id_ok = first.get("id") == exp.finding
     where_ok = id_ok and function_of(where) in exp.where
-    return Outcome(str(first.get("id")), where, id_ok, where_ok)
+    both_ok = None
+    if exp.second is not None:
+        said = " ".join(first.get("evidence") or [])
+        pair = {exp.finding, exp.second}
+        both_ok = first.get("id") in pair and all(
+            i == first.get("id") or f"with {i} (" in said for i in pair
+        )
+    return Outcome(str(first.get("id")), where, id_ok, where_ok, both_ok)
 
 
 def main(argv: list[str]) -> int:
@@ -95,7 +112,7 @@ def main(argv: list[str]) -> int:
     if argv:
         wanted = {a if a.endswith(".py") else a + ".py" for a in argv}
         rows = [r for r in rows if r.script in wanted]
-    cases = ids = full = controls = controls_clean = 0
+    cases = ids = full = controls = controls_clean = pairs = pairs_said = 0
     print(f"{'script':24} {'expected':18} {'first finding':18} id  where  location")
     with tempfile.TemporaryDirectory() as tmp:
         for exp in rows:
@@ -110,15 +127,20 @@ def main(argv: list[str]) -> int:
                 cases += 1
                 ids += out.id_ok
                 full += out.where_ok
+            if out.both_ok is not None:
+                pairs += 1
+                pairs_said += out.both_ok
             mark = lambda ok: "yes" if ok else "no"  # noqa: E731
             print(
                 f"{exp.script:24} {exp.finding:18} {out.finding:18} {mark(out.id_ok):3} "
-                f"{mark(out.where_ok):6} {out.where}",
+                f"{mark(out.where_ok):6} {out.where}"
+                + ("" if out.both_ok is None else f"  both said: {mark(out.both_ok)}"),
                 flush=True,
             )
     print(
         f"score: {ids}/{cases} first finding right, {full}/{cases} with its where; "
         f"controls clean {controls_clean}/{controls}"
+        + (f"; both causes said {pairs_said}/{pairs}" if pairs else "")
     )
     return 0
 

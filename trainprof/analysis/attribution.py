@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainprof.analysis.usercode import is_user_path
+from trainprof.analysis.usercode import is_stdlib_path, is_user_path
 from trainprof.store.stacks import Frame, StackSpan
 
 _PRINTING = re.compile(
@@ -311,6 +311,12 @@ def _before_backward(frames: tuple[Frame, ...], sites: dict[tuple[str, str], int
     return False
 
 
+def _in_stdlib(frames: tuple[Frame, ...]) -> bool:
+    """The innermost frame is the standard library's: host work (a ``copy.deepcopy`` of the
+    batch, ``random.sample``, ``json``) that the step calls before its backward, not a forward."""
+    return bool(frames) and is_stdlib_path(frames[-1][1])
+
+
 def by_position(
     category_of: Callable[[tuple[Frame, ...]], str], sites: dict[tuple[str, str], int]
 ) -> Callable[[tuple[Frame, ...]], str]:
@@ -319,7 +325,7 @@ def by_position(
 
     def of(frames: tuple[Frame, ...]) -> str:
         cat = category_of(frames)
-        if cat == "other" and sites and _before_backward(frames, sites):
+        if cat == "other" and sites and _before_backward(frames, sites) and not _in_stdlib(frames):
             return "forward"
         return cat
 

@@ -58,6 +58,21 @@ def _roots() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     return forms(own), forms(os.path.join(own, "examples")), torch
 
 
+# The standard library's own files: pure-Python host work (copy.deepcopy, json, pickle, random),
+# never a model's tensor code.
+_STDLIB = re.compile(
+    r"/lib(?:64)?/python\d[^/]*/(?!site-packages/|dist-packages/)"
+    r"|^[A-Za-z]:/.*/Lib/(?!site-packages/)"
+    r"|<frozen"
+)
+
+
+@lru_cache(maxsize=8192)
+def is_stdlib_path(path: str) -> bool:
+    """True when ``path`` (``/`` or ``\\`` separated) is a file of Python's standard library."""
+    return bool(_STDLIB.search(path.replace("\\", "/")))
+
+
 @lru_cache(maxsize=8192)
 def is_torch_path(path: str) -> bool:
     """True when ``path`` (``/`` or ``\\`` separated) is a file of torch's installed package."""

@@ -79,7 +79,12 @@ def check(m: Metrics) -> Finding | None:
         evidence.append(hot.evidence)
     if hot is not None and hot.call is not None:
         title = f"{hot.call.call} in the training loop takes {share:.0%} of the loop"
-        fix: tuple[str, ...] = (hot.call.fix, EVERY_N)
+        # the table's fix for what the line calls, then the step's cadence: not "per-step
+        # extras", as the call may be the step's own work (a deepcopy of the batch)
+        fix: tuple[str, ...] = (
+            hot.call.fix,
+            f"or, where {hot.quoted} need not run every step, run it every N steps",
+        )
     else:
         title = f"Host work outside forward/backward/optimizer takes {share:.0%} of the loop"
         fix = (EVERY_N, FUSED)
