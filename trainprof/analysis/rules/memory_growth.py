@@ -26,8 +26,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from trainprof.analysis.findings import Finding
+from trainprof.analysis.holders import Holder, busiest_functions, likeliest
 from trainprof.analysis.memory import Growth
 from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.rules._common import primary_loader
 from trainprof.analysis.rules._profiler import recording
 from trainprof.analysis.rules.registry import Threshold, rule
 from trainprof.limits import ATTACH_DURATION_S
@@ -85,6 +87,12 @@ def _growing(m: Metrics, growths: Iterable[Growth]) -> Finding | None:
     out_in = running_out(m, rate)
     if out_in is not None:
         evidence.append(out_in[0])
+    holder = _holder(m, growing)
+    if holder is not None:
+        evidence.append(
+            f"the likeliest holder: `{holder.text}` in {holder.function} adds to a container "
+            "that outlives the call, each time it runs (what each line keeps is not traced)"
+        )
     fix = [
         "bound in-memory caches: functools.lru_cache(maxsize=...) or an LRU dict with a size limit",
         "do not append tensors that still hold the graph (store loss.item(), not loss)",
@@ -102,7 +110,21 @@ def _growing(m: Metrics, growths: Iterable[Growth]) -> Finding | None:
         title=f"Host memory grows steadily ({rate * 60 / MB:.0f} MiB/min)",
         evidence=tuple(evidence),
         fix=tuple(fix),
+        where=holder.where if holder is not None else None,
     )
+
+
+def _holder(m: Metrics, growing: list[Growth]) -> Holder | None:
+    """The line likeliest to hold the growth: in the dataset's ``__getitem__`` where workers
+    grow, else in the functions the main thread ran over the window, helpers before the loop."""
+    if growing[0].role == "worker":
+        loader = primary_loader(m)
+        at = loader.config.get("getitem_at") if loader is not None else None
+        return likeliest([(str(at[2]), str(at[0]), int(at[1]))]) if at else None
+    window = m.activity.window
+    if window is None or not m.activity.spans:
+        return None
+    return likeliest(busiest_functions(m.activity.spans, window, m.activity.loop_funcs))
 
 
 def running_out(m: Metrics, rate: float) -> tuple[str, bool] | None:
