@@ -17,8 +17,7 @@ from score import Expected, read_expected, run_one  # noqa: E402
 # The expert expects logging-overhead; the function's time is mostly its per-parameter
 # histograms, which trainprof names (loop-overhead, at log_metrics).
 ID_MISSES = {"json_metrics_gen.py"}
-# memory-growth names no line: host samples say which process grows, not where it allocates.
-WHERE_MISSES = {"feature_cache.py"}
+WHERE_MISSES: set[str] = set()
 
 
 # Named in some runs and not in others: a miss here is reported (an xfail that says what was
