@@ -83,3 +83,38 @@ def test_helpers_are_searched_before_the_functions_that_drive_training(tmp_path:
     assert [name for name, _p, _l in ranked] == ["step", "<module>", "train"]
     found = likeliest(ranked)
     assert found is not None and found.function == "step" and found.line == 22
+
+
+METER = """\
+class AverageMeter:
+    def update(self, val, n=1):
+        self.sum = self.sum + val * n
+        self.count += n
+        self.steps += 1
+
+
+class Logger:
+    def log(self, loss):
+        self.lines.append(loss)
+
+
+def train_step(meter, logger, loss):
+    meter.update(loss)
+    logger.log(loss)
+"""
+
+
+def test_a_sum_kept_across_calls_holds_only_where_nothing_is_added(tmp_path: Path) -> None:
+    """A loss tensor summed into an attribute keeps every step's graph: the holder where no line
+    adds to a container (blind set B's aux_head_meter); a container's add is likelier."""
+    path = tmp_path / "meter.py"
+    path.write_text(METER)
+    sums = holders(str(path), "AverageMeter.update", 3)
+    assert [(h.line, h.adds) for h in sums] == [(3, False), (4, False)]  # not += 1
+    found = likeliest([("train_step", str(path), 14)])
+    assert found is not None and found.function == "Logger.log"
+    printed = tmp_path / "printed.py"
+    printed.write_text(METER.replace("self.lines.append(loss)", "print(loss)"))
+    only_sum = likeliest([("train_step", str(printed), 14)])
+    assert only_sum is not None
+    assert (only_sum.function, only_sum.line) == ("AverageMeter.update", 3)

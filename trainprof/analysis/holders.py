@@ -5,7 +5,9 @@ the code that ran while it grew. A function that runs every step and adds to a c
 outlives the call (``self.cache[key] = x``, ``self.history.append(out)``, a list passed in or
 global) keeps what it adds; one that appends to a list it made itself does not. Appends of a
 number (``.item()``, ``float(...)``, ``len(...)``) keep a few bytes a step and are left out: a
-float per step is no leak at the rates the rule judges. Read with ``ast`` from the user's files.
+float per step is no leak at the rates the rule judges. Failing any such line, a sum kept
+across calls (``self.total += loss``, ``self.sum = self.sum + val``) is the holder: a loss
+tensor summed so keeps every step's graph alive. Read with ``ast`` from the user's files.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Holder:
     line: int
     function: str  # as py-spy names it, e.g. ``RankingTracker.update``
     text: str  # the line's source, stripped
+    adds: bool = True  # it adds to a container (else: a sum kept across calls, less likely)
 
     @property
     def where(self) -> str:
@@ -64,8 +67,11 @@ def holders(path: str, function: str, line: int) -> list[Holder]:
     local = _local_names(node)
     found = []
     for at in _own_nodes(node):
-        if isinstance(at, ast.stmt) and _keeps(at, local):
-            found.append(Holder(path, at.lineno, function, _statement(at, lines)))
+        if not isinstance(at, ast.stmt):
+            continue
+        if _keeps(at, local) or _sums(at, local):
+            text = _statement(at, lines)
+            found.append(Holder(path, at.lineno, function, text, adds=_keeps(at, local)))
     return sorted(found, key=lambda h: h.line)
 
 
@@ -103,16 +109,14 @@ def likeliest(functions: Iterable[tuple[str, str, int]]) -> Holder | None:
     """The first holder in the first of ``functions`` ((name, path, a line inside)) that has one;
     else in the first of the functions they call, from their files, that has one."""
     seen = [f for f in functions if is_user_path(f[1])]
-    for name, path, line in seen:
-        found = holders(path, name, line)
-        if found:
-            return found[0]
-    for name, path, line in seen:
-        for callee in callees(path, name, line):
-            found = holders(callee[1], callee[0], callee[2])
-            if found:
-                return found[0]
-    return None
+    found = [h for name, path, line in seen for h in holders(path, name, line)]
+    found += [
+        h
+        for name, path, line in seen
+        for callee in callees(path, name, line)
+        for h in holders(callee[1], callee[0], callee[2])
+    ]
+    return next((h for h in found if h.adds), found[0] if found else None)
 
 
 def _statement(node: ast.stmt, lines: tuple[str, ...], width: int = 80) -> str:
@@ -136,7 +140,7 @@ def busiest_functions(
         for name, path, line in {(f[0], f[1], f[2]) for f in s.frames if is_user_path(f[1])}:
             time[(name, path)] += int((hi - lo) * 1e6)
             a_line.setdefault((name, path), line)
-    ranked = sorted(time, key=lambda k: (k in drive, -time[k]))
+    ranked = sorted(time, key=lambda k: (k in drive, -time[k], k))
     return [(name, path, a_line[(name, path)]) for name, path in ranked]
 
 
@@ -206,6 +210,22 @@ def _small(value: ast.expr) -> bool:
         return all(_small(v) for v in value.values)
     if isinstance(value, ast.JoinedStr):
         return True
+    return False
+
+
+def _sums(node: ast.AST, local: frozenset[str]) -> bool:
+    """``self.total += x`` or ``self.sum = self.sum + x``: a sum kept across calls, of something
+    that is not a number."""
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+        return _outlives(node.target, local) and not _small(node.value)
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target, value = node.targets[0], node.value
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+            again = ast.dump(target, include_attributes=False).replace("Store()", "Load()")
+            sides = (value.left, value.right)
+            return _outlives(target, local) and any(
+                ast.dump(side, include_attributes=False) == again for side in sides
+            )
     return False
 
 

@@ -89,9 +89,14 @@ def _growing(m: Metrics, growths: Iterable[Growth]) -> Finding | None:
         evidence.append(out_in[0])
     holder = _holder(m, growing)
     if holder is not None:
+        kept = (
+            "adds to a container that outlives the call, each time it runs"
+            if holder.adds
+            else "keeps a sum across calls: a tensor summed so keeps each step's autograd graph"
+        )
         evidence.append(
-            f"the likeliest holder: `{holder.text}` in {holder.function} adds to a container "
-            "that outlives the call, each time it runs (what each line keeps is not traced)"
+            f"the likeliest holder: `{holder.text}` in {holder.function} {kept} (what each "
+            "line keeps is not traced)"
         )
     fix = [
         "bound in-memory caches: functools.lru_cache(maxsize=...) or an LRU dict with a size limit",
