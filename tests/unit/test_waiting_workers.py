@@ -53,6 +53,7 @@ def _job(
     worker_runq: float = 0.01,
     batch_s: float = 0.19,
     idle_eval_workers: bool = False,
+    usable_cpus: int = 2,
 ) -> Session:
     """100 steps of 0.1 s, half of each waiting for data, from 2 workers that take ``batch_s``
     to make a batch (0.19 s: at most 10.5 batches/s for a loop taking 10/s, at capacity)."""
@@ -64,7 +65,7 @@ def _job(
         process(100, step_s=0.1, wait_s=0.05),
         *workers,
         sample_rows=_rows(worker_cpu, worker_runq, idle_eval_workers),
-        usable_cpus=2,
+        usable_cpus=usable_cpus,
     )
 
 
@@ -133,6 +134,14 @@ def test_workers_with_capacity_to_spare_are_not_judged_waiting() -> None:
 
 def test_the_usual_workers_fix_leaves_out_what_the_loader_already_has() -> None:
     """The loader has persistent_workers=True: the fix does not ask for it again."""
-    first = analyze(_job(worker_cpu=95.0))[1].findings[0]
+    first = analyze(_job(worker_cpu=95.0, usable_cpus=8))[1].findings[0]
     more = next(f for f in first.fix if f.startswith("more workers if"))
     assert "persistent_workers=True" not in more and "prefetch_factor=4" in more, more
+
+
+def test_workers_that_fill_the_cpus_are_not_told_to_add_more() -> None:
+    """2 workers computing at 95 % of a CPU each, on 2 usable CPUs: more would take turns."""
+    first = analyze(_job(worker_cpu=95.0))[1].findings[0]
+    assert first.id == "input-bound"
+    assert not any(f.startswith("more workers") for f in first.fix), first.fix
+    assert any(f.startswith("not more workers: 2 workers already fill") for f in first.fix)

@@ -46,6 +46,13 @@ MIN_FETCHES = Threshold(
         "lightning": "a larger DataLoader batch_size and a smaller "
         "Trainer(accumulate_grad_batches=...)",
     },
+    compounds={
+        "input-bound": (
+            "each of a step's small batches pays the DataLoader's cost per batch (its fetch, "
+            "collate and hand-over) with the loop waiting: one batch of the same samples pays "
+            "it once, so fixing the batching also cuts the wait for data"
+        ),
+    },
 )
 def check(m: Metrics) -> Finding | None:
     s = m.steady

@@ -89,7 +89,7 @@ DATA = ("fetch", "collate", "pin", "transfer", "data_wait")
     costs="host",
     needs=("steps", "loader"),
     or_from=FROM_STACKS,
-    claims=DATA,
+    claims=(*DATA, "worker_start"),
     thresholds=(WAIT_FRAC, GPU_BUSY, _handover.HANDOVER, _handover.PICKLED),
     settings=frameworks.settings("workers", "persistent_workers", "pin_memory", "batch_size"),
 )
@@ -100,20 +100,24 @@ def check(m: Metrics) -> Finding | None:
     assert s is not None and led is not None
     if host_time_is_free(m):
         return None
-    share = led.share(*DATA)
+    loader = primary_loader(m)
+    # Workers that persist do not restart: an epoch's first batches wait for them to make the
+    # first batches afresh, which is this rule's wait, not worker-startup's
+    refill = _refills(loader)
+    data = (*DATA, "worker_start") if refill else DATA
+    share = led.share(*data)
     # Where evaluations take most of the run, the training steps' own wait is judged too: a
     # Lightning job whose steps waited 86 % of their time had 19 % of its run in data (its
     # evaluations took 75 %), and was not called input-bound.
     steps_only = m.activity.steps_wait_outside_evals
     if max(share, steps_only or 0.0) < WAIT_FRAC.value:
         return None
-    loader = primary_loader(m)
     cfg = loader.config if loader else {}
     workers = cfg.get("num_workers") or 0
     batches = max(1.0, s.count * s.fetches_per_step)
     evidence = [
         f"the loop waits for data {share:.0%} of the steady time "
-        f"({ms(led.get(*DATA) / s.count)} per step, {ms(led.get(*DATA) / batches)} per batch)"
+        f"({ms(led.get(*data) / s.count)} per step, {ms(led.get(*data) / batches)} per batch)"
         + (
             f"; the training steps outside evaluations wait {steps_only:.0%} of their time"
             if steps_only is not None and steps_only > share
@@ -123,6 +127,12 @@ def check(m: Metrics) -> Finding | None:
         f"pin_memory={cfg.get('pin_memory')}, persistent_workers={cfg.get('persistent_workers')}, "
         f"prefetch_factor={cfg.get('prefetch_factor')}",
     ]
+    if refill and loader is not None and led.get("worker_start") > 0:
+        evidence.append(
+            f"{led.share('worker_start'):.0%} of the steady time is the first batches of "
+            f"{plural(len(loader.first_batch_waits_s), 'epoch')}: persistent workers do not "
+            "restart, but make an epoch's first batches afresh, with the loop waiting"
+        )
     part, part_line = _costly_part(loader)
     if part_line:
         evidence.append(part_line)
@@ -194,7 +204,15 @@ def check(m: Metrics) -> Finding | None:
         evidence=tuple(evidence),
         fix=tuple(fix),
         where=(loader.user_code_at(part) if loader and part else None) or loader_caller(m),
+        wants=tuple((b, 1.0) for b in data),
     )
+
+
+def _refills(loader: LoaderView | None) -> bool:
+    """Workers that persist across the epochs of one DataLoader: none restarts."""
+    if loader is None or not loader.config.get("num_workers"):
+        return False
+    return bool(loader.config.get("persistent_workers")) and loader.built <= 1
 
 
 # With workers, each one runs its own copy of an IterableDataset's __iter__: unsharded, every
@@ -239,6 +257,14 @@ def workers_fix(m: Metrics, workers: int, cfg: dict[str, object] | None = None) 
         return (
             f"DataLoader(..., num_workers={suggested_workers(m)}, persistent_workers=True) "
             "so batches are prepared in parallel with the training step"
+        )
+    cpus = m.usable_cpus
+    if cpus and workers >= max(1, cpus - 1):
+        # the workers already take the CPUs the loop leaves: more only take turns on them
+        return (
+            f"not more workers: {plural(workers, 'worker')} already fill the {cpus} usable CPUs "
+            "beside the loop, and more only take turns on them; make each batch cheaper (below), "
+            "or run on more CPUs"
         )
     cfg = cfg or {}
     also = [
