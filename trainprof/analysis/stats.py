@@ -210,3 +210,37 @@ def bins(values: Sequence[float], n: int) -> list[float]:
         chunk = values[i * len(values) // n : (i + 1) * len(values) // n]
         out.append(sum(chunk) / len(chunk))
     return out
+
+
+# A series rises when its order follows time this closely (Spearman's rank correlation) and
+# the median of its last third is this many times the median of its first.
+RISING_RHO = 0.8
+RISING_FACTOR = 1.25
+
+
+def rising(values: Sequence[float]) -> tuple[float, float] | None:
+    """(first third's median, last third's median) of 4+ values that rise along the series
+    (rank correlation with their order ≥ 0.8, the last third ≥ 1.25× the first); an outlier
+    or two do not hide the trend. None for any other series."""
+    n = len(values)
+    if n < 4:
+        return None
+    order = sorted(range(n), key=lambda i: values[i])
+    ranks = [0.0] * n
+    i = 0
+    while i < n:  # tied values share their mean rank
+        j = i
+        while j + 1 < n and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2
+        i = j + 1
+    xs = [float(x) for x in range(n)]
+    mr = (n - 1) / 2
+    cov = sum((x - mr) * (r - mr) for x, r in zip(xs, ranks, strict=True))
+    spread = math.sqrt(sum((x - mr) ** 2 for x in xs) * sum((r - mr) ** 2 for r in ranks))
+    third = max(1, n // 3)
+    first, last = median(values[:third]), median(values[-third:])
+    if spread == 0 or cov / spread < RISING_RHO or first <= 0 or last < RISING_FACTOR * first:
+        return None
+    return first, last

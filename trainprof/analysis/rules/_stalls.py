@@ -11,6 +11,7 @@ from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import ms, site
 from trainprof.analysis.rules.registry import Threshold
 from trainprof.analysis.stalls import STALL_FACTOR, STALL_MIN_EXCESS_S, Stall, distinct_code, period
+from trainprof.analysis.stats import rising
 from trainprof.units import plural
 
 SLOW = Threshold(
@@ -68,6 +69,13 @@ def evidence(m: Metrics, found: Stalls, doing: str) -> list[str]:
     ]
     if m.activity.main_cpu_in_stalls is not None:
         lines.append(f"the main process used {m.activity.main_cpu_in_stalls:.0f}% CPU meanwhile")
+    grows = rising([s.excess_s for s in found.stalls])
+    if grows is not None:
+        lines.append(
+            f"each stall is longer than the last: {ms(grows[0])} beyond a median step at first, "
+            f"{ms(grows[1])} at the end; the work grows with the run, so what it runs over is "
+            "never trimmed (a bank, a history, a list kept across steps)"
+        )
     return lines
 
 

@@ -22,6 +22,7 @@ from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import interval, ms
 from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
+from trainprof.analysis.stats import rising
 from trainprof.units import plural
 
 SHARE = Threshold("share", 0.03, "share", "share of the steady run inside checkpoint saves")
@@ -71,6 +72,7 @@ def check(m: Metrics) -> Finding | None:
             f"{interval(m, segs)}",
             f"{cost:.2f} s in all, {share:.0%} of the steady run; training waits for each save",
             f"last saved to {inside[-1][2]}",
+            *_growing(sizes, [s.t1 - s.t0 for s in segs]),
         ),
         fix=FIX,
         where=at,
@@ -83,6 +85,23 @@ def _where(m: Metrics, windows: list[tuple[float, float]]) -> str | None:
     line that held the saves longest."""
     frame = save_caller(m.activity.spans, windows)
     return where(frame or dominant_user_frame(m.activity.spans, windows))
+
+
+def _growing(sizes: list[int], seconds: list[float]) -> tuple[str, ...]:
+    """Saves that grow along the run, in size or else in time: what the checkpoint holds grows."""
+    by_size = rising([float(b) for b in sizes]) if len(sizes) == len(seconds) else None
+    if by_size is not None:
+        grew = f"is larger than the last: {by_size[0] / 2**20:.1f} MiB at first, "
+        grew += f"{by_size[1] / 2**20:.1f} MiB at the end"
+    elif (by_time := rising(seconds)) is not None:
+        grew = f"takes longer than the last: {ms(by_time[0])} at first, {ms(by_time[1])} at the end"
+    else:
+        return ()
+    return (
+        f"each save {grew}; something the checkpoint "
+        "holds grows every step (a history, a buffer or a list kept in the saved state); keep "
+        "it out of the checkpoint, or bound it",
+    )
 
 
 def _sizes(sizes: list[int]) -> str:
