@@ -91,6 +91,10 @@ def check(m: Metrics) -> Finding | None:
         "evaluate less often, or on a fixed subset of the validation set",
         "use a larger eval batch size and torch.inference_mode() instead of torch.no_grad()",
     ]
+    starts = _val_worker_starts(m, [(e.t0, e.t1) for e in inside])
+    if starts is not None:
+        evidence.append(starts[0])
+        fix.insert(0 if starts[2] >= 0.5 else 1, starts[1])  # first where it is most of it
     slow = _slow_val_batches(m)
     if slow is not None:
         fix.append(
@@ -113,6 +117,48 @@ def check(m: Metrics) -> Finding | None:
         where=cs.where if cs else None,
         hotspot=cs.hot_where if cs else None,
     )
+
+
+# Share of the evaluations' time their loaders' workers starting must take to be said.
+STARTS_SAID = 0.1
+
+
+def _val_worker_starts(
+    m: Metrics, evals: list[tuple[float, float]]
+) -> tuple[str, str, float] | None:
+    """(evidence, fix, share of the evaluations' time) where the evaluations wait for a validation DataLoader's workers to start
+    (its first batch of each pass) for ``STARTS_SAID`` of their time or more; else None."""
+    total = sum(e[1] - e[0] for e in evals)
+    for v in m.loaders:  # the training loader too: its passes lie outside the evaluations
+        workers = int(v.config.get("num_workers") or 0)
+        if not workers or total <= 0:
+            continue
+        waits = [
+            max(0.0, min(w1, e1) - max(w0, e0))
+            for w0, w1 in v.first_batch_windows
+            for e0, e1 in evals
+        ]
+        waited = sum(waits)
+        passes = sum(1 for w in waits if w > 0)
+        if not passes or waited < STARTS_SAID * total:
+            continue
+        why = (
+            f"a new DataLoader each evaluation ({v.built} built)"
+            if v.built > 1
+            else "persistent_workers=False"
+        )
+        evidence = (
+            f"{waited / total:.0%} of the evaluations' time waits for the validation loader's "
+            f"first batch while its {plural(workers, 'worker')} start, {ms(waited / passes)} "
+            f"each pass: {why}"
+        )
+        fix = (
+            "build the validation DataLoader once, outside the evaluation, with "
+            "persistent_workers=True, so its workers start once; or num_workers=0 for a small "
+            "validation set, whose batches cost less than starting workers"
+        )
+        return evidence, fix, waited / total
+    return None
 
 
 def _slow_val_batches(m: Metrics) -> float | None:
