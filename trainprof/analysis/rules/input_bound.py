@@ -259,12 +259,13 @@ def workers_fix(m: Metrics, workers: int, cfg: dict[str, object] | None = None) 
             "so batches are prepared in parallel with the training step"
         )
     cpus = m.usable_cpus
-    if cpus and workers >= max(1, cpus - 1):
-        # the workers already take the CPUs the loop leaves: more only take turns on them
+    if cpus and workers >= cpus:
+        # the workers alone fill the CPUs (while the loop waits, its own CPU is theirs too):
+        # more only take turns on them
         return (
-            f"not more workers: {plural(workers, 'worker')} already fill the {cpus} usable CPUs "
-            "beside the loop, and more only take turns on them; make each batch cheaper (below), "
-            "or run on more CPUs"
+            f"not more workers: {plural(workers, 'worker')} already fill the {cpus} usable CPUs, "
+            "and more only take turns on them; make each batch cheaper (below), or run on more "
+            "CPUs"
         )
     cfg = cfg or {}
     also = [
