@@ -33,3 +33,18 @@ def test_the_first_finding_is_the_experts(exp: Expected, tmp_path: Path) -> None
     assert out.id_ok == (exp.script not in ID_MISSES), (exp, out)
     if exp.where and out.id_ok:
         assert out.where_ok == (exp.script not in WHERE_MISSES), (exp, out)
+
+
+def test_two_compounding_causes_are_said_by_whichever_leads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blind set D's keyword spotter: 4 workers rebuilding a mel filterbank per clip, beside
+    torch's 2 intra-op threads, on 2 CPUs. The loop waits for data and for a CPU, each about a
+    third of its time, and either may rank first (3 runs: cpu-starved twice, input-bound once);
+    the first names the other, run after run."""
+    folder = BLIND.parent / "blind_d"
+    (exp,) = [e for e in read_expected(folder) if e.script == "keyword_spotting_workers.py"]
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the mistake is torch's default threads
+    out = run_one(exp, tmp_path, folder)
+    assert out.finding in ("input-bound", "cpu-starved"), out
+    assert out.both_ok, out
