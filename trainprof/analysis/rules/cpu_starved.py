@@ -79,8 +79,9 @@ WORKERS_SETTING = frameworks.settings("workers")
         "input-bound": (
             "the DataLoader's workers and the loop draw on the same CPUs: what takes the loop's "
             "CPU slows its workers too, and its own share of each batch (receiving it, the "
-            "collate); more workers add to the competition: give the loop its CPU first "
-            "(cpu-starved's fix), then judge the wait for data that is left"
+            "collate); more workers only add to the competition. Where the workers compute, a "
+            "batch made with less CPU shortens both waits, so make it cheaper first; where "
+            "batches are cheap, size workers and torch's threads to the CPUs"
         ),
         "loop-overhead": (
             "the loop's own host work waits for a CPU too, and part of its measured time is "
