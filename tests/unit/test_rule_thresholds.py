@@ -15,6 +15,7 @@ from test_mfu import COUNTED, H100, GiB, gpu_job
 from trainprof.analysis.pipeline import analyze
 from trainprof.analysis.rules import _stalls, all_rules
 from trainprof.analysis.rules import fake_batching as fake_batching_rule
+from trainprof.analysis.rules import loop_overhead as loop_overhead_rule
 from trainprof.store.events import ProcessLog
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan
@@ -134,8 +135,15 @@ def logging_overhead(share: float) -> Session:
 
 def loop_overhead(share: float) -> Session:
     s = session(process(100))
+    loop_spans(s, {"history[step] = summarize(batch, out)": share, "model(x)": 1 - share}, *STEADY)
+    return s
+
+
+def loop_overhead_known_call(share: float) -> Session:
+    """A line that makes a known costly call (copy.deepcopy) needs a smaller share."""
+    s = session(process(100))
     loop_spans(
-        s, {"norms = [p.grad.norm() for p in params]": share, "model(x)": 1 - share}, *STEADY
+        s, {"ema_sd = copy.deepcopy(model.state_dict())": share, "model(x)": 1 - share}, *STEADY
     )
     return s
 
@@ -431,6 +439,14 @@ CASES = [
     ),
     Case(
         "loop-overhead", loop_overhead, 0.3, 0.2, lambda: session(process(100)), "no stack samples"
+    ),
+    Case(
+        "loop-overhead",
+        loop_overhead_known_call,
+        loop_overhead_rule.KNOWN.value * 1.2,
+        loop_overhead_rule.KNOWN.value * 0.8,
+        lambda: session(process(100)),
+        "no stack samples",
     ),
     Case(
         "memory-growth", memory_growth, 1.2, 0.8, lambda: session(process(100)), "no host samples"
