@@ -13,12 +13,12 @@ tensor summed so keeps every step's graph alive. Read with ``ast`` from the user
 from __future__ import annotations
 
 import ast
-import functools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from trainprof.analysis.attribution import named, short_name
+from trainprof.analysis.source_lines import function_at, parsed
 from trainprof.analysis.usercode import is_user_path
 from trainprof.store.stacks import StackSpan
 
@@ -43,51 +43,37 @@ class Holder:
         return f"{self.path}:{self.line} ({named(self.function)})"
 
 
-@functools.lru_cache(maxsize=64)
-def _source(path: str) -> tuple[ast.Module, tuple[str, ...]] | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-        return ast.parse(text), tuple(text.splitlines())
-    except (OSError, SyntaxError, ValueError):
-        return None
-
-
 def holders(path: str, function: str, line: int) -> list[Holder]:
     """The lines of the function ``function`` (py-spy's name) holding ``line`` in ``path`` that add
     to a container outliving the call, in source order; none where the file cannot be read."""
-    parsed = _source(path)
-    if parsed is None:
-        return []
-    tree, lines = parsed
-    name = short_name(named(function))
-    node = _function_at(tree, name, line)
-    if node is None:
+    source = parsed(path)
+    node = _function_at(path, function, line)
+    if source is None or node is None:
         return []
     local = _local_names(node)
     found = []
     for at in _own_nodes(node):
         if not isinstance(at, ast.stmt):
             continue
-        if _keeps(at, local) or _sums(at, local):
-            text = _statement(at, lines)
-            found.append(Holder(path, at.lineno, function, text, adds=_keeps(at, local)))
+        adds = _keeps(at, local)
+        if adds or _sums(at, local):
+            found.append(Holder(path, at.lineno, function, _statement(at, source[1]), adds))
     return sorted(found, key=lambda h: h.line)
 
 
 def callees(path: str, function: str, line: int) -> list[tuple[str, str, int]]:
     """The functions defined in ``path`` that ``function`` calls by name (``tracker.update(...)``
     → every ``def update`` of the file), as (name, path, their first line)."""
-    parsed = _source(path)
-    node = _function_at(parsed[0], short_name(named(function)), line) if parsed else None
-    if parsed is None or node is None:
+    source = parsed(path)
+    node = _function_at(path, function, line)
+    if source is None or node is None:
         return []
     called = {
         f.attr if isinstance(f, ast.Attribute) else f.id
         for n in _own_nodes(node)
         if isinstance(n, ast.Call) and isinstance(f := n.func, (ast.Attribute, ast.Name))
     }
-    return [(q, path, d.lineno) for q, d in _defs(parsed[0]) if d.name in called]
+    return [(q, path, d.lineno) for q, d in _defs(source[0]) if d.name in called]
 
 
 def _defs(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
@@ -144,18 +130,13 @@ def busiest_functions(
     return [(name, path, a_line[(name, path)]) for name, path in ranked]
 
 
-def _function_at(tree: ast.Module, name: str, line: int) -> ast.AST | None:
-    """The innermost function (or lambda-free def) named ``name`` whose lines hold ``line``."""
-    best = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            if first <= line <= (node.end_lineno or node.lineno):
-                if best is None or node.lineno > best.lineno:
-                    best = node
-    if best is None and name == "<module>":
-        return tree
-    return best
+def _function_at(path: str, function: str, line: int) -> ast.AST | None:
+    """The function (py-spy's name) holding ``line``; a script's top level for ``<module>``."""
+    name = short_name(named(function))
+    source = parsed(path)
+    if name == "<module>":
+        return source[0] if source is not None else None
+    return function_at(path, line, name)
 
 
 def _own_nodes(func: ast.AST) -> Iterable[ast.AST]:

@@ -113,6 +113,14 @@ class LoaderView:
         return self.config.get("iterable") is True
 
     @property
+    def workers_persist(self) -> bool:
+        """Its workers live across its passes: persistent_workers=True on one DataLoader, never
+        rebuilt (a loader built again starts new workers whatever the setting)."""
+        return bool(self.config.get("num_workers")) and bool(
+            self.config.get("persistent_workers") and self.built <= 1
+        )
+
+    @property
     def sample_method(self) -> str:
         return "__iter__" if self.iterable else "__getitem__"
 

@@ -23,7 +23,8 @@ from rich.table import Table
 from rich.text import Text
 
 from trainprof.analysis import frameworks, ledger
-from trainprof.analysis.rules.registry import REGISTRY, Rule, Threshold, compounding
+from trainprof.analysis.rules import COMPOUNDS
+from trainprof.analysis.rules.registry import Rule, Threshold
 from trainprof.render.rule_examples import EXAMPLES
 from trainprof.version import __version__
 
@@ -149,9 +150,7 @@ def markdown_table(rules: Sequence[Rule]) -> str:
 def compounds_of(r: Rule) -> list[tuple[str, str]]:
     """The rules whose causes compound with ``r``'s, declared by either of the two, with how."""
     return sorted(
-        (next(iter(pair - {r.id})), how)
-        for pair, how in compounding(REGISTRY).items()
-        if r.id in pair
+        (next(iter(pair - {r.id})), how) for pair, how in COMPOUNDS.items() if r.id in pair
     )
 
 
@@ -273,8 +272,9 @@ def rule_page(r: Rule) -> str:
         out += [f"## {SETTINGS_HEADING}", ""]
         settings = [(frameworks.NAMES[f], text) for f, text in r.settings.items()]
         out += [*_md_table(("framework", "setting"), settings), ""]
-    if compounds_of(r):
-        rows = [(f"[`{other}`]({other}.md)", how) for other, how in compounds_of(r)]
+    pairs = compounds_of(r)
+    if pairs:
+        rows = [(f"[`{other}`]({other}.md)", how) for other, how in pairs]
         out += [f"## {COMPOUNDS_HEADING}", "", *_md_table(("rule", "how"), rows), ""]
     for heading in BLOCKS:
         code = r.block(heading)
@@ -468,9 +468,10 @@ def rule_detail(r: Rule) -> Group:
         names = [(frameworks.NAMES[f], text) for f, text in r.settings.items()]
         parts.append(Padding(_pairs(names), (0, 0, 1, 2)))
 
-    if compounds_of(r):
+    pairs = compounds_of(r)
+    if pairs:
         parts.append(_heading(COMPOUNDS_HEADING))
-        parts.append(Padding(_pairs(compounds_of(r)), (0, 0, 1, 2)))
+        parts.append(Padding(_pairs(pairs), (0, 0, 1, 2)))
 
     for heading in BLOCKS:
         parts.append(_heading(heading))

@@ -126,8 +126,8 @@ STARTS_SAID = 0.1
 def _val_worker_starts(
     m: Metrics, evals: list[tuple[float, float]]
 ) -> tuple[str, str, float] | None:
-    """(evidence, fix, share of the evaluations' time) where the evaluations wait for a validation DataLoader's workers to start
-    (its first batch of each pass) for ``STARTS_SAID`` of their time or more; else None."""
+    """(evidence, fix, share of their time) where the evaluations wait for a loader's workers to
+    start (its first batch of each pass) for ``STARTS_SAID`` of their time or more; else None."""
     total = sum(e[1] - e[0] for e in evals)
     for v in m.loaders:  # the training loader too: its passes lie outside the evaluations
         workers = int(v.config.get("num_workers") or 0)

@@ -103,7 +103,7 @@ def check(m: Metrics) -> Finding | None:
     loader = primary_loader(m)
     # Workers that persist do not restart: an epoch's first batches wait for them to make the
     # first batches afresh, which is this rule's wait, not worker-startup's
-    refill = _refills(loader)
+    refill = loader is not None and loader.workers_persist
     data = (*DATA, "worker_start") if refill else DATA
     share = led.share(*data)
     # Where evaluations take most of the run, the training steps' own wait is judged too: a
@@ -206,13 +206,6 @@ def check(m: Metrics) -> Finding | None:
         where=(loader.user_code_at(part) if loader and part else None) or loader_caller(m),
         wants=tuple((b, 1.0) for b in data),
     )
-
-
-def _refills(loader: LoaderView | None) -> bool:
-    """Workers that persist across the epochs of one DataLoader: none restarts."""
-    if loader is None or not loader.config.get("num_workers"):
-        return False
-    return bool(loader.config.get("persistent_workers")) and loader.built <= 1
 
 
 # With workers, each one runs its own copy of an IterableDataset's __iter__: unsharded, every

@@ -64,7 +64,7 @@ def check(m: Metrics) -> Finding | None:
         return None
     firsts = loader.first_batch_waits_s
     rebuilt = loader.built > 1
-    if len(firsts) < 2 or (loader.config.get("persistent_workers") and not rebuilt):
+    if len(firsts) < 2 or loader.workers_persist:
         return None
     wait_frac = m.activity.train_wait_frac
     if wait_frac is None:
