@@ -17,7 +17,7 @@ def _finding(id: str) -> Finding:
     return Finding(id=id, severity="warning", title=id, evidence=(f"{id} measured", "more"))
 
 
-def test_each_of_two_compounding_findings_names_the_other_after_its_first_line() -> None:
+def test_the_first_of_two_compounding_findings_tells_how_the_second_points_back() -> None:
     starved, waits, alone = _finding("cpu-starved"), _finding("input-bound"), _finding("eval-stall")
     out = said_together((starved, waits, alone))
     how = COMPOUNDS[frozenset(("cpu-starved", "input-bound"))]
@@ -26,7 +26,10 @@ def test_each_of_two_compounding_findings_names_the_other_after_its_first_line()
         f"with input-bound (also found here): {how}",
         "more",
     )
-    assert out[1].evidence[1] == f"with cpu-starved (also found here): {how}"
+    assert out[1].evidence[1] == (
+        "with cpu-starved (also found here): how the two compound is said under cpu-starved"
+    )
+    assert how not in "".join(out[1].evidence)  # the pair's story is told once
     assert out[2] == alone
 
 

@@ -78,13 +78,16 @@ def evaluate(
 
 
 def said_together(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
-    """Two findings whose causes compound each say so, naming the other, after their first
-    line of evidence: whichever ranks first, it tells both causes."""
+    """Two findings whose causes compound each say so after their first line of evidence: the
+    one ranked first tells how, the other points back to it."""
     found = {f.id for f in findings}
     out = []
-    for f in findings:
+    for n, f in enumerate(findings):
+        above = {g.id for g in findings[:n]}
         lines = [
             f"with {other} (also found here): {how}"
+            if other not in above
+            else f"with {other} (also found here): how the two compound is said under {other}"
             for pair, how in sorted(COMPOUNDS.items(), key=lambda kv: sorted(kv[0]))
             if f.id in pair and (other := next(iter(pair - {f.id}))) in found
         ]
