@@ -163,9 +163,6 @@ def run(opts: RunOptions) -> int:
             guard.forget(previous)
         if rec.spy_pid is not None:
             guard.watch(rec.spy_pid, signal.SIGINT)  # SIGINT: py-spy writes what it recorded
-        for note in rec.notes:  # its rate lowered: py-spy cost the job too much
-            say(live, f"trainprof: {note}")
-        rec.notes.clear()
         meta["stacks"] = starter.describe()
         recording.write(rundir.META, meta)
 

@@ -25,7 +25,7 @@ from trainprof.render.host_rows import add_host_rows
 from trainprof.render.outside import outside_summary
 from trainprof.render.quiet_note import quiet_note, shut_down, steps_text
 from trainprof.render.ranks import rank_table
-from trainprof.render.text import clean, literal, shell_join, shell_quote
+from trainprof.render.text import ShellLine, clean, literal, shell_quote
 from trainprof.units import fmt_duration, plural, plural_of
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -141,7 +141,7 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     command = [str(a) for a in meta.get("command", [])]
     if command:  # the interpreter's full path is noise: "python train.py" reads as typed
         command[0] = Path(command[0]).name
-    t.add_row("command", literal(shell_join(command)))
+    t.add_row("command", ShellLine(command))
     python = meta.get("python")
     if python:  # which interpreter ran the job, and how to choose another
         t.add_row("python", literal(python_row(python)))
@@ -190,7 +190,7 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
         reason = clean(m.probe_missing)
         t.add_row("steps", Text("not measured: the probe did not load in the job", style="yellow"))
         t.add_row("probe", Text(f"not loaded: {reason}: host metrics only", style="yellow"))
-        add_host_rows(t, m)
+        add_host_rows(t, m, meta)
         return t
     t.add_row("steps", steps_text(m))
     opts = m.activity.optimizers
@@ -236,7 +236,7 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
             else _data_wait_text(m, s.data_wait_frac, s.wait_per_step_s),
         )
         t.add_row("step times", SparkScale(m.sparkline, len(m.durations_s)))
-    add_host_rows(t, m)
+    add_host_rows(t, m, meta)
     if m.bottleneck is not None:
         t.add_row(
             "bottleneck", Text(f"{m.bottleneck.verdict}: {m.bottleneck.reason}", style="bold")

@@ -3,6 +3,8 @@ sampled from outside."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 
 from trainprof.analysis.metrics import Metrics
@@ -13,9 +15,9 @@ from trainprof.units import fmt_bytes
 UNSAMPLED = "not measured: no host sample was taken while the job ran"
 
 
-def add_host_rows(t: Table, m: Metrics) -> None:
+def add_host_rows(t: Table, m: Metrics, meta: dict[str, Any] | None = None) -> None:
     """CPU, trainprof's cost, peak memory and GPU utilization, sampled from outside (run and
-    attach alike)."""
+    attach alike); with ``run``'s run.json, how py-spy's rate was lowered for its cost."""
     t.add_row(
         "CPU",
         UNSAMPLED
@@ -23,6 +25,9 @@ def add_host_rows(t: Table, m: Metrics) -> None:
         else f"{m.cpu_percent_mean:.0f}% (job and workers, mean)",
     )
     t.add_row("trainprof cost", own_cost_text(m.own_cost))
+    lowered = spy_rate_text(meta.get("stacks") if meta else None)
+    if lowered is not None:
+        t.add_row("", literal(lowered))
     t.add_row("peak memory", peak_memory_text(m.peak_memory))
     gpu = (
         f"{m.gpu_util_mean:.0f}% mean"
@@ -49,6 +54,29 @@ def own_cost_text(cost: OwnCost | None) -> str:
         f"({cost.wall_share:.1%} of one CPU: trainprof {cost.supervisor_s:.2f} s, "
         f"py-spy {cost.helpers_s:.2f} s) · {probe}"
     )
+
+
+def spy_rate_text(stacks: object) -> str | None:
+    """How py-spy's rate was lowered to keep its cost within its budget (run.json's
+    ``stacks.rate_changes``); None where it never was."""
+    changes = stacks.get("rate_changes") if isinstance(stacks, dict) else None
+    if not isinstance(changes, list):
+        return None
+    changes = [c for c in changes if isinstance(c, dict) and _numbers(c)]
+    if not changes:
+        return None
+    first, last = changes[0], changes[-1]
+    rates = " → ".join(f"{c['from_hz']:g}" for c in changes) + f" → {last['to_hz']:g} Hz"
+    return (
+        f"py-spy sampled at {rates} (first lowered at {first['at_s']:.1f} s): at "
+        f"{first['from_hz']:g} Hz it used {first['spy_cpu']:.1%} of a CPU, over its budget of "
+        f"{first['budget']:.1%} (a sample reads every thread of the job)"
+    )
+
+
+def _numbers(change: dict[str, Any]) -> bool:
+    keys = ("at_s", "from_hz", "to_hz", "spy_cpu", "budget")
+    return all(isinstance(change.get(k), (int, float)) for k in keys)
 
 
 def peak_memory_text(peak: PeakMemory | None) -> str:

@@ -13,7 +13,9 @@ import re
 import shlex
 from collections.abc import Iterable
 
-from rich.console import Console
+from rich.cells import cell_len, chop_cells
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.text import Text
 
 from trainprof.store.redact import redact_text
@@ -64,6 +66,41 @@ def shell_quote(arg: str) -> str:
 
 def shell_join(args: Iterable[str]) -> str:
     return " ".join(shell_quote(a) for a in args)
+
+
+class ShellLine:
+    """A command line, quoted for a shell, broken only between its words (each broken line
+    ends in `` \\``), so that no quoted path is split at its space; a word wider than the
+    width folds."""
+
+    CONTINUED = " \\"
+
+    def __init__(self, args: Iterable[str], style: str = "") -> None:
+        self.words = [clean(shell_quote(a)) for a in args]
+        self.style = style
+
+    def lines(self, width: int) -> list[str]:
+        """The words on lines of at most width cells, the continuation mark counted."""
+        whole = " ".join(self.words)
+        if cell_len(whole) <= width:
+            return [whole]
+        lines: list[str] = []
+        for word in self.words:
+            if lines and cell_len(f"{lines[-1]} {word}") + len(self.CONTINUED) <= width:
+                lines[-1] += f" {word}"
+            else:
+                lines.append(word)
+        marked = [line + self.CONTINUED for line in lines[:-1]] + lines[-1:]
+        return [piece for line in marked for piece in chop_cells(line, max(width, 1))]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        text = "\n".join(self.lines(options.max_width))
+        yield Text(text, style=self.style, no_wrap=True, overflow="crop")
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = max((cell_len(w) for w in self.words), default=0) + len(self.CONTINUED)
+        whole = cell_len(" ".join(self.words))
+        return Measurement(min(widest, whole), whole).clamp(max_width=options.max_width)
 
 
 _forced_plain = False  # `trainprof --no-color`: for trainprof's output only, not the job's

@@ -156,7 +156,12 @@ class StackStarter:
         """run.json's ``stacks``: the main process's chunks, and each other rank's."""
         rec = self.recorder
         out: dict[str, Any] = (
-            {"chunks": list(rec.chunks), "pid": rec.pid, "error": rec.error}
+            {
+                "chunks": list(rec.chunks),
+                "pid": rec.pid,
+                "error": rec.error,
+                "rate_changes": list(rec.rate_changes),
+            }
             if rec is not None
             else {"error": "no Python main process with the probe was found"}
         )

@@ -59,7 +59,9 @@ class StackRecorder(SpyRecorder):
         self.error: str | None = None
         self._cost_mark: tuple[float, float] | None = None  # (monotonic, py-spy's CPU seconds)
         self.budget = SPY_BUDGET  # lower while the job's CPUs are busy (stack_starter.py)
-        self.notes: list[str] = []  # for the runner to say: the rate lowered, and why
+        # each time the rate was lowered for py-spy's cost: for the report's cost row, never
+        # said while the job runs (the job's output is the user's)
+        self.rate_changes: list[dict[str, float]] = []
         # py-spy runs stopped for a lower rate, still writing their chunk
         self._retiring: list[tuple[subprocess.Popen[bytes], dict[str, object]]] = []
 
@@ -145,10 +147,15 @@ class StackRecorder(SpyRecorder):
         with contextlib.suppress(ProcessLookupError):  # it writes its chunk, reaped later:
             proc.send_signal(signal.SIGINT)  # the runner's loop does not wait for it
         self._retiring.append((proc, chunk))
-        self.notes.append(
-            f"py-spy used {share:.1%} of a CPU sampling pid {self.pid} at {rate} Hz (a sample "
-            f"reads every thread; its budget: {budget:.1%}): sampling at {self.rate_hz} Hz from "
-            "now on, so that trainprof costs the job little"
+        first = self.started_at
+        self.rate_changes.append(
+            {
+                "at_s": round(now - first, 1) if first is not None else 0.0,
+                "from_hz": rate,
+                "to_hz": self.rate_hz,
+                "spy_cpu": round(share, 3),
+                "budget": budget,
+            }
         )
 
     def _pack(self, chunk: dict[str, object]) -> None:
