@@ -10,6 +10,9 @@ INTERRUPTED = 130  # 128 + SIGINT, what typer and a shell use
 
 
 def main() -> None:
+    from trainprof import std_fds
+
+    std_fds.reserve()  # before anything opens a file: a closed fd 1 must not become a pipe's
     try:
         from trainprof.cli import main as cli_main
     except KeyboardInterrupt:

@@ -11,17 +11,21 @@ hostile text is still there, escaped.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from conftest import trainprof_cmd
 
@@ -364,3 +368,111 @@ def test_hostile_paths_and_names_in_error_lines(tmp_path: Path, command: tuple[s
     assert re.fullmatch(r"trainprof: [^\n]+\n", line), line
     assert "x\\x1b[31mred\\n<b>\\" in line and "\x1b" not in line
     assert not re.search("[\ud800-\udfff]", line)  # the byte is written as an escape
+
+
+# ---- the job's processes and descriptors are its own (issue 50, part 3) ----------------------
+
+
+def _sh(
+    command: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A shell line (its redirections: ``1>&-``), as a user types it in a terminal."""
+    return subprocess.run(
+        ["sh", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=240
+    )
+
+
+def _tp_line(*args: str) -> str:
+    return " ".join(shlex.quote(a) for a in trainprof_cmd(*args))
+
+
+def test_a_process_the_job_leaves_in_its_group_outlives_it(tmp_path: Path) -> None:
+    """Was: 1 s after the job's exit, SIGTERM then SIGKILL to the whole group: the upload a
+    job leaves running (``nohup sh -c ... &``) never happened under trainprof."""
+    fifo, marker = tmp_path / "go", tmp_path / "uploaded"
+    os.mkfifo(fifo)
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, shlex\n"
+        "print('trained', flush=True)\n"
+        f"os.system('nohup sh -c ' + shlex.quote('read x < {fifo}; echo uploaded > {marker}')"
+        " + ' >/dev/null 2>&1 &')\n"
+    )
+    p = tp(
+        "run", "-q", "--no-stacks", "--run-dir", str(tmp_path / "run"), str(script), cwd=tmp_path
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    no_trainprof_traceback(p)
+    left = json.loads((tmp_path / "run" / "run.json").read_text()).get("outlived") or []
+    assert left and "left running, as without trainprof" in p.stderr, p.stderr[-2000:]
+    deadline = time.monotonic() + 30
+    while True:  # the left process opens the FIFO to read; a killed one never does
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as exc:
+            assert exc.errno == errno.ENXIO, exc
+            assert any(psutil.pid_exists(pid) for pid in left), "trainprof killed it"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    os.write(fd, b"go\n")
+    os.close(fd)
+    psutil.wait_procs([psutil.Process(pid) for pid in left if psutil.pid_exists(pid)], timeout=30)
+    assert marker.read_text() == "uploaded\n"
+
+
+FDS_JOB = """\
+import os, sys
+open_fds = []
+for fd in (0, 1, 2):
+    try:
+        os.fstat(fd)
+        open_fds.append(fd)
+    except OSError:
+        pass
+with open(sys.argv[1], "w") as f:
+    f.write(repr((open_fds, sys.stdin is None, sys.stdout is None, sys.stderr is None)))
+for i in range(3):
+    print("line", i)
+print("to stderr", file=sys.stderr)
+sys.exit(17)
+"""
+
+
+@pytest.mark.parametrize("closed", ["0<&-", "1>&-", "2>&-", "1>&- 2>&-"])
+def test_a_closed_standard_descriptor_is_the_jobs_as_without_trainprof(
+    tmp_path: Path, closed: str
+) -> None:
+    """Was: with fd 1 closed the job's first print raised BrokenPipeError (exit 1, no run.json);
+    with fd 2 closed the job never started: trainprof's own pipes took those numbers."""
+    script = tmp_path / "job.py"
+    script.write_text(FDS_JOB)
+    plain = _sh(f"exec {shlex.quote(sys.executable)} job.py plain.txt {closed}", tmp_path)
+    run_dir = tmp_path / "run"
+    line = _tp_line("run", "-q", "--no-stacks", "--run-dir", str(run_dir), "job.py", "tp.txt")
+    p = _sh(f"exec {line} {closed}", tmp_path)
+    assert plain.returncode == 17 and p.returncode == 17, (p.returncode, p.stderr[-2000:])
+    assert (tmp_path / "tp.txt").read_text() == (tmp_path / "plain.txt").read_text()
+    assert p.stdout == plain.stdout  # nothing, or the job's three lines
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["exit_code"] == 17
+    no_trainprof_traceback(p)
+
+
+def test_run_with_a_run_dir_from_a_deleted_working_directory(tmp_path: Path) -> None:
+    """Was: a traceback (os.getcwd in the runner, then in the probe's bootstrap), no job."""
+    script = tmp_path / "job.py"
+    script.write_text(FDS_JOB)
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    line = _tp_line(
+        "run", "-q", "--run-dir", str(tmp_path / "run"), str(script), str(tmp_path / "tp.txt")
+    )
+    p = _sh(f"cd gone && rmdir ../gone && exec {line}", tmp_path)
+    assert p.returncode == 17, p.stderr[-3000:]
+    assert p.stdout == "line 0\nline 1\nline 2\n"
+    assert "Error in sitecustomize" not in p.stderr, p.stderr[-3000:]
+    no_trainprof_traceback(p)
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["exit_code"] == 17 and meta["cwd"] is None
+    assert meta["probe"]["loaded"] is not False, meta["probe"]

@@ -48,7 +48,15 @@ def _note_failure(exc: Exception) -> None:
 
 def _forget_bootstrap_dir() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    sys.path[:] = [p for p in sys.path if not _is_dir(p, here)]
+
+
+def _is_dir(entry: str, here: str) -> bool:
+    """Whether a sys.path entry names ``here``; a relative one cannot in a deleted working dir."""
+    try:
+        return os.path.abspath(entry or ".") == here
+    except OSError:
+        return False
 
 
 def _chain_user_sitecustomize() -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import trainprof
+from trainprof import std_fds
 from trainprof.collect.interpreter import script_python
 from trainprof.collect.output import StreamPump, TerminalLock
 from trainprof.errors import TrainprofError
@@ -131,7 +132,7 @@ class Job:
         self.started_at = time.monotonic()
         try:
             self.proc = subprocess.Popen(
-                self.command, env=self.env, stdout=out_w, stderr=err_w, **_own_group()
+                self.command, env=self.env, stdout=out_w, stderr=err_w, **_child_setup()
             )
         except OSError as exc:
             for fd in (out_r, out_w, err_r, err_w):
@@ -180,23 +181,17 @@ class Job:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)
 
-    def finish(self, grace_s: float = 1.0) -> None:
-        """After the main process ended: take the terminal back, end leftover workers, drain output."""
+    def finish(self, grace_s: float = 1.0) -> list[int]:
+        """After the main process ended: take the terminal back, give the processes left in its
+        group ``grace_s`` to end (DataLoader workers do), and drain the output. What still runs
+        is left running, as plain ``python`` leaves it; returns those processes' pids."""
         self._take_terminal_back()
-        if _group_alive(self.pid):
-            deadline = time.monotonic() + grace_s
-            while _group_alive(self.pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                if not _group_alive(self.pid):
-                    break
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.pid, sig)
-                deadline = time.monotonic() + grace_s
-                while _group_alive(self.pid) and time.monotonic() < deadline:
-                    time.sleep(0.05)
+        deadline = time.monotonic() + grace_s
+        while (left := _live_members(self.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         for p in self.pumps:
             p.hand_on()  # a daemon holding its output holds trainprof no longer
+        return left
 
     def _give_terminal(self) -> None:
         """Make the job the terminal's foreground group, as a shell would."""
@@ -247,39 +242,55 @@ def _channel(stream: object) -> tuple[int, int]:
     return os.pipe()
 
 
-def _own_group() -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        return {"process_group": 0}
-    return {"preexec_fn": os.setpgrp}  # pragma: no cover (Python 3.10)
+def _child_setup() -> dict[str, Any]:
+    """Popen's settings for the job: a process group of its own, and closed the standard
+    descriptors trainprof was started without (``std_fds``), as the job would have them."""
+    if not std_fds.CLOSED:
+        if sys.version_info >= (3, 11):
+            return {"process_group": 0}
+        return {"preexec_fn": os.setpgrp}  # pragma: no cover (Python 3.10)
+
+    def setup() -> None:  # in the child, between fork and exec: no thread runs there
+        os.setpgrp()
+        std_fds.close_in_child()
+
+    return {"preexec_fn": setup}
 
 
-def _group_alive(pgid: int) -> bool:
+def process_name(pid: int) -> str:
+    """The process's command name (``/proc/PID/comm``), or ``?`` once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip() or "?"
+    except OSError:
+        return "?"
+
+
+def _live_members(pgid: int) -> list[int]:
+    """The pids of the group's members that are not zombies (killpg(0) counts zombies too)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
-        return False
+        return []
     except PermissionError:
-        return True
-    return _has_live_member(pgid)
-
-
-def _has_live_member(pgid: int) -> bool:
-    """killpg(0) also succeeds for zombies; look for a member that is not one."""
+        pass
+    found = []
     try:
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    stat = f.read().decode(errors="replace")
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2 :].split()
-            if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
-                return True
+        names = os.listdir("/proc")
     except OSError:
-        return True
-    return False
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(name))
+    return found
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ from trainprof.collect.launcher import (
     exit_code_of,
     probe_blocked_by,
     probe_env,
+    process_name,
     resolve_command,
 )
 from trainprof.collect.output import TerminalLock
@@ -92,7 +93,7 @@ def run(opts: RunOptions) -> int:
         "command": shown,
         "python": job_python(opts.command, command),  # the job's interpreter (None: not Python)
         "redacted": not opts.no_redact,
-        "cwd": os.getcwd(),
+        "cwd": rundir.current_dir(),
         "run_dir": str(run_dir),
         "usable_cpus": None,  # read once the job has started, as the runner's start time
         "cpu_count": os.cpu_count(),
@@ -187,7 +188,9 @@ def run(opts: RunOptions) -> int:
             meta["suspended"] = suspended
         live.erase()
         sampler.stop()
-        job.finish()
+        if left := job.finish():
+            meta["outlived"] = left
+            say(live, _outlived_line(left))
         if stacks is not None:
             meta["stacks"] = stacks.finish()
         guard.done()
@@ -389,6 +392,17 @@ def _stop(job: Job) -> None:
 
 def _stop_reason(session: Session) -> str | None:
     for p in session.processes:
+def _outlived_line(pids: list[int]) -> str:
+    """What trainprof says of the processes the job left running: it leaves them, as plain
+    ``python`` does, and stops waiting for them."""
+    shown = ", ".join(f"{pid} ({process_name(pid)})" for pid in pids[:5])
+    more = f" and {len(pids) - 5} more" if len(pids) > 5 else ""
+    return (
+        f"trainprof: the job's main process ended; processes it started still run (pid "
+        f"{shown}{more}): left running, as without trainprof"
+    )
+
+
         for info in p.infos:
             if info.get("stop") == "steps":
                 return "steps"

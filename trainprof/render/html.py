@@ -30,7 +30,7 @@ from trainprof.render.html_style import STYLE
 from trainprof.render.quiet_note import quiet_note
 from trainprof.render.text import clean, literal, shell_join
 from trainprof.render.trace import time_zero
-from trainprof.store.rundir import check_user_file, write_user_file
+from trainprof.store.rundir import check_user_file, current_dir, write_user_file
 from trainprof.store.session import Session
 from trainprof.version import __version__
 
@@ -67,7 +67,7 @@ def write_views(
         except OSError as exc:
             print(f"trainprof: could not write {option} {path}: {exc.strerror}", file=sys.stderr)
             continue
-        shown = console_render.relative_to(str(Path.cwd()))(str(path.absolute()))
+        shown = console_render.relative_to(current_dir())(str(path.absolute()))
         hint = " (open it in Perfetto UI or chrome://tracing)" if option == "--trace" else ""
         lines.append(literal(f"{what}: {shown}{hint}", style="dim"))
     return lines

@@ -38,6 +38,14 @@ def default_run_dir(command: list[str], base: Path | None = None) -> Path:
     return base / f"{stamp}-{label}"
 
 
+def current_dir() -> str | None:
+    """The working directory, or None where it was deleted (``os.getcwd`` raises there)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 def _label(command: list[str]) -> str:
     """A short name for the job: the script's stem, the module after -m, or the program."""
     words = [w for w in command[1:] if not w.startswith("-")] if len(command) > 1 else []
