@@ -7,12 +7,16 @@ RUNTIME := $(VENV)/.runtime
 
 .PHONY: demo test test-fast lint docs bench clean venv gpu-check gpu-wheels browser-check realworld
 
-# What `make demo` needs: trainprof and torch. `make test` adds the dev extras on top.
+# What `make demo` needs: trainprof, torch and numpy (without it torch warns at import, and
+# every user's job has it). `make test` adds the dev extras on top.
+# torch is pinned so that every run of the suite uses the same build; the pin alone picks no
+# CPU or CUDA build: pip takes whichever torch 2.13.0 its index serves (PyTorch's CPU index
+# serves the CPU build: README's Install). The line after says which it installed.
 $(RUNTIME): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# torch first and pinned: a looser spec could pull a multi-GB CUDA build.
-	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q torch==2.13.0 numpy
+	@$(BIN)/python -c "import torch; print('torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
 	$(BIN)/python -m pip install -q -e .
 	touch $(RUNTIME)
 
