@@ -15,7 +15,7 @@ import json
 import time
 from typing import Any
 
-from trainprof.probe import records
+from trainprof.probe import overrides, records
 from trainprof.probe.batches import leading_dim
 from trainprof.probe.device_marks import mark
 from trainprof.probe.state import state
@@ -31,6 +31,7 @@ def install(torch: Any, off: frozenset[str]) -> None:
     if "loader" not in off:
         import torch.utils.data.dataloader as dl
 
+        overrides.install(torch)  # trainprof tune's candidate settings, where it asks for some
         _wrap_loader(dl)
 
 
@@ -96,6 +97,8 @@ def _wrap_loader(dl: Any) -> None:
 
     @functools.wraps(orig_iter)
     def __iter__(self: Any) -> Any:
+        if overrides.active is not None:
+            overrides.at_pass(self)
         t0 = _clock()
         it = orig_iter(self)
         # Starting workers happens here (with "spawn", until each has read its start-up data):
