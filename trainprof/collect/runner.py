@@ -390,8 +390,6 @@ def _stop(job: Job) -> None:
         job.poll(timeout=5)
 
 
-def _stop_reason(session: Session) -> str | None:
-    for p in session.processes:
 def _outlived_line(pids: list[int]) -> str:
     """What trainprof says of the processes the job left running: it leaves them, as plain
     ``python`` does, and stops waiting for them."""
@@ -403,6 +401,8 @@ def _outlived_line(pids: list[int]) -> str:
     )
 
 
+def _stop_reason(session: Session) -> str | None:
+    for p in session.processes:
         for info in p.infos:
             if info.get("stop") == "steps":
                 return "steps"
