@@ -47,7 +47,7 @@ def main() -> None:
             loss = nn.functional.cross_entropy(model(x), y) / ACCUMULATE
             loss.backward()
         opt.step()
-        if step % 50 == 0:
+        if step % 100 == 0:
             print(f"step {step} loss {loss.item() * ACCUMULATE:.3f}")
 
 
