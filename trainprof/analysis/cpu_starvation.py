@@ -34,6 +34,23 @@ class CpuStarvation:
     throttled: float | None  # share of the quota's periods in the window it was throttled in
     throttled_s: float | None  # seconds its threads were stopped by the quota in the window
 
+    @property
+    def others_cpus(self) -> float | None:
+        """CPUs the machine's other processes used, on average; trainprof's own (its sampler,
+        py-spy) are not other processes. None: not measured."""
+        if self.machine_cpus is None or self.job_cpus is None:
+            return None
+        return max(0.0, self.machine_cpus - self.job_cpus - (self.own_cpus or 0.0))
+
+    def got(self) -> str:
+        """``the job got 0.6 of its 2 CPUs: other processes used 1.4 of the machine's 2``."""
+        usable = f"{self.usable} CPU{'' if self.usable == 1 else 's'}" if self.usable else "CPUs"
+        text = f"the job got {self.job_cpus or 0.0:.1f} of its {usable}"
+        others = self.others_cpus
+        if others is not None and self.machine_total:
+            text += f": other processes used {others:.1f} of the machine's {self.machine_total}"
+        return text
+
 
 def cpu_starvation(
     samples: Samples,

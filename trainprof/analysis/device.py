@@ -120,7 +120,7 @@ def device_view(
 
 @dataclass(frozen=True)
 class Bottleneck:
-    verdict: str  # "gpu-bound" | "input-bound" | "host-bound" | "mixed"
+    verdict: str  # "gpu-bound" | "cpu-starved" | "compute-bound" | "input-bound" | ...
     reason: str
 
     def to_json(self) -> dict[str, str]:

@@ -25,6 +25,7 @@ from typing import Any
 from trainprof.analysis import attribution, call_sites, frameworks, periodicity
 from trainprof.analysis.cpu_starvation import cpu_starvation
 from trainprof.analysis.gap_stalls import loop_functions, number_steps
+from trainprof.analysis.ledger import with_cpu_wait
 from trainprof.analysis.ledger_from_stacks import build_ledger, category_runs, shares_of
 from trainprof.analysis.memory import growth
 from trainprof.analysis.metrics import Activity, Metrics
@@ -45,7 +46,7 @@ from trainprof.analysis.stillness import stillness
 from trainprof.analysis.usercode import is_torch_path
 from trainprof.analysis.worker_load import worker_load
 from trainprof.store.gpus import machine_utils
-from trainprof.store.host_totals import own_cost, peak_memory
+from trainprof.store.host_totals import own_cost, peak_memory, usable_cpus
 from trainprof.store.sampled import Sampled
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan
@@ -182,6 +183,10 @@ def compute(session: Session, sampled: Sampled) -> Metrics:
         stillness=still,
         py_spy_restarts=sampled.main.py_spy_restarts if sampled.main else 0,
     )
+    usable = usable_cpus(session.samples, sampled.pid, meta.get("usable_cpus"))
+    starvation = cpu_starvation(session.samples, sampled.pid, window, usable, meta.get("cpu_count"))
+    if led is not None and starvation is not None:
+        led = with_cpu_wait(led, starvation.runq)
     return Metrics(
         unit="step",
         total_steps=0,
@@ -189,19 +194,13 @@ def compute(session: Session, sampled: Sampled) -> Metrics:
         warmup_s=None,
         time_to_first_step_s=None,
         steady=None,
-        usable_cpus=meta.get("usable_cpus"),
+        usable_cpus=usable,
         cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
         trainprof_cpu_percent_mean=_window_mean(session, session.samples.self_cpu, window),
         worker_load=worker_load(session.samples, worker_pids, window),
-        cpu_starvation=cpu_starvation(
-            session.samples,
-            sampled.pid,
-            window,
-            meta.get("usable_cpus"),
-            meta.get("cpu_count"),
-        ),
+        cpu_starvation=starvation,
         peak_memory=peak_memory(session.samples),
-        own_cost=own_cost(session.samples, meta.get("usable_cpus")),
+        own_cost=own_cost(session.samples, usable),
         gpu_util_mean=_window_mean(session, session.samples.gpu_util, window),
         gpu_unavailable=session.samples.gpu_unavailable,
         gpus=session.samples.job_gpus,

@@ -59,7 +59,7 @@ from trainprof.analysis.step_columns import (
 from trainprof.analysis.worker_load import busy_workers, worker_load
 from trainprof.store.events import ProcessLog
 from trainprof.store.gpus import machine_utils
-from trainprof.store.host_totals import own_cost, peak_memory
+from trainprof.store.host_totals import own_cost, peak_memory, usable_cpus
 from trainprof.store.session import Session
 from trainprof.store.stacks import StackSpan
 
@@ -106,11 +106,12 @@ def compute(session: Session) -> Metrics:
     window = (warm_end, t0 + cols["t"][-1] / 1e6) if steady and warm_end else None
     loaders = loader_views(session, primary)
     activity = _activity(session, primary, warm, window, cols)
+    usable = usable_cpus(session.samples, primary.pid if primary else None, meta.get("usable_cpus"))
     starvation = cpu_starvation(
         session.samples,
         primary.pid if primary else None,
         window,
-        meta.get("usable_cpus"),
+        usable,
         meta.get("cpu_count"),
     )
     if starvation is not None and activity.stalls:
@@ -125,6 +126,8 @@ def compute(session: Session) -> Metrics:
         if window and primary
         else None
     )
+    if led is not None and starvation is not None:
+        led = ledger.with_cpu_wait(led, starvation.runq)
     device = device_view(primary.device, primary.t0, window) if primary and window else None
     gpu_util = _window_mean(session, session.samples.gpu_util, window)
     cuda = trains_on_cuda(activity.precision)
@@ -139,7 +142,7 @@ def compute(session: Session) -> Metrics:
         durations_s=durations,
         sparkline=tuple(bins(durations, SPARK_BINS)),
         loaders=loaders,
-        usable_cpus=meta.get("usable_cpus"),
+        usable_cpus=usable,
         cpu_percent_mean=_window_mean(session, session.samples.tree_cpu, window),
         trainprof_cpu_percent_mean=_window_mean(session, session.samples.self_cpu, window),
         worker_load=worker_load(
@@ -147,7 +150,7 @@ def compute(session: Session) -> Metrics:
         ),
         cpu_starvation=starvation,
         peak_memory=peak_memory(session.samples),
-        own_cost=own_cost(session.samples, meta.get("usable_cpus")),
+        own_cost=own_cost(session.samples, usable),
         gpu_util_mean=gpu_util,
         gpu_unavailable=session.samples.gpu_unavailable,
         gpus=session.samples.job_gpus,
@@ -162,7 +165,9 @@ def compute(session: Session) -> Metrics:
         ledger=led,
         device=device,
         collectives_on_device=comm,
-        bottleneck=(_bottleneck(led, device, gpu_util, comm) if cuda else cpu_bottleneck(led))
+        bottleneck=(
+            _bottleneck(led, device, gpu_util, comm) if cuda else cpu_bottleneck(led, starvation)
+        )
         if led
         else None,
         mfu=mfu_mod.mfu(

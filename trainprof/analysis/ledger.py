@@ -21,6 +21,11 @@ optimizer step to its own):
    ``forward``, ``backward``, ``optimizer``, ``anomaly``, ``sync``, ``logging``, ``loop``,
    ``idle``; without
    stack samples it stays one ``step`` bucket, said to be unsplit.
+5. ``cpu_wait``: the time the loop's thread was ready to run but waited for a CPU (the kernel's
+   run-queue delay, schedstat), beyond the stalls already counted as such (``stall_wait``).
+   A stack sample cannot tell a thread that runs from one waiting in the run queue, so the
+   wait is taken out of the buckets the thread runs in (``RUNNING``), in proportion
+   (``with_cpu_wait``): under another process's load it is the job's biggest bucket.
 """
 
 from __future__ import annotations
@@ -34,9 +39,18 @@ from trainprof.analysis.stats import tail
 DATA = ("sampler", "worker_start", "fetch", "collate", "pin", "transfer", "data_wait")
 STALLS = ("save", "eval", "stall_compute", "stall_blocked", "stall_wait", "compile")
 STEP = ("forward", "backward", "optimizer", "anomaly", "sync", "logging", "loop", "idle", "step")
-BUCKETS = DATA + STALLS + STEP + ("unattributed",)
+CPU = ("cpu_wait",)
+BUCKETS = CPU + DATA + STALLS + STEP + ("unattributed",)
+# The buckets the loop's thread runs in, where it can wait, runnable, for a CPU: not asleep or
+# blocked on a queue (idle, waiting on workers, a blocked stall), nor a wait counted already.
+RUNNING = (
+    "sampler", "fetch", "collate", "pin", "transfer", "save", "eval", "stall_compute",
+    "compile", "forward", "backward", "optimizer", "anomaly", "sync", "logging", "loop", "step",
+    "unattributed",
+)  # fmt: skip
 
 DESCRIPTION: dict[str, str] = {
+    "cpu_wait": "waiting for a CPU: the loop's thread ready to run (the kernel's run queue)",
     "sampler": "the sampler, in the main process",
     "worker_start": "first batches of an epoch while workers start",
     "fetch": "dataset __getitem__, in the main process",
@@ -237,6 +251,22 @@ def build(
     # rest of the step is time nothing accounts for.
     seconds["step" if step_profile is None else "unattributed"] = max(0.0, rest)
     return Ledger(window, seconds, split)
+
+
+def with_cpu_wait(led: Ledger, runq: float) -> Ledger:
+    """``led`` with the loop's thread's wait for a CPU (``runq``: its share of the window) as
+    its own bucket, taken from the running buckets in proportion; stalls counted as waits
+    already (``stall_wait``) are part of it."""
+    pool = {b: led.seconds.get(b, 0.0) for b in RUNNING if led.seconds.get(b, 0.0) > 0}
+    total = sum(pool.values())
+    wait = min(total, max(0.0, runq * led.window_s - led.get("stall_wait")))
+    if wait <= 0:
+        return led
+    seconds = dict(led.seconds)
+    for b, s in pool.items():
+        seconds[b] = s - s * wait / total
+    seconds["cpu_wait"] = seconds.get("cpu_wait", 0.0) + wait
+    return Ledger(led.window_s, seconds, led.step_split)
 
 
 def _minus(

@@ -61,7 +61,7 @@ def run_settings(session: Session, metrics: Metrics) -> dict[str, Any]:
         "device": _device(precision),
         "precision": _precision(precision, metrics.activity.autocast),
         "torch_version": torch_version(session),
-        "usable_cpus": session.meta.get("usable_cpus"),
+        "usable_cpus": metrics.usable_cpus,
     }
 
 

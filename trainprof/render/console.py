@@ -17,7 +17,7 @@ from rich.text import Text
 
 from trainprof.analysis import ledger
 from trainprof.analysis.findings import Verdict
-from trainprof.analysis.ledger import DATA, STALLS, STEP
+from trainprof.analysis.ledger import CPU, DATA, STALLS, STEP
 from trainprof.analysis.metrics import Metrics, batches_per_step
 from trainprof.analysis.outcome import headline
 from trainprof.analysis.stats import bins
@@ -260,7 +260,13 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
     return t
 
 
-LEDGER_GROUPS = (("data", DATA), ("stalls", STALLS), ("step", STEP), ("", ("unattributed",)))
+LEDGER_GROUPS = (
+    ("cpu", CPU),
+    ("data", DATA),
+    ("stalls", STALLS),
+    ("step", STEP),
+    ("", ("unattributed",)),
+)
 
 
 def ledger_table(m: Metrics, verdict: Verdict) -> Table | None:

@@ -1,5 +1,10 @@
-"""Two run-wide totals of the host samples: what trainprof's own processes cost, and the job's
-peak memory.
+"""Three run-wide totals of the host samples: the CPUs the job could use, what trainprof's own
+processes cost, and the job's peak memory.
+
+Usable CPUs: the training process's own affinity (taskset, cpusets), as the sampler last read
+it, and its cgroup's CPU quota; run.json's count, read from the job as it started, where the
+sampler read no affinity of it. Never trainprof's own: a job started as ``taskset -c 0 python
+train.py`` under ``trainprof run`` has 1 CPU whatever trainprof has.
 
 Own cost: the CPU seconds trainprof's processes used while the job ran (the process that
 sampled, the runner or attach, with its samplers, live view and output copying; and its helpers,
@@ -60,6 +65,19 @@ class OwnCost:
             "probe_in_job": None,
             "not_measured": {"probe_in_job": PROBE_NOT_MEASURED},
         }
+
+
+def usable_cpus(samples: Samples, pid: int | None, at_start: Any) -> int | None:
+    """The CPUs the job's training process ``pid`` could use: its affinity capped by the
+    quota; ``at_start`` (run.json's ``usable_cpus``) where its affinity was not read."""
+    series = samples.procs.get(pid) if pid is not None else None
+    if series is None or series.cpus is None:
+        ok = isinstance(at_start, int) and not isinstance(at_start, bool) and at_start > 0
+        return at_start if ok else None
+    cpus = series.cpus
+    if samples.cpu_quota is not None and samples.cpu_quota > 0:
+        cpus = min(cpus, max(1, math.ceil(samples.cpu_quota)))
+    return max(1, cpus)
 
 
 def own_cost(samples: Samples, usable_cpus: int | None) -> OwnCost | None:

@@ -43,6 +43,7 @@ class ProcSeries:
     rq_wait: array[float] = field(default_factory=lambda: array("d"))
     max_fds: int | None = None
     nofile: tuple[int, int] | None = None
+    cpus: int | None = None  # the CPUs its affinity allowed, at its last reading
 
 
 @dataclass
@@ -199,6 +200,9 @@ class Samples:
         s.pss.append(_num(p.get("pss")))
         s.cpu.append(_num(p.get("cpu")))
         s.rq_wait.append(_num(p.get("rq_wait")))
+        cpus = _int(p.get("cpus"))
+        if cpus is not None:
+            s.cpus = cpus
         fds = _int(p.get("fds"))
         if fds is not None:
             s.max_fds = max(s.max_fds or 0, fds)

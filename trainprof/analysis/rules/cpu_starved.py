@@ -12,14 +12,14 @@ measured and said apart from them, and named when they are the competition. The 
 the time each thread waited, runnable, for a CPU (schedstat); the host sampler reads it for the
 main thread, with the quota's counters.
 
-The wait is measured; what a fix gains is not, and the finding claims no share of the step
-for it: the job's other threads work while the loop's thread waits. Measured on 2 CPUs: 8
+The wait is measured, and is the ledger's own bucket (``cpu_wait``): the kernel's run-queue
+delay of the loop's thread over the steady window, taken out of the buckets it ran in (a stack
+sample cannot tell a thread that runs from one that waits to), and the stalls of the loop's own
+code while it waited (``stall_wait``, stalls.waits_for_a_cpu). The finding claims both: under
+another process's load, it is the share the report leads with. What a fix gains is not that
+share: the job's other threads may work while the loop's thread waits. Measured on 2 CPUs: 8
 intra-op threads under a 1-CPU quota, the loop's thread waited 31 % and 1 thread ran 30 %
-faster; 2 threads under it, it waited 50 % and 1 thread ran 10 % faster. What it claims are
-the stalls of the loop's own code while it waited (``stall_wait``, stalls.waits_for_a_cpu): a
-quota's pauses of the whole job, steps that stood still. Workers beyond the CPUs are the
-exception: they make batches ahead of a loop that does not wait for data, so the loop's wait is
-what they cost it, and that share of the loop's own time is claimed.
+faster; 2 threads under it, it waited 50 % and 1 thread ran 10 % faster.
 
 Anti-pattern::
 
@@ -41,7 +41,6 @@ import math
 from trainprof.analysis import frameworks
 from trainprof.analysis.cpu_starvation import CpuStarvation
 from trainprof.analysis.findings import Finding
-from trainprof.analysis.ledger import STEP
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, ms, primary_loader
 from trainprof.analysis.rules.registry import Threshold, rule
@@ -57,8 +56,8 @@ THROTTLED = Threshold(
 BUSY = 0.75  # a job using this share of the CPUs it may use keeps them busy itself
 MACHINE_FULL = 0.9  # a machine this busy has no CPU to spare
 OTHERS_MIN = 0.5  # CPUs other processes must use to count as the competition
-# Where the loop's thread can wait for a CPU: while it runs (not idle, nor blocked on a queue)
-RUNNABLE = ("stall_wait", "transfer", *(b for b in STEP if b != "idle"))
+# The loop's thread's wait for a CPU: the run queue's, and the stalls it stood still in
+WAITS = ("cpu_wait", "stall_wait")
 
 
 # The framework's words for num_workers, for the fix that sets it (the rule's other fixes
@@ -73,7 +72,7 @@ WORKERS_SETTING = frameworks.settings("workers")
     family="host",
     needs=("steps", "samples", "schedstat"),
     or_from=("samples", "schedstat", "sampled_window"),
-    claims=RUNNABLE,
+    claims=WAITS,
     thresholds=(RUNQ, THROTTLED, GPU_BUSY),
     compounds={
         "input-bound": (
@@ -115,8 +114,7 @@ def check(m: Metrics) -> Finding | None:
         title=_title(s),
         evidence=(_waited(s), cause, *_stalled(m, waits)),
         fix=tuple(fix),
-        # no step stood still: the wait is measured, what it costs the step is not (not 0)
-        wants=(("stall_wait", 1.0 if waits else 0.0),),
+        wants=tuple((b, 1.0) for b in WAITS),
     )
 
 
@@ -153,8 +151,7 @@ def _workers_beyond(s: CpuStarvation, threads: int | None, workers: int, m: Metr
 
 
 def _workers(m: Metrics, s: CpuStarvation, threads: int, workers: int) -> Finding:
-    """The workers take the loop's CPU: the loop's wait is what they cost it, and is claimed
-    from its runnable time."""
+    """The workers take the loop's CPU: the loop's wait is what they cost it, and is claimed."""
     usable = s.usable or 1
     led = m.ledger
     data_wait = led.share("data_wait") if led is not None else 0.0
@@ -195,34 +192,25 @@ def _workers(m: Metrics, s: CpuStarvation, threads: int, workers: int) -> Findin
         title=_title(s),
         evidence=(_waited(s), cause, ahead),
         fix=tuple(fix),
-        wants=_the_wait(m, s.runq),
+        wants=tuple((b, 1.0) for b in WAITS),
     )
-
-
-def _the_wait(m: Metrics, runq: float) -> tuple[tuple[str, float], ...]:
-    """The measured wait's share of the steady time, asked of the loop's runnable time."""
-    led = m.ledger
-    if led is None or led.get(*RUNNABLE) <= 0:
-        return (("stall_wait", 0.0),)
-    frac = min(1.0, runq * led.window_s / led.get(*RUNNABLE))
-    return tuple((b, frac) for b in RUNNABLE)
 
 
 def _stalled(m: Metrics, waits: list[Stall]) -> tuple[str, ...]:
-    """The steps that stood still while it waited, where there were (the claimed time)."""
+    """The steps that stood still while it waited, where there were, and what is not known."""
     led = m.ledger
-    if not waits or led is None or m.steady is None:
-        return (
-            "what a fix gains is not measured: the job's other threads work while this one waits",
+    lines = []
+    if waits and led is not None and m.steady is not None:
+        each = sum(st.excess_s for st in waits) / len(waits)
+        lines.append(
+            f"{plural(len(waits), 'step')} of the loop's own code stood still for {ms(each)} "
+            f"beyond a median step ({ms(m.steady.p50_s)}) while it waited: "
+            f"{led.share('stall_wait'):.0%} of the steady time"
         )
-    each = sum(st.excess_s for st in waits) / len(waits)
-    return (
-        f"{plural(len(waits), 'step')} of the loop's own code stood still for {ms(each)} beyond a "
-        f"median step ({ms(m.steady.p50_s)}) while it waited: {led.share('stall_wait'):.0%} of "
-        "the steady time",
-        "what a fix gains beyond those steps is not measured: the job's other threads work while "
-        "this one waits",
+    lines.append(
+        "what a fix gains is not measured: the job's other threads may work while this one waits"
     )
+    return tuple(lines)
 
 
 def _intra_op_threads(m: Metrics) -> int | None:
@@ -278,9 +266,8 @@ def _own_threads(s: CpuStarvation, threads: int | None, workers: int) -> bool:
 def _others_cpus(s: CpuStarvation) -> float:
     """CPUs the machine's other processes used, on average (inf: not measured); trainprof's
     own (its sampler, py-spy) are not other processes: the cause is said apart from them."""
-    if s.machine_cpus is None or s.job_cpus is None:
-        return math.inf
-    return max(0.0, s.machine_cpus - s.job_cpus - (s.own_cpus or 0.0))
+    others = s.others_cpus
+    return math.inf if others is None else others
 
 
 def _own(s: CpuStarvation, threads: int | None, workers: int) -> tuple[str, list[str]]:
@@ -337,10 +324,11 @@ def _trainprof(s: CpuStarvation) -> tuple[str, list[str]]:
 
 def _other_processes(s: CpuStarvation) -> tuple[str, list[str]]:
     machine = s.machine_cpus or 0.0
+    own = s.own_cpus or 0.0
     cause = (
-        f"the machine's {s.machine_total} CPUs were {machine / (s.machine_total or 1):.0%} busy, "
-        f"{_others_cpus(s):.1f} CPUs of it other processes'"
-        + (f" (trainprof's own {s.own_cpus:.1f} apart)" if s.own_cpus else "")
+        f"{s.got()} ({machine / (s.machine_total or 1):.0%} busy in all"
+        + (f"; trainprof's own {own:.1f} apart" if own >= 0.05 else "")
+        + ")"
     )
     return cause, [
         "run it where its CPUs are its own: stop or move the other work (another job, a "

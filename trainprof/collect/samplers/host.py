@@ -174,8 +174,8 @@ class HostSampler:
 
 
 def _read_process(proc: psutil.Process, first: bool) -> dict[str, Any] | None:
-    """The cheap readings of one process (its stat, statm, status, schedstat, fds and limits);
-    ``uss`` stays None until ``_read_smaps`` reads it."""
+    """The cheap readings of one process (its stat, statm, status, schedstat, affinity, fds and
+    limits); ``uss`` stays None until ``_read_smaps`` reads it."""
     try:
         with proc.oneshot():
             cpu = proc.cpu_percent(None)
@@ -188,6 +188,8 @@ def _read_process(proc: psutil.Process, first: bool) -> dict[str, Any] | None:
                 "rss": mem.rss,
                 "uss": None,
                 "rq_wait": _optional(lambda: run_queue_wait(proc.pid)),
+                # the CPUs its affinity allows (taskset, cpusets): the job's, not trainprof's
+                "cpus": _optional(lambda: len(os.sched_getaffinity(proc.pid))),
                 "fds": _optional(proc.num_fds),
                 "threads": _optional(proc.num_threads),
             }
