@@ -160,6 +160,12 @@ def main() -> None:
 
         print(f"trainprof: {clean(str(exc))}", file=sys.stderr)  # one line, whatever it quotes
         sys.exit(exc.exit_code)
+    except PermissionError as exc:  # a path the user gave, on a way trainprof may not search
+        from trainprof.render.text import clean
+
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"trainprof: {clean(f'{exc.strerror or exc}{where}')}", file=sys.stderr)
+        sys.exit(2)
     finally:
         # The exit's last collection walked every object left (~0.05 s after a run's report)
         # to free memory the system takes back anyway; files are closed where they are written.

@@ -476,3 +476,105 @@ def test_run_with_a_run_dir_from_a_deleted_working_directory(tmp_path: Path) -> 
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
     assert meta["exit_code"] == 17 and meta["cwd"] is None
     assert meta["probe"]["loaded"] is not False, meta["probe"]
+
+
+# ---- every path option of every command, on an unreadable path: one line, exit 2 -----------
+
+PATH_VALUES = {"PATH", "DIR", "RUN_DIR", "RUN_A", "RUN_B", "COMMAND..."}
+
+
+def _path_params() -> list[tuple[str, str]]:
+    """(command, option or argument name) for each path a command of the CLI takes, read from
+    the CLI itself: a new command or option is walked without a change here."""
+    import typer
+
+    from trainprof.cli import app
+
+    group = typer.main.get_command(app)
+    return [
+        (name, p.opts[0])
+        for name, command in group.commands.items()  # type: ignore[attr-defined]
+        for p in command.params
+        if p.metavar in PATH_VALUES
+    ]
+
+
+def _as_another_user() -> list[str]:
+    """A prefix under which a mode-000 directory denies trainprof as it denies a user: none
+    for a user; for root, a user namespace of its own (root's files stay readable as their
+    owner's, but no capability overrides a mode)."""
+    if os.geteuid() != 0:
+        return []
+    probe = subprocess.run(
+        ["unshare", "--user", "--", "true"], capture_output=True, check=False
+    ) if shutil.which("unshare") else None  # fmt: skip
+    if probe is None or probe.returncode != 0:
+        pytest.skip("root, and no user namespace to run as a user in")
+    return ["unshare", "--user", "--"]
+
+
+@pytest.fixture(scope="module")
+def locked_tree(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("locked")
+    (tmp / "job.py").write_text("print('ran')\n")
+    good = tmp / "good"
+    p = tp("run", "-q", "--no-stacks", "--run-dir", str(good), "job.py", cwd=tmp)
+    assert p.returncode == 0, p.stderr[-2000:]
+    shutil.copy(good / "report.json", tmp / "good.json")
+    locked = tmp / "locked"
+    locked.mkdir()
+    (locked / "job.py").write_text("print('ran')\n")
+    locked.chmod(0)
+    yield tmp
+    locked.chmod(0o700)
+
+
+ATTACH = """\
+{python} -c "import time; open('ready', 'w').close(); time.sleep(60)" &
+while [ ! -e ready ]; do sleep 0.05; done
+{trainprof} "$!"
+code=$?
+kill $!
+exit $code
+"""
+
+
+@pytest.mark.parametrize(("command", "param"), _path_params())
+def test_every_path_option_on_an_unreadable_path(
+    locked_tree: Path, command: str, param: str
+) -> None:
+    """Was: PermissionError tracebacks (43-51 lines, exit 1) for `run --json locked/r.json`,
+    `report locked/run`, `compare locked/a.json good.json`, `ci --baseline locked/b.json`,
+    `rules --json locked/r.json`, `doctor --data locked/d` and a script in locked/."""
+    positional = {
+        "run": {"command": ["job.py"]},
+        "ci": {"command": ["job.py"]},
+        "tune": {"command": ["job.py"]},
+        "report": {"run_dirs": ["good"]},
+        "compare": {"a": ["good.json"], "b": ["good.json"]},
+    }.get(command, {})
+    locked = f"locked/{param.strip('-')}" + ("/job.py" if param == "command" else "")
+    options = [param, locked] if param.startswith("-") else []
+    args = [
+        v for name, values in positional.items() for v in ([locked] if name == param else values)
+    ]
+    line = trainprof_cmd(command, *options, *args)
+    if command == "attach":  # to a Python process of the same user: the path is what is refused
+        line = [
+            "sh",
+            "-c",
+            ATTACH.format(python=shlex.quote(sys.executable), trainprof=shlex.join(line)),
+        ]
+    before = {p.name for p in locked_tree.iterdir()}
+    p = subprocess.run(
+        [*_as_another_user(), *line], cwd=locked_tree, capture_output=True, text=True, timeout=120
+    )
+    (locked_tree / "ready").unlink(missing_ok=True)
+    if command == "demo":  # its first line says what it runs
+        assert p.stderr.startswith("trainprof demo: running"), p.stderr
+        p.stderr = p.stderr.split("\n", 1)[1]
+    assert_one_line(p)
+    no_trainprof_traceback(p)
+    assert "locked" in p.stderr and "Permission denied" in p.stderr, p.stderr
+    assert "ran\n" not in p.stdout  # refused before the job started
+    assert {p.name for p in locked_tree.iterdir()} == before  # no run directory made

@@ -28,7 +28,7 @@ from trainprof import std_fds
 from trainprof.collect.interpreter import script_python
 from trainprof.collect.output import StreamPump, TerminalLock
 from trainprof.errors import TrainprofError
-from trainprof.store.rundir import STDERR_LOG, STDOUT_LOG
+from trainprof.store.rundir import STDERR_LOG, STDOUT_LOG, check_readable
 from trainprof.store.schema import ENV_MAX_STEPS, ENV_PKG_PARENT, ENV_RUN_DIR, ENV_STEPS_MIN_S
 
 BOOTSTRAP_DIR = Path(trainprof.__file__).parent / "bootstrap"
@@ -41,6 +41,8 @@ def resolve_command(args: list[str]) -> list[str]:
     if not args:
         raise TrainprofError("nothing to run: give a script (train.py) or `-- <command>`")
     first = args[0]
+    if first.endswith(".py") or os.sep in first:
+        check_readable(Path(first), "script" if first.endswith(".py") else "program")
     if first.endswith(".py"):
         if not Path(first).is_file():
             raise TrainprofError(f"no such script: {first}")

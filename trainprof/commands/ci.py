@@ -337,6 +337,8 @@ def _gate_options(
             )
     from trainprof.compare.load import load_report
 
+    if baseline is not None:
+        rundir.check_readable(baseline, "--baseline")
     base = load_report(baseline, "--baseline")[0] if baseline is not None else None
     return GateOptions(
         fail_on=fail_on,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from trainprof.commands.options import NoColor
-from trainprof.store.rundir import check_user_file, write_user_file
+from trainprof.store.rundir import check_readable, check_user_file, write_user_file
 
 # The comparison loads the analysis: imported where used, so that every other command's start
 # does not pay for it.
@@ -84,6 +84,7 @@ def _side(path: Path, what: str, k: int) -> Side:
     from trainprof.compare.windows import Window, step_windows
     from trainprof.store.session import Session
 
+    check_readable(path, what)
     report, run_dir = load_report(path, what)
     found: list[Window] = []
     if run_dir is not None:

@@ -10,7 +10,7 @@ import typer
 
 from trainprof.commands.options import HtmlOut, JsonOut, NoColor, TraceOut, Verbose
 from trainprof.errors import TrainprofError
-from trainprof.store.rundir import RUNS_DIR, check_user_file, latest_run_dir
+from trainprof.store.rundir import RUNS_DIR, check_readable, check_user_file, latest_run_dir
 
 
 def report(
@@ -48,6 +48,7 @@ def report(
         shown = os.path.relpath(run_dir)
         typer.echo(f"trainprof report: the latest run, {shown}", err=True)
     for node in nodes or [run_dir]:
+        check_readable(node, "run directory")
         if node.exists() and not node.is_dir():
             raise TrainprofError(
                 f"{node} is a file, not a run directory: give the folder `trainprof run` wrote "

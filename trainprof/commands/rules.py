@@ -14,6 +14,7 @@ import typer
 
 from trainprof.commands.options import NoColor
 from trainprof.errors import TrainprofError
+from trainprof.store.rundir import check_readable
 
 if TYPE_CHECKING:
     from trainprof.analysis.rules.registry import Rule
@@ -95,6 +96,8 @@ def rules(
     from trainprof.render import rules_reference as ref
     from trainprof.render.text import make_console
 
+    if json_path is not None:
+        check_readable(json_path, "--json", "write")
     if json_path is not None and rule_id is None and not json_path.exists():
         # `rules --json cpu-stall`, from when --json was a flag: that rule, on stdout
         old = _known(str(json_path))

@@ -24,6 +24,7 @@ from trainprof.commands.options import (
     refuse_stray_option,
 )
 from trainprof.errors import TrainprofError
+from trainprof.store.rundir import check_user_file
 
 MIN_INTERVAL_S = 0.05  # below it the sampler itself costs a CPU core
 MAX_INTERVAL_S = 3600.0
@@ -126,8 +127,8 @@ def run(
       trainprof run train.py --epochs 3
     """
     refuse_stray_option(ctx, command)
-    if json_path is not None and json_path.is_dir():
-        raise TrainprofError(f"--json {json_path} is a directory; give a file path")
+    if json_path is not None:
+        check_user_file(json_path)  # one line for a directory, or one on an unreadable path
     if on_hang not in (None, "report", "kill"):
         raise TrainprofError("--on-hang must be `report` or `kill`")
     code = run_job(

@@ -46,6 +46,17 @@ def current_dir() -> str | None:
         return None
 
 
+def check_readable(path: Path, what: str, verb: str = "read") -> None:
+    """One line and exit 2 where ``path`` cannot be looked at (a directory on its way denies
+    search: Path.exists() and is_dir() raise there); a missing path is left to the caller."""
+    try:
+        os.stat(path)
+    except PermissionError as exc:
+        raise TrainprofError(f"cannot {verb} {what} {path}: {exc.strerror}") from None
+    except (OSError, ValueError):
+        pass
+
+
 def _label(command: list[str]) -> str:
     """A short name for the job: the script's stem, the module after -m, or the program."""
     words = [w for w in command[1:] if not w.startswith("-")] if len(command) > 1 else []
