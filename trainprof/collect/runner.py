@@ -69,11 +69,11 @@ class RunOptions:
     on_report: Callable[[Session, dict[str, Any]], None] | None = None
 
 
-def usable_cpus() -> int | None:
-    """Affinity and cgroup quota counted, exactly as `trainprof doctor` counts."""
+def usable_cpus(pid: int) -> int | None:
+    """The job's: its affinity and cgroup quota counted, exactly as `trainprof doctor` counts."""
     from trainprof.doctor.cpu import usable_cpu_count
 
-    return usable_cpu_count()
+    return usable_cpu_count(pid)
 
 
 def run(opts: RunOptions) -> int:
@@ -152,7 +152,7 @@ def run(opts: RunOptions) -> int:
 
     # The analysis and the renderers, which only the job's end needs, in a thread meanwhile.
     threading.Thread(target=_import_the_analysis, name="trainprof-imports", daemon=True).start()
-    meta["usable_cpus"] = usable_cpus()
+    meta["usable_cpus"] = usable_cpus(job.pid)
     meta["runner"]["started"] = process_started(os.getpid())
     recording.write(rundir.META, meta)
     live = LiveView(str(run_dir), terminal, sys.stderr.fileno())

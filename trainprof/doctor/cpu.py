@@ -132,21 +132,22 @@ def check_threads(inp: ThreadInputs) -> CheckResult:
     )
 
 
-def usable_cpu_count() -> int:
-    """This process's usable CPUs: affinity and cgroup quota counted. The one count both
-    `trainprof doctor` and the run report (run.json ``usable_cpus``) give."""
-    from trainprof.doctor.cgroup import gather_cgroup
+def usable_cpu_count(pid: int = 0) -> int:
+    """The usable CPUs of process ``pid`` (0: this one), affinity and cgroup quota counted. The
+    one count `trainprof doctor` and the run report (run.json ``usable_cpus``, the job's) give."""
+    from trainprof.doctor.cgroup import limits_of
 
-    limits = gather_cgroup()
-    return usable_cpus(gather_cpu(limits.cpu_quota, limits.cpu_source))
+    limits = limits_of(pid or "self")
+    return usable_cpus(gather_cpu(limits.cpu_quota, limits.cpu_source, pid=pid))
 
 
 def gather_cpu(
-    quota: float | None, quota_source: str | None, workers: int | None = None
+    quota: float | None, quota_source: str | None, workers: int | None = None, pid: int = 0
 ) -> CpuInputs:
-    """Core count and affinity from the OS; the quota comes from the cgroup gatherer."""
+    """Core count and the affinity of ``pid`` (0: this process) from the OS; the quota comes
+    from the cgroup gatherer."""
     try:
-        affinity: int | None = len(os.sched_getaffinity(0))
+        affinity: int | None = len(os.sched_getaffinity(pid))
     except (AttributeError, OSError):  # not on Linux
         affinity = None
     stat = quota_stat_file(quota, quota_source)

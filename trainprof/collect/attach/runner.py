@@ -101,7 +101,7 @@ def attach(opts: AttachOptions) -> int:
         "redacted": True,
         "cwd": main.cwd or os.getcwd(),
         "run_dir": str(run_dir),
-        "usable_cpus": usable_cpu_count(),
+        "usable_cpus": usable_cpu_count(main.pid),  # the job's, not attach's
         "cpu_count": os.cpu_count(),
         "interval_s": SAMPLE_INTERVAL_S,
         "wall_start": time.time(),
