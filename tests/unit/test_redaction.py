@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from trainprof.collect.samplers.hang import _redact_process_line
-from trainprof.store.redact import Redactor, is_secret_name, redact, secret_values
+from trainprof.store.redact import (
+    CARRY_MAX,
+    Redactor,
+    StreamMasker,
+    is_secret_name,
+    redact,
+    secret_values,
+)
 from trainprof.store.schema import ENV_NO_REDACT, MAGIC
 
 
@@ -145,3 +152,72 @@ def test_the_shells_working_directories_are_no_secret() -> None:
     assert not is_secret_name("PWD") and not is_secret_name("OLDPWD")
     assert is_secret_name("DB_PWD")
     assert secret_values([], {"PWD": "/home/user/proj", "DB_PWD": "hunter22"}) == {"hunter22"}
+
+
+# ---- trainprof's own --no-redact, never the job's; the job's output masked as it is copied ----
+
+
+def test_a_no_redact_in_the_command_line_turns_nothing_off(tmp_path: Path) -> None:
+    """In the runner sys.argv holds the job's command, in the job its own arguments: a job
+    argument named --no-redact must not unmask. Only configure (trainprof's parsed option)
+    and, in the job, the runner's ENV_NO_REDACT may."""
+    code = (
+        "import sys; from trainprof.store import redact; "
+        "r = redact.current(); j = redact.configure_in_job(); "
+        "print(r.enabled, j.enabled, r.text('x hf_ENVSECRET1 y'), "
+        "redact.configure(False).enabled)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != ENV_NO_REDACT}
+    env["HF_TOKEN"] = "hf_ENVSECRET1"
+    out = subprocess.run(
+        [sys.executable, "-c", code, "--no-redact"], env=env, capture_output=True, text=True
+    )
+    assert out.stdout.split() == ["True", "True", "x", "***", "y", "False"], out.stderr
+    env[ENV_NO_REDACT] = "1"  # what the runner sets for `trainprof run --no-redact`
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.split()[:2] == ["True", "False"], out.stderr
+
+
+SECRET_VALUE = "hf_STREAMSECRET123"
+
+
+def _streamed(chunks: list[bytes], values: tuple[str, ...] = (SECRET_VALUE,)) -> list[bytes]:
+    """What a StreamMasker lets out after each chunk, then at the end."""
+    masker = StreamMasker(Redactor(values))
+    return [masker.feed(c) for c in chunks] + [masker.flush()]
+
+
+@pytest.mark.parametrize("at", [1, 3, 9, len(SECRET_VALUE) - 1])
+def test_a_secret_split_across_two_writes_is_masked(at: int) -> None:
+    line = f"token {SECRET_VALUE} ok\n".encode()
+    cut = len(b"token ") + at
+    out = _streamed([line[:cut], line[cut:]])
+    assert b"".join(out) == b"token *** ok\n"
+    assert out[0] == b""  # nothing of an unfinished line is let out
+
+
+def test_every_write_lets_out_only_masked_whole_lines() -> None:
+    s = SECRET_VALUE.encode()
+    chunks = [b"a\n" + s[:4], s[4:] + b"\rb", b"\n", b"https://u:pw123@h/x tail"]
+    out = _streamed(chunks)
+    assert out[:3] == [b"a\n", b"***\r", b"b\n"]
+    assert out[4] == b"https://u:***@h/x tail"  # the end: what was held back, masked
+    assert all(s[:5] not in o for o in out)
+
+
+def test_a_line_with_no_end_is_let_out_in_masked_pieces() -> None:
+    """A 4 MiB line without LF or CR (a progress dump, a blob) is not held in memory: it goes
+    out in pieces, each cut where no secret crosses it, and bytes that are not UTF-8 survive."""
+    s = SECRET_VALUE.encode()
+    filler = b"\xff" + b"x" * (CARRY_MAX // 3)
+    stream = (filler + s) * 12 + b"\n"
+    chunks = [stream[i : i + 65536] for i in range(0, len(stream), 65536)]
+    out = _streamed(chunks)
+    assert b"".join(out) == (filler + b"***") * 12 + b"\n"
+    assert sum(1 for o in out[:-2] if o) >= 3  # let out before the line ended
+    assert max(map(len, out)) <= 3 * CARRY_MAX
+
+
+def test_masking_off_passes_every_byte_at_once() -> None:
+    masker = StreamMasker(Redactor([SECRET_VALUE], enabled=False))
+    assert masker.feed(b"half " + SECRET_VALUE.encode()[:5]) == b"half " + b"hf_ST"

@@ -3,8 +3,10 @@
 Each stream gets a thread that copies from the job's pipe (or pty) to trainprof's own stream
 as soon as bytes arrive. The copy on disk keeps the first ``HEAD_BYTES`` and the last
 ``TAIL_BYTES`` of each stream, so a job that prints gigabytes costs megabytes, and the end of
-the output (where the traceback is) is always kept. Should the copy fail (a full disk), the
-copy stops and the job's output keeps flowing: ``log_error`` says when and why.
+the output (where the traceback is) is always kept. The copy is masked as it is written (line by
+line, ``store.redact.StreamMasker``), before it is cut: no moment leaves a secret on disk, even
+if trainprof is killed; the terminal gets the job's bytes as they are. Should the copy fail (a
+full disk), the copy stops and the job's output keeps flowing: ``log_error`` says when and why.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainprof.store.redact import redact_file
+from trainprof.store.redact import StreamMasker, current
 from trainprof.store.rundir import open_private
 
 HEAD_BYTES = 4 * 1024 * 1024
@@ -62,8 +64,10 @@ class StreamPump:
         self.dest_fd = dest_fd
         self.log_path = log_path
         self.terminal = terminal
-        self.total_bytes = 0
+        self.total_bytes = 0  # the job's, as written
         self.total_lines = 0
+        self._masker = StreamMasker(current())
+        self._kept_bytes = 0  # of the masked copy: what the head and the tail are cut from
         self._tail = bytearray()
         self.log_error: tuple[float, str] | None = None  # (monotonic time, why) the copy stopped
         self._log: Any = None  # the raw file open_private returns; None once the copy failed
@@ -148,15 +152,19 @@ class StreamPump:
             pass  # no relay: the process writing on gets a broken pipe once trainprof ends
 
     def _keep(self, data: bytes) -> None:
-        room = HEAD_BYTES - self.total_bytes
+        self.total_bytes += len(data)
+        self.total_lines += data.count(b"\n")
+        self._keep_masked(self._masker.feed(data))
+
+    def _keep_masked(self, data: bytes) -> None:
+        room = HEAD_BYTES - self._kept_bytes
         if room > 0:
             self._write_log(data[:room])
         if len(data) > room:
             self._tail += data[max(room, 0) :]
             if len(self._tail) > 2 * TAIL_BYTES:
                 del self._tail[: len(self._tail) - TAIL_BYTES]
-        self.total_bytes += len(data)
-        self.total_lines += data.count(b"\n")
+        self._kept_bytes += len(data)
 
     def _write_log(self, data: bytes) -> None:
         """Append to the copy on disk; the first error stops the copy for good."""
@@ -181,9 +189,10 @@ class StreamPump:
 
     def _finish(self) -> None:
         try:
-            if self.total_bytes > HEAD_BYTES:
+            self._keep_masked(self._masker.flush())
+            if self._kept_bytes > HEAD_BYTES:
                 tail = bytes(self._tail[-TAIL_BYTES:])
-                omitted = self.total_bytes - HEAD_BYTES - len(tail)
+                omitted = self._kept_bytes - HEAD_BYTES - len(tail)
                 if omitted > 0:
                     self._write_log(f"\n[trainprof: {omitted} bytes omitted]\n".encode())
                 self._write_log(tail)
@@ -193,7 +202,6 @@ class StreamPump:
                 except OSError as exc:
                     self._log = None
                     self.log_error = self.log_error or (time.monotonic(), exc.strerror or str(exc))
-            redact_file(self.log_path)  # the copy is published; the terminal shows the real text
         finally:
             try:
                 os.close(self.source_fd)

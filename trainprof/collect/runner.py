@@ -27,6 +27,7 @@ from trainprof.collect.output import TerminalLock
 from trainprof.collect.recording import Recording
 from trainprof.collect.watchdog import Watchdog
 from trainprof.store import rundir
+from trainprof.store.redact import configure as redact_config
 from trainprof.store.redact import redact
 from trainprof.store.schema import (
     ENV_DISABLE,
@@ -78,6 +79,7 @@ def usable_cpus(pid: int) -> int | None:
 
 def run(opts: RunOptions) -> int:
     command = resolve_command(opts.command)
+    redact_config(enabled=not opts.no_redact, argv=command)  # trainprof's option, not the job's
     shown = list(command) if opts.no_redact else redact(command)  # stored and printed
     if opts.json_path is not None:
         rundir.check_user_file(opts.json_path)  # before the job: never a run without its file

@@ -106,9 +106,9 @@ def _chain_excepthook() -> None:
 
     def hook(exc_type, exc, tb):  # type: ignore[no-untyped-def]
         try:
-            from trainprof.store.redact import redact_text
+            from trainprof.store.redact import configure_in_job
 
-            message = redact_text(str(exc))[:2000]
+            message = configure_in_job().text(str(exc))[:2000]
             records.record_info({"exception": exc_type.__name__, "message": message})
             from trainprof.probe.tracebacks import without_probe_frames
 

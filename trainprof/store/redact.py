@@ -15,8 +15,10 @@ next argument, unless it starts with ``--``) and ``NAME=VALUE``.
 Text (an exception message, a traceback, a file trainprof writes) is masked by value: each
 value of a secret-named environment variable or argument (at least ``MIN_SECRET`` characters)
 becomes ``***`` wherever it appears, and so does the password of a URL
-(``scheme://user:PASSWORD@host``). ``trainprof run --no-redact`` turns all of this off. The job
-itself always receives its real arguments and environment.
+(``scheme://user:PASSWORD@host``). Only ``trainprof run``'s own ``--no-redact``, parsed before
+the job's command, turns this off: the runner says so with ``configure``, and tells the probe
+through ``ENV_NO_REDACT``; nothing reads the flag from ``sys.argv`` (there it may be the job's).
+The job itself always receives its real arguments and environment.
 """
 
 from __future__ import annotations
@@ -29,8 +31,7 @@ from typing import Any
 
 MASK = "***"
 MIN_SECRET = 6  # shorter values ("1", "true") would mask ordinary text everywhere
-NO_REDACT_FLAG = "--no-redact"
-ENV_NO_REDACT = "TRAINPROF_NO_REDACT"  # as store.schema names it; "1": nothing is masked
+ENV_NO_REDACT = "TRAINPROF_NO_REDACT"  # as store.schema names it; "1": the probe masks nothing
 
 _LAST_WORDS = frozenset(("token", "key", "pwd", "passphrase"))
 _ANY_WORDS = frozenset(
@@ -42,7 +43,10 @@ _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _ASSIGN = re.compile(r"^(-{0,2})([A-Za-z_][A-Za-z0-9_.\-+]*)=(.*)$", re.DOTALL)
 _OPTION = re.compile(r"^-{1,2}([A-Za-z_][A-Za-z0-9_.\-]*)$")
 # A URL's password; never across quotes, backslashes or markup (text may be JSON, XML, HTML).
-_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@\"'\\<>&]*:)[^/\s@\"'\\<>&]+@")
+# A scheme starts a word: tried from each letter of a long word, the pattern took quadratic time.
+_URL_PASSWORD = re.compile(
+    r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@\"'\\<>&]*:)[^/\s@\"'\\<>&]+@"
+)
 
 
 # The shell's working directories: "pwd" ends their names, and they are no secret.
@@ -119,6 +123,7 @@ class Redactor:
         self.enabled = enabled
         ordered = sorted(set(values), key=len, reverse=True)  # a longer secret first
         self._values = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self.longest = len(ordered[0]) if ordered else 0
 
     def text(self, text: str) -> str:
         if not self.enabled:
@@ -126,6 +131,18 @@ class Redactor:
         if self._values is not None:
             text = self._values.sub(MASK, text)
         return _mask_urls(text) if "://" in text else text
+
+    def safe_cut(self, text: str) -> int:
+        """Where ``text`` may be cut and its head masked alone: no secret it holds, whole or
+        begun, crosses the cut (a URL's password only within ``URL_HOLD`` characters)."""
+        cut = max(0, len(text) - max(self.longest - 1, URL_HOLD))
+        spans = [m.span() for m in self._values.finditer(text)] if self._values else []
+        if "://" in text:
+            spans += [m.span() for m in _URL_PASSWORD.finditer(text)]
+        for start, end in sorted(spans):
+            if start < cut < end:
+                cut = end
+        return cut
 
     def data(self, obj: Any) -> Any:
         """A copy of ``obj`` (dicts, lists, strings) with every string (keys too) masked."""
@@ -159,13 +176,26 @@ _current: Redactor | None = None
 
 
 def current() -> Redactor:
-    """This process's redactor: the secrets of its environment and of its own command line
-    (trainprof's, which holds the job's; or, in the job, the job's), unless ``--no-redact``."""
+    """This process's redactor: masks the secrets of its environment and its command line,
+    unless ``configure`` said otherwise."""
     global _current
     if _current is None:
-        off = os.environ.get(ENV_NO_REDACT) == "1" or NO_REDACT_FLAG in sys.argv
-        _current = Redactor(secret_values(sys.argv, os.environ), enabled=not off)
+        _current = Redactor(secret_values(sys.argv, os.environ))
     return _current
+
+
+def configure(enabled: bool, argv: Iterable[str] = ()) -> Redactor:
+    """Set this process's redactor: on unless trainprof's own option said not; ``argv`` (the
+    job's command) adds its secret values to those of this process's environment and argv."""
+    global _current
+    values = secret_values([*sys.argv, *map(str, argv)], os.environ)
+    _current = Redactor(values, enabled=enabled)
+    return _current
+
+
+def configure_in_job() -> Redactor:
+    """In the job (the probe): masking is off only where the runner set ``ENV_NO_REDACT``."""
+    return configure(enabled=os.environ.get(ENV_NO_REDACT) != "1")
 
 
 def redact_text(text: str) -> str:
@@ -178,23 +208,43 @@ def redact_data(obj: Any) -> Any:
     return current().data(obj)
 
 
-def redact_file(path: os.PathLike[str] | str) -> None:
-    """Mask this process's known secrets in a file (a copy of the job's output), in place."""
-    r = current()
-    if not r.enabled:
-        return
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError:
-        return
-    text = raw.decode("utf-8", "surrogateescape")
-    masked = r.text(text)
-    if masked == text:
-        return
-    try:
-        with open(path, "r+b") as f:
-            f.write(masked.encode("utf-8", "surrogateescape"))
-            f.truncate()
-    except OSError:
-        pass
+# A line with no end this long is masked in pieces; held back of it: the longest secret less
+# one character, and at least URL_HOLD characters (a URL's password ends at the "@" after it).
+CARRY_MAX = 64 * 1024
+URL_HOLD = 256
+
+
+class StreamMasker:
+    """Masks a byte stream as it is written: each complete line (ended by LF or CR) at once,
+    the rest held back until its end comes, so a secret split across two writes is still
+    masked. Bytes that are not UTF-8 pass through as they are."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+        self._carry = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """The masked bytes of ``data`` that can be written now (a whole line, or more)."""
+        if not self.redactor.enabled:
+            return data
+        buf = self._carry + data if self._carry else data
+        end = max(buf.rfind(b"\n"), buf.rfind(b"\r")) + 1
+        if len(buf) - end <= CARRY_MAX:
+            self._carry = buf[end:]
+            return self._mask(buf[:end])
+        text = buf.decode("utf-8", "surrogateescape")
+        cut = self.redactor.safe_cut(text)
+        self._carry = text[cut:].encode("utf-8", "surrogateescape")
+        return self.redactor.text(text[:cut]).encode("utf-8", "surrogateescape")
+
+    def flush(self) -> bytes:
+        """What was held back, masked: the stream has ended."""
+        out, self._carry = self._carry, b""
+        return self._mask(out) if self.redactor.enabled else out
+
+    def _mask(self, data: bytes) -> bytes:
+        if not data:
+            return data
+        return self.redactor.text(data.decode("utf-8", "surrogateescape")).encode(
+            "utf-8", "surrogateescape"
+        )

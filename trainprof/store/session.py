@@ -19,6 +19,7 @@ from trainprof.store import gpus
 from trainprof.store.dumps import ProcessDump
 from trainprof.store.dumps import parse as parse_dumps
 from trainprof.store.events import ProcessLog, load_processes
+from trainprof.store.redact import redact_text
 from trainprof.store.rundir import META, SAMPLES, STDERR_LOG, STDOUT_LOG, read_json
 from trainprof.store.sampled import Loader, Sampled, reads_once
 from trainprof.store.sampled import read as read_sampled
@@ -497,7 +498,8 @@ def _tail(path: Path) -> str:
         size = path.stat().st_size
         with open(path, "rb") as f:
             f.seek(max(0, size - OUTPUT_TAIL_BYTES))
-            return f.read().decode("utf-8", "replace")
+            # masked again: a copy an older trainprof (or a killed one) left unmasked
+            return redact_text(f.read().decode("utf-8", "replace"))
     except OSError:
         return ""
 
