@@ -61,8 +61,10 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/python -m tools.docs
 
+# The benchmarks (≈ 7 min on 2 cores); each row they measured is written over its row in
+# docs/BENCHMARKS.md, dated, with this machine (`git diff` shows what moved).
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench --doc docs/BENCHMARKS.md
 
 # The real-world corpus (realworld/README.md): public training scripts run plain and under
 # trainprof on small synthetic data, checked against an expert's expected finding (≤ 10 min).

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import longrun, overhead, ranks, stats, workers
+from bench import doc_tables, longrun, overhead, ranks, stats, workers
 from bench.loop import DEFAULT_SIZES
 
 MB = 2**20
@@ -67,7 +67,18 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--json", type=Path, default=None, help="write every number to this file")
     ap.add_argument("--markdown", type=Path, default=None, help="write the tables as Markdown")
+    ap.add_argument(
+        "--doc",
+        type=Path,
+        default=None,
+        help="write the rows measured into this page's tables (docs/BENCHMARKS.md)",
+    )
+    ap.add_argument(
+        "--machine", default=None, help="--doc: the machine column (default: CPUs, OS, load)"
+    )
     a = ap.parse_args(argv)
+    if a.doc is not None and a.quick:
+        ap.error("--doc: a --quick run's numbers do not replace the page's")
     q = a.quick
     a.min_rounds = a.min_rounds or (2 if q else 3)
     a.max_rounds = a.max_rounds or (2 if q else 8)
@@ -217,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         results["targets"] += workers.targets(w["summary"], w["switched"])
     sections.append(("Targets", _targets_text(results["targets"]), None))
     results["bench_seconds"] = time.monotonic() - started
+    results["complete"] = not (a.skip_overhead or a.skip_scale or a.skip_ranks or a.skip_workers)
     for title, text, _ in sections:
         print(f"\n== {title} ==\n{text}")
     print(f"\nbench took {results['bench_seconds']:.0f} s")
@@ -228,6 +240,13 @@ def main(argv: list[str] | None = None) -> int:
             body = stats.markdown_table(md) if md else f"```\n{text}\n```"
             parts.append(f"### {title}\n\n{body}\n")
         a.markdown.write_text("\n".join(parts))
+    if a.doc:
+        machine = a.machine or doc_tables.machine_label()
+        text = doc_tables.update(
+            a.doc.read_text(encoding="utf-8"), doc_tables.rows(results), machine
+        )
+        a.doc.write_text(text, encoding="utf-8")
+        log(f"rows written into {a.doc}")
     return 0
 
 
