@@ -9,8 +9,10 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from trainprof.collect.attach import access, target
@@ -49,14 +51,58 @@ def test_a_pid_that_is_not_python_and_runs_none_is_one_line() -> None:
         _stop(proc)
 
 
-def test_a_shell_launcher_leads_to_the_python_under_it() -> None:
+def test_a_shell_launcher_leads_to_the_python_under_it_when_named_one() -> None:
     proc = _started(["sh", "-c", f'{shlex.quote(sys.executable)} -c "{READY}"; true'])
     try:
-        found = target.resolve(proc.pid)
+        # not said to be a launcher: under a process that is not Python may run anyone's jobs
+        with pytest.raises(TrainprofError, match=rf"attach --launcher {proc.pid}`") as error:
+            target.resolve(proc.pid)
+        found = target.resolve(proc.pid, launcher=True)
         assert len(found.processes) == 1
         child = found.processes[0]
         assert child.pid != proc.pid and child.command[0] == sys.executable
-        assert found.note is not None and "launcher" in found.note
+        assert str(child.pid) in str(error.value)  # the refusal names what runs under it
+        assert found.note is not None and "(named one by --launcher)" in found.note
+    finally:
+        _stop(proc)
+
+
+def test_pid_1_is_no_launcher_unless_named_one() -> None:
+    """`attach 1` sampled every Python process of the machine: other people's jobs, as root."""
+    with pytest.raises(TrainprofError, match="attach --launcher 1`|runs no Python"):
+        target.resolve(1)
+
+
+def test_a_launcher_leaves_zombies_out_and_says_so() -> None:
+    """A zombie under a launcher (exited, its parent never reaped it) has a Python name still:
+    it was taken as a training process."""
+    exe = shlex.quote(sys.executable)
+    # sh starts a Python that trains and one that exits, then becomes sleep, which never reaps
+    say = "print('ready', flush=True)"
+    proc = subprocess.Popen(
+        ["sh", "-c", f'{exe} -c "{READY}" & {exe} -c "{say}" & exec sleep 60'],
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        seen = ""
+        while seen.count("ready") < 2:  # both started (their lines may interleave)
+            line = proc.stdout.readline()
+            assert line, seen
+            seen += line
+        deadline = time.monotonic() + 30
+        while not (
+            zombies := [
+                c.pid for c in psutil.Process(proc.pid).children() if c.status() == "zombie"
+            ]
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        found = target.resolve(proc.pid, launcher=True)
+        assert len(found.processes) == 1 and found.processes[0].pid not in zombies
+        assert (
+            found.note is not None and f"left out: pid {zombies[0]} exited (zombies)" in found.note
+        )
     finally:
         _stop(proc)
 

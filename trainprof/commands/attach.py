@@ -37,6 +37,14 @@ def attach(
             rich_help_panel=SAMPLING,
         ),
     ] = DEFAULT_RATE_HZ,
+    launcher: Annotated[
+        bool,
+        typer.Option(
+            "--launcher",
+            help="PID launched the job (a shell script, a container's init): sample the Python "
+            "training processes under it (torchrun's and accelerate's are found without it).",
+        ),
+    ] = False,
     json_path: JsonOut = None,
     run_dir: RunDir = None,
     quiet: Quiet = False,
@@ -65,6 +73,7 @@ def attach(
             run_dir=run_dir,
             quiet=quiet,
             verbose=verbose,
+            launcher=launcher,
         )
     )
     raise typer.Exit(code)

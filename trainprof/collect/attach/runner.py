@@ -53,6 +53,7 @@ class AttachOptions:
     run_dir: Path | None = None
     quiet: bool = False
     verbose: bool = False
+    launcher: bool = False  # --launcher: the PID launched the job (a shell script, an init)
 
 
 class _Status(LiveView):
@@ -84,7 +85,7 @@ def _dump(pid: int) -> str:
 
 def attach(opts: AttachOptions) -> int:
     _check(opts)
-    targets = resolve(opts.pid, dump=_dump)
+    targets = resolve(opts.pid, dump=_dump, launcher=opts.launcher)
     if targets.note:
         print(f"trainprof: {targets.note}", file=sys.stderr)
     for t in targets.processes:

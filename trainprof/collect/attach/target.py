@@ -1,14 +1,18 @@
 """Which processes `trainprof attach PID` samples: the PID itself when it is the training
 process; its parent when it is a DataLoader worker; the Python training processes under it
-when it is a launcher (a shell script, torchrun, ``python -m torch.distributed.run``,
-``accelerate launch``). A PID that is gone, or that is not Python and runs no Python, is one
-line and exit 2."""
+when it is a launcher. A Python launcher says so itself (torchrun,
+``python -m torch.distributed.run``, ``accelerate launch``, a script waiting in
+``torch.multiprocessing.spawn``); any other process (a shell script, a container's init, PID 1)
+is taken as one only when the user says so (``--launcher``): under PID 1 runs every job of
+the machine. Under a launcher, zombies and other users' processes are left out, and the note
+says what was taken and why. A PID that is gone, or that is not Python and runs no Python, is
+one line and exit 2."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
 
@@ -149,29 +153,72 @@ def spawns_trainers(p: psutil.Process, dump: Dump | None) -> bool:
     return "torch/multiprocessing/spawn.py" in dump(p.pid).replace("\\", "/")
 
 
-def _trainers_under(p: psutil.Process, spawned: bool = False) -> list[psutil.Process]:
+@dataclass
+class _Under:
+    """The Python training processes found under a launcher, and what was left out."""
+
+    trainers: list[psutil.Process]
+    torch_only: bool = False  # some loaded torch: the others were left out
+    zombies: list[int] = field(default_factory=list)
+    other_users: list[int] = field(default_factory=list)
+
+    def left_out(self) -> str:
+        parts = []
+        if self.zombies:
+            parts.append(f"{_pids(self.zombies)} exited (zombies)")
+        if self.other_users:
+            parts.append(f"{_pids(self.other_users)} of other users")
+        return f"; left out: {', '.join(parts)}" if parts else ""
+
+
+def _pids(pids: list[int], most: int = 8) -> str:
+    more = f" and {len(pids) - most} more" if len(pids) > most else ""
+    return ("pid " if len(pids) == 1 else "pids ") + ", ".join(map(str, pids[:most])) + more
+
+
+def _uid(p: psutil.Process) -> int | None:
+    try:
+        return int(p.uids().real)
+    except psutil.Error:
+        return None
+
+
+def _trainers_under(p: psutil.Process, spawned: bool = False) -> _Under:
     """The Python processes under a launcher that are neither launchers nor workers (nor this
-    trainprof); those that loaded torch, when any did. ``spawned``: the launcher started them
-    with ``torch.multiprocessing.spawn``, so its own multiprocessing children count."""
+    trainprof), nor zombies, nor another user's; those that loaded torch, when any did.
+    ``spawned``: the launcher started them with ``torch.multiprocessing.spawn``, so its own
+    multiprocessing children count."""
+    under = _Under([])
     try:
         children = p.children(recursive=True)
     except psutil.Error:
-        return []
+        return under
     ours = {os.getpid(), *(a.pid for a in psutil.Process().parents())}
     direct = {c.pid for c in p.children()} if spawned else set()
-    found = [
-        c
-        for c in children
-        if c.pid not in ours
-        and is_python(c)
-        and not is_launcher(c)
-        and (c.pid in direct or not is_worker(c))
-    ]
+    owner = _uid(p)
+    found = []
+    for c in children:
+        if c.pid in ours or not is_python(c):
+            continue
+        try:
+            zombie = c.status() == psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            continue  # gone meanwhile
+        if zombie:
+            under.zombies.append(c.pid)
+        elif owner is not None and _uid(c) != owner:
+            under.other_users.append(c.pid)
+        elif not is_launcher(c) and (c.pid in direct or not is_worker(c)):
+            found.append(c)
     torch = [c for c in found if has_torch(c.pid) is not False]
-    return torch or found
+    under.trainers = torch or found
+    under.torch_only = bool(torch) and len(torch) < len(found)
+    return under
 
 
-def resolve(pid: int, dump: Dump | None = None) -> Targets:
+def resolve(pid: int, dump: Dump | None = None, launcher: bool = False) -> Targets:
+    """The processes to sample for ``pid``; ``launcher``: the user said it is one (``--launcher``),
+    so a process that is not Python leads to the Python training processes under it."""
     if pid <= 0:
         raise TrainprofError(f"{pid} is not a process id")
     if pid in (os.getpid(), os.getppid()):
@@ -195,19 +242,41 @@ def resolve(pid: int, dump: Dump | None = None) -> Targets:
         note = f"pid {pid} is a DataLoader worker of pid {parent.pid}: attaching to {parent.pid}"
         return Targets(pid, (_describe(parent),), note)
     # a Python process that is no launcher trains itself, unless it waits in mp.spawn
-    spawner = is_python(p) and not is_launcher(p)
+    python = is_python(p)
+    spawner = python and not is_launcher(p)
     if spawner and not spawns_trainers(p, dump):
         return Targets(pid, (_describe(p),), None)
-    trainers = _trainers_under(p, spawned=spawner)
-    if not trainers:
-        what = "a launcher" if is_python(p) else "not a Python process"
+    under = _trainers_under(p, spawned=spawner)
+    if not under.trainers:
+        what = "a launcher" if python else "not a Python process"
         raise TrainprofError(
-            f"pid {pid} ({name}) is {what} and runs no Python training process under it; "
-            "give the PID of the Python process that trains (see `ps -ef --forest`)"
+            f"pid {pid} ({name}) is {what} and runs no Python training process under it"
+            f"{under.left_out()}; give the PID of the Python process that trains "
+            "(see `ps -ef --forest`)"
         )
-    procs = sorted((_describe(c) for c in trainers), key=lambda t: (t.rank is None, t.rank, t.pid))
+    procs = sorted(
+        (_describe(c) for c in under.trainers), key=lambda t: (t.rank is None, t.rank, t.pid)
+    )
+    if not python and not launcher:
+        raise TrainprofError(
+            f"pid {pid} ({name}) is not a Python process; under it run Python processes "
+            f"({_pids([t.pid for t in procs])}), which may not all be one job's: give the PID "
+            "of the one that trains (see `ps -ef --forest`), or, if pid "
+            f"{pid} launched them for the job, `trainprof attach --launcher {pid}`"
+        )
     ranks = ", ".join(
         f"{t.pid}" + (f" (rank {t.rank})" if t.rank is not None else "") for t in procs
     )
-    note = f"pid {pid} ({name}) is a launcher: attaching to the Python training processes under it: {ranks}"
+    if not python:
+        why = "named one by --launcher"
+    elif spawner:
+        why = "it waits in torch.multiprocessing.spawn"
+    else:
+        cmd = " ".join(_cmdline(p))
+        why = f"its command line names {next((w for w in LAUNCHERS if w in cmd), 'a launcher')}"
+    which = "that loaded torch" if under.torch_only else ""
+    note = (
+        f"pid {pid} ({name}) is a launcher: attaching to the Python training processes under "
+        f"it{which and ' ' + which}: {ranks} ({why}){under.left_out()}"
+    )
     return Targets(pid, tuple(procs), note)
