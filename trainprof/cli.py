@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 import typer.core
 
-from trainprof.commands import attach, ci, compare, demo, doctor, report, rules, run
+from trainprof.commands import attach, ci, compare, demo, doctor, report, rules, run, tune
 from trainprof.commands.options import OUTPUT, NoColor
 from trainprof.errors import TrainprofError
 
@@ -148,6 +148,7 @@ _register("doctor", doctor.doctor)
 _register("attach", attach.attach)
 _register("ci", ci.ci, context_settings=PASSTHROUGH)
 _register("compare", compare.compare)
+_register("tune", tune.tune, context_settings=PASSTHROUGH)
 _register("rules", rules.rules, "List the rules a report can fire, or show one in full.")
 
 

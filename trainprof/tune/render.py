@@ -1,0 +1,111 @@
+"""`tune`'s results as a table and a copy-paste line for the terminal, and as JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from trainprof.tune.candidates import NOT_TRIED
+from trainprof.tune.search import Arm, Search
+
+
+def _rate(arm: Arm) -> str:
+    if not arm.rates:
+        return "not measured"
+    med = arm.median or 0.0
+    if len(arm.rates) == 1:
+        return f"{med:.1f} (1 run)"
+    return f"{med:.1f} ({min(arm.rates):.1f}–{max(arm.rates):.1f}, {len(arm.rates)} runs)"
+
+
+def _change(search: Search, arm: Arm) -> str:
+    v = search.verdict(arm)
+    if v.change is None:
+        return "—"
+    if v.spread is None:
+        return f"{v.change:+.0%} (no spread)"
+    return f"{v.change:+.0%} (±{v.spread:.0%})"
+
+
+def render(console: Console, search: Search) -> None:
+    """The table of candidates, the best combination or "nothing to gain", and what was not tried."""
+    console.print(
+        f"trainprof tune: {search.runs} runs of {search.steps} steps each in "
+        f"{search.spent_s:.0f} s, on {search.usable_cpus} usable CPUs"
+    )
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("candidate", search.unit, "change", "verdict"):
+        table.add_column(col)
+    table.add_row(search.baseline.candidate.name, _rate(search.baseline), "", "baseline")
+    for arm in search.arms:
+        v = search.verdict(arm)
+        verdict = v.verdict if arm.problem is None else f"{v.verdict}: {arm.problem}"
+        table.add_row(arm.candidate.name, _rate(arm), _change(search, arm), verdict)
+    console.print(table)
+    if search.note:
+        console.print(search.note)
+    best = search.best()
+    if best is not None:
+        v = search.verdict(best)
+        console.print(
+            f"Best: {best.candidate.name}: {v.change:+.0%} (±{v.spread:.0%}) {search.unit}"
+        )
+        for line in best.candidate.code():
+            console.print(f"  {line}")
+    else:
+        console.print(
+            "Nothing to gain: no candidate was faster than the job's own settings beyond the noise"
+        )
+    for what, why in NOT_TRIED:
+        console.print(f"{what}: {why}", style="dim")
+
+
+def to_json(search: Search) -> dict[str, Any]:
+    """Everything measured: each candidate's rates, change, spread and verdict, and the best."""
+
+    def arm_json(arm: Arm) -> dict[str, Any]:
+        v = search.verdict(arm)
+        return {
+            "candidate": arm.candidate.name,
+            "settings": arm.candidate.settings,
+            "rates": [round(r, 3) for r in arm.rates],
+            "median": round(arm.median, 3) if arm.median is not None else None,
+            "change": round(v.change, 4) if v.change is not None else None,
+            "spread": round(v.spread, 4) if v.spread is not None else None,
+            "verdict": v.verdict,
+            "problem": arm.problem,
+            "code": arm.candidate.code(),
+        }
+
+    best = search.best()
+    job = search.job
+    return {
+        "command": search.command,
+        "usable_cpus": search.usable_cpus,
+        "steps_per_run": search.steps,
+        "unit": search.unit,
+        "runs": search.runs,
+        "spent_s": round(search.spent_s, 2),
+        "job_settings": (
+            {
+                "num_workers": job.num_workers,
+                "persistent_workers": job.persistent_workers,
+                "threads": job.threads,
+            }
+            if job is not None
+            else None
+        ),
+        "baseline": {
+            "rates": [round(r, 3) for r in search.baseline.rates],
+            "median": round(search.baseline.median, 3)
+            if search.baseline.median is not None
+            else None,
+        },
+        "candidates": [arm_json(a) for a in search.arms],
+        "best": arm_json(best) if best is not None else None,
+        "nothing_to_gain": best is None,
+        "note": search.note,
+        "not_tried": [{"setting": what, "why": why} for what, why in NOT_TRIED],
+    }
