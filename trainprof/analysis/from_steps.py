@@ -157,6 +157,7 @@ def compute(session: Session) -> Metrics:
         machine_gpus=machine_utils(session.samples, window),
         torch_seen=any(p.torch_imported_us is not None for p in session.processes),
         probe_missing=_probe_missing(meta),
+        events_unread=bool(session.unread),
         workers_asked_info=_workers_asked_info(session),
         workers_first_batches=_workers_first_batches(session),
         exit_code=meta.get("exit_code"),
@@ -349,10 +350,13 @@ def _activity(
         main_cpu_in_stalls=_cpu_in(session, primary, [(st.t0, st.t1) for st in stalls]),
         probe_errors=tuple(
             dict.fromkeys(
-                str(i["probe_error"])
-                for p in session.processes
-                for i in p.infos
-                if "probe_error" in i
+                [*session.unread]
+                + [
+                    str(i["probe_error"])
+                    for p in session.processes
+                    for i in p.infos
+                    if "probe_error" in i
+                ]
             )
         ),
     )

@@ -238,6 +238,8 @@ class Metrics:
     machine_gpus: tuple[tuple[int, float | None], ...] = ()
     torch_seen: bool = False
     probe_missing: str | None = None  # why the probe did not load in the job (None: it did)
+    # Event files of another version were not read (probe_errors says which): steps are missing.
+    events_unread: bool = False
     # a DataLoader worker called get_worker_info() (None: no worker process was recorded)
     workers_asked_info: bool | None = None
     # (worker_id, checksum of its first batch) of the workers that read an IterableDataset

@@ -255,7 +255,7 @@ def summary_table(meta: dict[str, Any], m: Metrics) -> Table:
         # have been recorded. Said, so a missing finding is not read as a clean bill.
         more = f" (+{len(errors) - 1} more in --json)" if len(errors) > 1 else ""
         t.add_row("", literal(f"probe error, facts may be missing: {errors[0]}{more}", "yellow"))
-    if not m.torch_seen:
+    if not m.torch_seen and not m.events_unread:
         t.add_row("", Text("torch was never imported: host metrics only", style="dim"))
     return t
 

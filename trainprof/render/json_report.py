@@ -8,6 +8,7 @@ from typing import Any
 from trainprof.analysis.findings import Verdict
 from trainprof.analysis.metrics import Metrics
 from trainprof.render.console import relative_to
+from trainprof.render.quiet_note import unread_only
 from trainprof.render.ranks import ranks_json
 from trainprof.store.host_totals import NO_OWN_COST, own_cost_json
 from trainprof.version import __version__
@@ -48,7 +49,9 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
         },
         "summary": {
             # attach counts no steps, and without the probe none could be seen: null, not 0
-            "steps": None if metrics.outside or metrics.probe_missing else metrics.total_steps,
+            "steps": None
+            if metrics.outside or metrics.probe_missing or unread_only(metrics)
+            else metrics.total_steps,
             "unit": metrics.unit,
             "warmup_steps_excluded": metrics.warmup_steps,
             "steps_per_s": _num(s.steps_per_s) if s else None,

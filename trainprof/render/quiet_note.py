@@ -49,8 +49,15 @@ def unclean_note(meta: dict[str, Any], m: Metrics | None = None) -> str:
     )
 
 
+def unread_only(m: Metrics) -> bool:
+    """No step was read, and event files of another version were not: steps not measured."""
+    return m.events_unread and m.total_steps == 0
+
+
 def steps_text(m: Metrics) -> str:
     """What was counted as a step, and why when it is not an optimizer step."""
+    if unread_only(m):
+        return "not measured: the job's event files are of another version (see below)"
     if m.unit == "step":
         return plural(m.total_steps, "optimizer step")
     if m.unit == "batch":
@@ -83,6 +90,11 @@ def quiet_note(
         return (
             "Not judged: the probe did not load in the job (see probe above), so trainprof saw "
             "none of its steps; the rules that read steps were skipped (-v lists them)"
+        ), False
+    if unread_only(m):
+        return (
+            "Not judged: the job's steps are in event files of another trainprof version, "
+            "which this one cannot read (see above)"
         ), False
     if m.total_steps == 0:
         return (

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -418,8 +419,58 @@ def load_process(path: str) -> ProcessLog | None:
 
 
 def load_processes(run_dir: str) -> list[ProcessLog]:
-    logs = (load_process(p) for p in event_files(run_dir))
-    return [log for log in logs if log is not None]
+    return read_processes(run_dir)[0]
+
+
+def read_processes(run_dir: str) -> tuple[list[ProcessLog], list[str]]:
+    """The run's event files this trainprof reads, and a sentence on those of another version
+    (not read: their steps would otherwise be silently missing)."""
+    logs: list[ProcessLog] = []
+    others: dict[str, list[str]] = {}
+    for path in event_files(run_dir):
+        log = load_process(path)
+        if log is not None:
+            logs.append(log)
+        elif (version := other_version(path)) is not None:
+            others.setdefault(version, []).append(os.path.basename(path))
+    notes = []
+    for version, names in others.items():
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        notes.append(
+            f"{shown}: {'an event file' if len(names) == 1 else 'event files'} of version "
+            f"{version}, which this trainprof cannot read (it reads version {SCHEMA_VERSION}): "
+            "their steps and records are not in this report; report the run with the trainprof "
+            "that recorded it"
+        )
+    return logs, notes
+
+
+_ANY_MAGIC = re.compile(r"#TP(\d+) ")
+_VERSION = re.compile(r'"version": ?(\d{1,9})')
+
+
+def other_version(path: str) -> str | None:
+    """The version of a trainprof event file of another version than this one reads (None:
+    it is of this version, or no trainprof event file)."""
+    try:
+        with open(path, "rb") as f:
+            line = f.readline(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return None
+    m = _ANY_MAGIC.match(line)
+    if m is None:
+        return None
+    try:
+        header = json.loads(line[m.end() :])
+        version = header.get("version") if isinstance(header, dict) else None
+    except (ValueError, RecursionError):  # torn or cut: the field, where it is written
+        found = _VERSION.search(line)
+        version = int(found.group(1)) if found else None
+    if version is None and m.group(1) != str(SCHEMA_VERSION):
+        version = m.group(1)  # the magic's own number, where the header has none
+    if version is None or version == SCHEMA_VERSION:
+        return None
+    return str(version)[:20]
 
 
 class EventTail:

@@ -18,7 +18,7 @@ from trainprof.errors import TrainprofError
 from trainprof.store import gpus
 from trainprof.store.dumps import ProcessDump
 from trainprof.store.dumps import parse as parse_dumps
-from trainprof.store.events import ProcessLog, load_processes
+from trainprof.store.events import ProcessLog, read_processes
 from trainprof.store.redact import redact_text
 from trainprof.store.rundir import META, SAMPLES, STDERR_LOG, STDOUT_LOG, read_json
 from trainprof.store.sampled import Loader, Sampled, reads_once
@@ -259,6 +259,8 @@ class Session:
     node_samples: dict[int, Samples] = field(default_factory=dict)
     # What was sampled from outside the job (`trainprof attach`); None where a probe ran in it.
     sampled: Sampled | None = None
+    # Event files of another version, said (not read: their steps are missing, not zero).
+    unread: list[str] = field(default_factory=list)
 
     @property
     def primary(self) -> ProcessLog | None:
@@ -315,7 +317,7 @@ class Session:
         inline = hang.get("stacks_text") if isinstance(hang, dict) else None
         text = _tail(run_dir / hang_file) if isinstance(hang_file, str) else inline
         dumps = parse_dumps(text) if isinstance(text, str) else []
-        processes = load_processes(str(run_dir))
+        processes, unread = read_processes(str(run_dir))
         gpus.select(samples, processes)
         return cls(
             run_dir=str(run_dir),
@@ -329,6 +331,7 @@ class Session:
             stdout_tail=_tail(run_dir / STDOUT_LOG),
             stderr_tail=_tail(run_dir / STDERR_LOG),
             sampled=read_sampled(meta.get("attach"), run_dir, load),
+            unread=unread,
         )
 
 
