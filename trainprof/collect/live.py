@@ -26,6 +26,9 @@ from trainprof.units import fmt_bytes
 WINDOW = 256
 
 
+MEDIAN_EVERY = 32
+STALL_RATIO = 3.0
+STALL_MIN_S = 0.02
 ACTIVE_S = 5.0  # a process whose last step is this much older than the newest is done
 
 
@@ -59,6 +62,9 @@ class LiveStats:
     last_at: dict[tuple[int, str], float] = field(default_factory=dict)  # (pid, kind) → time
     rank_steps: dict[int, int] = field(default_factory=dict)  # steps of each rank
     other_steps: int = 0  # steps of processes that are no rank
+    stalls: int = 0  # steps 3× the median step and 20 ms more (a stall, in the glossary's words)
+    stall_s: float = 0.0  # their time beyond a median step
+    _median_s: float = 0.0  # the median step, recomputed every MEDIAN_EVERY steps
 
     def feed(self, header: dict[str, Any], line: str) -> None:
         if header.get("role") == "worker":
@@ -82,6 +88,7 @@ class LiveStats:
                 self._forget_done(t)
             elif window:
                 self.per_step_s.append(dur)  # (a process's first step is its warm-up)
+                self._count_stall(dur)
             window.append((t, dur, wait, max(int(f[7]), 0)))
             self._progress(t)
         elif kind == BATCH:
@@ -90,6 +97,14 @@ class LiveStats:
         elif kind == BACKWARD:
             self.backwards += 1
             self._paced(header, kind, line, self.per_backward_s)
+
+    def _count_stall(self, dur: float) -> None:
+        if len(self.per_step_s) % MEDIAN_EVERY == 1 or not self._median_s:
+            self._median_s = self.typical_s
+        typical = self._median_s
+        if typical > 0 and dur > STALL_RATIO * typical and dur - typical > STALL_MIN_S:
+            self.stalls += 1
+            self.stall_s += dur - typical
 
     def _paced(
         self, header: dict[str, Any], kind: str, line: str, gaps: collections.deque[float]

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # imported in run() once the job has started: the job does no
     from trainprof.collect.samplers.loop import SamplerLoop
     from trainprof.collect.samplers.stack_starter import StackStarter
     from trainprof.collect.samplers.stacks import StackRecorder
+    from trainprof.export.prometheus import MetricsServer
     from trainprof.store.session import Session
 
 TIMEOUT_EXIT = 124  # as GNU timeout
@@ -68,6 +69,7 @@ class RunOptions:
     option_names: frozenset[str] = frozenset()
     # Called with the loaded run and its report dict once the report is out (trainprof ci).
     on_report: Callable[[Session, dict[str, Any]], None] | None = None
+    metrics: MetricsServer | None = None  # --metrics-port: serves the live view's numbers
 
 
 def usable_cpus(pid: int) -> int | None:
@@ -158,6 +160,8 @@ def run(opts: RunOptions) -> int:
     meta["runner"]["started"] = process_started(os.getpid())
     recording.write(rundir.META, meta)
     live = LiveView(str(run_dir), terminal, sys.stderr.fileno())
+    if opts.metrics is not None:
+        opts.metrics.watch(live)
 
     def stacks_started(starter: StackStarter, rec: StackRecorder, previous: int | None) -> None:
         """A py-spy chunk started: the watchdog stops it too; run.json lists it at once, so a
@@ -189,6 +193,8 @@ def run(opts: RunOptions) -> int:
         if suspended := watch.suspensions.finish(time.monotonic()):
             meta["suspended"] = suspended
         live.erase()
+        if opts.metrics is not None:
+            opts.metrics.close()
         sampler.stop()
         if left := job.finish():
             meta["outlived"] = left

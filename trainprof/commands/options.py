@@ -64,6 +64,26 @@ HtmlOut = Annotated[
         rich_help_panel=OUTPUT,
     ),
 ]
+TensorboardOut = Annotated[
+    Path | None,
+    typer.Option(
+        "--tensorboard",
+        metavar="DIR",
+        help="Also write the step series and findings as TensorBoard event files.",
+        rich_help_panel=OUTPUT,
+    ),
+]
+MetricsPort = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=0,
+        max=65535,
+        metavar="PORT",
+        help="Serve live numbers for Prometheus on this port while the job runs.",
+        rich_help_panel=OUTPUT,
+    ),
+]
 HANG_AFTER_HELP = "Seconds without a step that are a hang."
 
 

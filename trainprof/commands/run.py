@@ -15,9 +15,11 @@ from trainprof.commands.options import (
     SAMPLING,
     HtmlOut,
     JsonOut,
+    MetricsPort,
     NoColor,
     Quiet,
     RunDir,
+    TensorboardOut,
     TraceOut,
     Verbose,
     option_names,
@@ -112,6 +114,8 @@ def run(
     json_path: JsonOut = None,
     html_path: HtmlOut = None,
     trace_path: TraceOut = None,
+    tensorboard: TensorboardOut = None,
+    metrics_port: MetricsPort = None,
     run_dir: RunDir = None,
     quiet: Quiet = False,
     verbose: Verbose = False,
@@ -131,6 +135,17 @@ def run(
         check_user_file(json_path)  # one line for a directory, or one on an unreadable path
     if on_hang not in (None, "report", "kill"):
         raise TrainprofError("--on-hang must be `report` or `kill`")
+    on_report = None
+    if tensorboard is not None:
+        from trainprof.export import tensorboard as tb
+
+        tb.check_available()  # before the job: never a run without what was asked of it
+        on_report = tb.printing_export(tensorboard)
+    metrics = None
+    if metrics_port is not None:
+        from trainprof.export.prometheus import MetricsServer
+
+        metrics = MetricsServer(metrics_port)  # bound now: a port in use is said before the job
     code = run_job(
         RunOptions(
             command=list(command),
@@ -148,6 +163,8 @@ def run(
             trace_path=trace_path,
             html_path=html_path,
             option_names=option_names(ctx),
+            on_report=on_report,
+            metrics=metrics,
         )
     )
     raise typer.Exit(code)
