@@ -25,6 +25,7 @@ KNOWN_IDS = {
     "gpu-throttled", "pcie-degraded", "ptrace-blocked", "launch-blocking",
     "thread-oversubscription", "torch-missing",
     "gpu-busy", "gpu-ecc-errors", "gpu-mig", "py-spy-missing", "ckpt-disk-low", "data-read-slow",
+    "cpu-load",
 }  # fmt: skip
 NO_TORCH = (sys.executable, "-S")  # a real interpreter that cannot import torch: fast
 SECRET = "hf_s3cr3tTOKENvalue0123456789"
@@ -41,7 +42,14 @@ def test_every_gatherer_on_this_machine(tmp_path: Path) -> None:
     )
     ids = {c.finding.id for c in report.checks}
     assert ids <= KNOWN_IDS
-    assert {"shm-small", "nofile-low", "swap-active", "cpu-quota", "memory-limit"} <= ids
+    assert {
+        "shm-small",
+        "nofile-low",
+        "swap-active",
+        "cpu-quota",
+        "cpu-load",
+        "memory-limit",
+    } <= ids
     assert {"thread-oversubscription", "torch-missing", "launch-blocking", "gpu-unavailable"} <= ids
     assert {"ckpt-disk-low", "data-read-slow"} <= ids
     assert ids & {"ptrace-blocked", "py-spy-missing"}

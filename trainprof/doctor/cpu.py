@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass
+from typing import Any
 
 from trainprof.doctor.base import CheckResult, result
 from trainprof.doctor.cgroup import Throttling, quota_stat_file, read_throttling
@@ -153,3 +155,106 @@ def gather_cpu(
     stat = quota_stat_file(quota, quota_source)
     throttling = read_throttling(stat) if stat is not None else None
     return CpuInputs(os.cpu_count(), affinity, quota, quota_source, workers, throttling)
+
+
+LOAD_SAMPLE_S = 0.5  # how long the load is sampled for
+OTHERS_MIN = 0.5  # CPUs other processes must take to be a warning (cpu-starved's bar)
+
+
+@dataclass(frozen=True)
+class LoadInputs:
+    """What other processes took of the CPUs this process may use, over a short sample."""
+
+    usable: int
+    busy: float | None  # CPUs of the allowed ones busy, on average; None: not read
+    own: float  # of which this process and its children (doctor's own probes)
+    sample_s: float
+    loadavg: float | None  # the kernel's 1-minute load average
+
+
+def check_load(inp: LoadInputs) -> CheckResult:
+    """Warn when other processes take CPUs now: a run beside them waits for a CPU."""
+    if inp.busy is None:
+        return result(
+            AREA, "ok", "cpu-load", "current load not measured (no /proc/stat)", ["off Linux"]
+        )
+    others = max(0.0, inp.busy - inp.own)
+    evidence = [
+        f"over {inp.sample_s:.1f} s, {inp.busy:.1f} of the {inp.usable} usable CPUs were busy, "
+        f"{others:.1f} of them with other processes (doctor's own {inp.own:.1f} apart)"
+    ]
+    if inp.loadavg is not None:
+        evidence.append(f"load average {inp.loadavg:.2f} over the last minute")
+    if others < OTHERS_MIN:
+        return result(AREA, "ok", "cpu-load", "no other process takes a CPU now", evidence)
+    left = max(0.0, inp.usable - others)
+    return result(
+        AREA,
+        "warn",
+        "cpu-load",
+        f"other processes take {others:.1f} of the {inp.usable} usable CPUs now: a job run "
+        f"beside them gets about {left:.1f}",
+        [*evidence, "a run measures the contention itself: cpu-starved says what it cost"],
+        [
+            "run it where its CPUs are its own: stop or move the other work",
+            f"or size torch's threads to the CPUs left: torch.set_num_threads({max(1, int(left))})"
+            f" (or OMP_NUM_THREADS={max(1, int(left))}); it keeps every CPU once the load goes",
+        ],
+    )
+
+
+def gather_load(usable: int, sample_s: float = LOAD_SAMPLE_S) -> LoadInputs:
+    """The busy time of the CPUs this process may use over ``sample_s`` (/proc/stat), and that
+    of this process's tree (its probes run meanwhile)."""
+    import psutil
+
+    try:
+        allowed: set[int] | None = set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = None
+    loadavg = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    before, own0 = _busy_jiffies(allowed), _own_cpu_s(psutil)
+    t0 = time.monotonic()
+    time.sleep(sample_s)  # the sample itself: nothing to await
+    after, own1 = _busy_jiffies(allowed), _own_cpu_s(psutil)
+    elapsed = time.monotonic() - t0
+    if before is None or after is None or elapsed <= 0:
+        return LoadInputs(usable, None, 0.0, sample_s, loadavg)
+    hz = os.sysconf("SC_CLK_TCK")
+    cpus = len(allowed) if allowed else os.cpu_count() or usable
+    busy = min(float(cpus), max(0.0, (after - before) / hz / elapsed))
+    own = max(0.0, (own1 - own0) / elapsed)
+    return LoadInputs(usable, busy, min(own, busy), elapsed, loadavg)
+
+
+def _busy_jiffies(allowed: set[int] | None) -> int | None:
+    """Busy jiffies (all but idle and iowait) of the allowed CPUs (every CPU: None)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    total = 0
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        if not name.startswith("cpu") or name == "cpu":
+            continue
+        if allowed is not None and int(name[3:]) not in allowed:
+            continue
+        v = [int(x) for x in rest.split()]
+        total += sum(v[:8]) - v[3] - v[4]  # user nice system idle iowait irq softirq steal
+    return total
+
+
+def _own_cpu_s(psutil: Any) -> float:
+    """CPU seconds of this process and its children, live or waited for, so far."""
+    me = psutil.Process()
+    mine = me.cpu_times()
+    total = mine.children_user + mine.children_system  # children it has waited for
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+    return total

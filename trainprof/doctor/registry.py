@@ -124,6 +124,7 @@ def run_doctor(
             limits_cg = CgroupLimits(None, None, None, None, None, None)
         cpu_in = cpu.gather_cpu(limits_cg.cpu_quota, limits_cg.cpu_source, opts.workers)
         usable = cpu.usable_cpus(cpu_in)
+        load_f = pool.submit(lambda: cpu.check_load(cpu.gather_load(usable)))
         # One worker count for every row that needs one: --workers, else the cpu row's advice.
         assumed = opts.workers is None
         workers = cpu.suggested_workers(usable) if opts.workers is None else opts.workers
@@ -166,6 +167,7 @@ def run_doctor(
         rows += _guard(
             "gpu", "gpu-unavailable", lambda: gpu.check_gpus(nvml_f.result(), facts, env)
         )
+        rows += _future_rows("cpu", "cpu-load", load_f)
         rows += _future_rows("memory", "swap-active", swap_f)
         rows += _future_rows("attach", "ptrace-blocked", attach_f)
         if data_f is not None:
