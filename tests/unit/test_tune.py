@@ -130,3 +130,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], says:
 def test_tune_is_a_command() -> None:
     r = CliRunner().invoke(app, ["tune", "--help"], env={"COLUMNS": "80", "NO_COLOR": "1"})
     assert r.exit_code == 0 and "--budget" in r.output and "--candidate" in r.output
+
+
+def test_the_best_line_in_the_framework_s_own_words() -> None:
+    from trainprof.tune.render import framework_words
+
+    words = framework_words("transformers", {"num_workers": 2, "persistent_workers": True})
+    assert words is not None and "dataloader_num_workers" in words
+    assert framework_words(None, {"num_workers": 2}) is None
+    assert framework_words("transformers", {"threads": 1}) is None

@@ -36,6 +36,7 @@ class Trial:
     applied: dict[str, Any] | None  # the probe's overrides-applied.json; None: never applied
     training_loader: dict[str, Any] | None  # the report's training loader's recorded settings
     error: str | None = None  # why the run gave no rate
+    framework: str | None = None  # the framework that called the first optimizer step
 
 
 def run_trial(
@@ -80,6 +81,7 @@ def run_trial(
 
 def read_trial(run_dir: Path, exit_code: int, wall_s: float) -> Trial:
     """The trial's rate and facts from its run directory."""
+    from trainprof.analysis.frameworks import detect
     from trainprof.analysis.loaders import training_loader_key
     from trainprof.analysis.metrics import warmup_steps
     from trainprof.compare.windows import step_windows
@@ -89,8 +91,9 @@ def read_trial(run_dir: Path, exit_code: int, wall_s: float) -> Trial:
     session = Session.load(run_dir)
     primary = session.primary
     n = 0
-    loader = None
+    loader, framework = None, None
     if primary is not None:
+        framework = detect([], primary.infos)
         n = primary.n_steps or len(primary.batches["t"]) or len(primary.backwards)
         if primary.loaders:
             loader = primary.loaders.get(training_loader_key(primary))
@@ -102,7 +105,7 @@ def read_trial(run_dir: Path, exit_code: int, wall_s: float) -> Trial:
     error = None
     if rate is None:
         error = _why_no_rate(run_dir, exit_code, n)
-    return Trial(rate, unit, n, exit_code, wall_s, applied, loader, error)
+    return Trial(rate, unit, n, exit_code, wall_s, applied, loader, error, framework)
 
 
 def _why_no_rate(run_dir: Path, exit_code: int, steps: int) -> str:

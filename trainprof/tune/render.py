@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from trainprof.analysis.frameworks import NAMES, WORDS
 from trainprof.tune.candidates import NOT_TRIED
 from trainprof.tune.search import Arm, Search
 
@@ -54,12 +55,25 @@ def render(console: Console, search: Search) -> None:
         )
         for line in best.candidate.code():
             console.print(f"  {line}")
+        words = framework_words(search.framework, best.candidate.settings)
+        if words:
+            console.print(f"  with {NAMES[search.framework or '']}: {words}")
     else:
         console.print(
             "Nothing to gain: no candidate was faster than the job's own settings beyond the noise"
         )
     for what, why in NOT_TRIED:
         console.print(f"{what}: {why}", style="dim")
+
+
+def framework_words(framework: str | None, settings: dict[str, Any]) -> str | None:
+    """The framework's own words for the loader settings changed (the Trainer's
+    ``dataloader_num_workers``); None where it has none or the loop is the job's own."""
+    words = WORDS.get(framework or "", {})
+    said = [words[k] for k in ("workers", "persistent_workers") if k in words]
+    if not ({"num_workers", "persistent_workers"} & settings.keys()) or not said:
+        return None
+    return "; ".join(said)
 
 
 def to_json(search: Search) -> dict[str, Any]:
@@ -106,6 +120,10 @@ def to_json(search: Search) -> dict[str, Any]:
         "candidates": [arm_json(a) for a in search.arms],
         "best": arm_json(best) if best is not None else None,
         "nothing_to_gain": best is None,
+        "framework": search.framework,
+        "framework_words": framework_words(search.framework, best.candidate.settings)
+        if best is not None
+        else None,
         "note": search.note,
         "not_tried": [{"setting": what, "why": why} for what, why in NOT_TRIED],
     }

@@ -66,6 +66,7 @@ class Search:
     runs: int = 0
     spent_s: float = 0.0
     note: str | None = None  # why nothing was tried, where nothing was
+    framework: str | None = None  # the framework that runs the loop (its own words for a setting)
 
     def verdict(self, arm: Arm) -> Verdict:
         """Faster or slower where the ranges do not overlap with enough runs on both sides."""
@@ -139,6 +140,7 @@ def tune(
         raise TrainprofError(f"the job gave no steady rate to compare with: {first.error}", 3)
     search.steps, search.unit = first.steps, first.unit
     search.job = _job_settings(first)
+    search.framework = first.framework
     if search.job is None:
         search.note = (
             "no training DataLoader was iterated with gradients on: nothing tune changes applies"
