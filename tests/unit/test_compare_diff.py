@@ -3,6 +3,7 @@ windows' spread; the it/s note across batch sizes; findings and settings that ch
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 from test_ci_gates import finding, report
@@ -142,3 +143,51 @@ def test_an_attach_run_is_named_as_what_has_no_rate() -> None:
     attached["run"]["attach"] = {"pid": 42}
     c = compare(Side("attach", attached, ()), side([1000, 1100, 1050]))
     assert c.trend == "not measured" and c.why.startswith("A is an attach run"), c.why
+
+
+def test_an_epochs_short_last_batch_is_no_change_of_batch_size() -> None:
+    """Two runs of batch 64: the mean samples per step (63.83, 63.73) differs by the short last
+    batch of each epoch; it/s stays comparable and no setting is said to differ."""
+    a = side([1000, 1010, 1005], batch_size=64, samples_per_step=63.83)
+    b = side([1020, 1030, 1025], batch_size=64, samples_per_step=63.73)
+    c = compare(a, b)
+    assert c.batch_note is None
+    assert c.settings == ()
+
+
+def test_a_change_of_usable_cpus_is_a_setting_that_differs() -> None:
+    c = compare(side([1000, 1010, 1005]), side([600, 610, 605], usable_cpus=1))
+    assert ("usable_cpus", 2, 1) in c.settings
+
+
+def loaded(rates: list[float], waited: float, others: float) -> Side:
+    """A side whose windows measured the main thread's wait for a CPU and others' CPUs."""
+    s = side(rates)
+    ws = tuple(
+        dataclasses.replace(w, other_cpus=others, cpu_wait_s=waited * w.seconds) for w in s.windows
+    )
+    return Side("run", s.report, ws)
+
+
+def test_runs_under_very_different_load_say_so_with_the_waits_taken_out() -> None:
+    """B ran beside two busy loops: its main thread waited 80 % of the time; with those waits
+    taken out of each window, the two runs' samples/s are about the same."""
+    quiet = loaded([1000, 1010, 1005], waited=0.02, others=0.1)
+    busy = loaded([200, 205, 198], waited=0.8, others=1.9)
+    c = compare(quiet, busy)
+    assert c.trend == "slower"
+    assert c.load_note is not None
+    assert "very different load" in c.load_note
+    assert "A's main thread waited for a CPU 2%, other processes 0.1 CPUs" in c.load_note
+    assert "B's waited for a CPU 80%, other processes 1.9 CPUs" in c.load_note
+    assert "without those waits samples/s is" in c.load_note
+    assert c.to_json()["load_note"] == c.load_note
+    assert c.to_json()["b"]["load"] == {"waited": 0.8, "others_cpus": 1.9, "usable_cpus": 2}
+    assert compare(quiet, loaded([990, 1000, 995], waited=0.03, others=0.2)).load_note is None
+
+
+def test_the_reports_own_load_is_read_first() -> None:
+    a = Side("a", report(cpu_load={"waited": 0.88, "others_cpus": 1.9}), ())
+    b = Side("b", report(cpu_load={"waited": 0.01, "others_cpus": 0.0}), ())
+    c = compare(a, b)
+    assert c.load_note is not None and "the machine's load as much as the code's" in c.load_note

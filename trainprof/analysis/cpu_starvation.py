@@ -42,6 +42,21 @@ class CpuStarvation:
             return None
         return max(0.0, self.machine_cpus - self.job_cpus - (self.own_cpus or 0.0))
 
+    def to_json(self) -> dict[str, float | int | None]:
+        """The report's ``summary.cpu_load``: what `compare` reads each run's load from."""
+
+        def r(v: float | None) -> float | None:
+            return None if v is None else round(v, 3)
+
+        return {
+            "waited": round(self.runq, 4),
+            "job_cpus": r(self.job_cpus),
+            "others_cpus": r(self.others_cpus),
+            "trainprof_cpus": r(self.own_cpus),
+            "usable_cpus": self.usable,
+            "machine_cpus": self.machine_total,
+        }
+
     def got(self) -> str:
         """``the job got 0.6 of its 2 CPUs: other processes used 1.4 of the machine's 2``."""
         usable = f"{self.usable} CPU{'' if self.usable == 1 else 's'}" if self.usable else "CPUs"

@@ -1,5 +1,5 @@
-"""`trainprof compare` on the console: the two runs side by side, then the verdict, the
-findings that changed and the settings that differ. Renders the comparison only."""
+"""`trainprof compare` on the console: the two runs side by side (their load too), then the
+verdict, the findings that changed and the settings that differ. Renders the comparison only."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ def render_comparison(console: Console, c: Comparison) -> None:
         _with(step_time(rb), window_step_range(b.windows)),
     )
     row("data wait", _share(ra, "data_wait_frac"), _share(rb, "data_wait_frac"))
+    row("load", a.load.describe(), b.load.describe())
     row("peak memory", _rss(ra), _rss(rb))
     row("findings", _ids(a.finding_ids()), _ids(b.finding_ids()))
     console.print(table)
@@ -60,6 +61,8 @@ def render_comparison(console: Console, c: Comparison) -> None:
     if c.change is None:
         verdict.append(f": {c.why}")
     console.print(verdict)
+    if c.load_note:
+        console.print(Text(clean(c.load_note), style="yellow"))
     if c.batch_note:
         console.print(Text(clean(c.batch_note)))
     console.print(

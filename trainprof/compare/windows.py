@@ -255,3 +255,9 @@ def comparable_rates(a: Run, b: Run, names: tuple[str, str]) -> Rates:
 def _unit(report: dict[str, Any]) -> str:
     unit = (report.get("summary") or {}).get("unit")
     return unit if isinstance(unit, str) else "step"
+
+
+def without_cpu_waits(windows: Sequence[Window]) -> Spread | None:
+    """samples/s over the windows had the main thread never waited for a CPU (each window's
+    time less its wait): what a change decides, apart from the machine's load."""
+    return spread([w.uncontended_samples_per_s for w in windows])

@@ -72,6 +72,8 @@ def report_dict(meta: dict[str, Any], metrics: Metrics, verdict: Verdict) -> dic
             "gpus": metrics.gpus.to_json() if metrics.gpus else None,
             "cpu_percent_mean": _num(metrics.cpu_percent_mean, 2),
             "trainprof_cpu_percent_mean": _num(metrics.trainprof_cpu_percent_mean, 2),
+            # the loop's wait for a CPU and who had the CPUs, over the steady window
+            "cpu_load": metrics.cpu_starvation.to_json() if metrics.cpu_starvation else None,
             "workers_cpu": metrics.worker_load.to_json() if metrics.worker_load else None,
             # the job's peak memory: PSS summed over its processes where read ("basis": "pss"),
             # else RSS summed ("rss", which counts pages shared with forked workers per process)
