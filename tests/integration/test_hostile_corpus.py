@@ -578,3 +578,95 @@ def test_every_path_option_on_an_unreadable_path(
     assert "locked" in p.stderr and "Permission denied" in p.stderr, p.stderr
     assert "ran\n" not in p.stdout  # refused before the job started
     assert {p.name for p in locked_tree.iterdir()} == before  # no run directory made
+
+
+# ---- a run directory from elsewhere: only regular files are read, each to its size ----------
+
+HOT = """\
+import time
+def hot_function():
+    return sum(range(300000))
+t = time.monotonic()
+while time.monotonic() - t < 2.5:
+    hot_function()
+"""
+ONE_GIB = 1 << 30
+
+
+def _report_within(
+    run_dir: Path, *args: str, limit: int = ONE_GIB
+) -> subprocess.CompletedProcess[str]:
+    """`trainprof report`, its address space held to ``limit`` (a reader that reads without
+    end fails fast, and the machine keeps its memory) and 120 s."""
+    import resource
+
+    def held() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return subprocess.run(
+        trainprof_cmd("report", str(run_dir), *args), cwd=run_dir.parent, capture_output=True,
+        text=True, timeout=120, preexec_fn=held,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def stacked_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short job's run with its stack samples (py-spy) and its event file."""
+    tmp = tmp_path_factory.mktemp("stacked")
+    (tmp / "hot.py").write_text(HOT)
+    p = tp("run", "-q", "--run-dir", str(tmp / "run"), "hot.py", cwd=tmp)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert list((tmp / "run").glob("events-*.tp")) and list((tmp / "run").glob("stacks-*.json.gz"))
+    return tmp / "run"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "kind"),
+    [
+        ("events-*.tp", "/dev/zero"),
+        ("events-*.tp", "fifo"),
+        ("stacks-*.json.gz", "/dev/zero"),
+        ("stdout.log", "fifo"),
+        ("samples.jsonl", "/dev/zero"),
+    ],
+)
+def test_a_run_file_that_is_not_a_regular_file_is_skipped_and_said(
+    stacked_run: Path, tmp_path: Path, pattern: str, kind: str
+) -> None:
+    """Was: `trainprof report` on a run whose event file is a symlink to /dev/zero never
+    returned (readline of an endless file), nor one whose file is a FIFO (open waits)."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(stacked_run, run_dir)
+    target = next(run_dir.glob(pattern))
+    target.unlink()
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to(kind)
+    p = _report_within(run_dir)
+    assert p.returncode == 0, p.stderr[-3000:]
+    no_trainprof_traceback(p)
+    what = "a FIFO" if kind == "fifo" else "a symlink"
+    assert f"not regular files: {target.name} ({what})" in p.stderr, p.stderr
+
+
+def test_a_stack_file_that_expands_to_600_mb_is_streamed(stacked_run: Path, tmp_path: Path) -> None:
+    """Was: json.load of the whole text, 1.27 GB of memory for a gzip that expands to 600 MB."""
+    import gzip
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(stacked_run, run_dir)
+    packed = next(run_dir.glob("stacks-*.json.gz"))
+    text = gzip.decompress(packed.read_bytes())
+    first = text.index(b"},{") + 2  # after the first event: 600 MB of JSON white space
+    with gzip.open(packed, "wb", compresslevel=1) as out:
+        out.write(text[:first])
+        for _ in range(600):
+            out.write(b" " * 1_000_000)
+        out.write(text[first:])
+    assert packed.stat().st_size < 5_000_000
+    p = _report_within(run_dir, "--trace", str(tmp_path / "trace.json"), limit=ONE_GIB // 2)
+    assert p.returncode == 0, p.stderr[-3000:]
+    no_trainprof_traceback(p)
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert any(e.get("name") == "hot_function" for e in trace["traceEvents"])  # every event read

@@ -65,8 +65,18 @@ def report(
             from trainprof.render.html import check_view_path
 
             check_view_path(path, option)
-    from trainprof.render.text import make_console
+    from trainprof.render.text import clean, make_console
     from trainprof.report import report as render_report
+    from trainprof.store.run_files import irregular
+
+    for node in nodes or [run_dir]:
+        if skipped := irregular(node):
+            shown = ", ".join(skipped[:5]) + (
+                f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+            )
+            typer.echo(
+                clean(f"trainprof: not read in {node}, not regular files: {shown}"), err=True
+            )
 
     if len(nodes) > 1:  # one multi-node job: its nodes on one clock (store/merge.py)
         from trainprof.store.merge import merge_nodes

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprof.store.run_files import open_regular
 from trainprof.store.schema import (
     BACKWARD,
     BATCH,
@@ -405,8 +406,13 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def load_process(path: str) -> ProcessLog | None:
-    """Load one event file; None if it is not a trainprof event file of this version."""
-    with open(path, encoding="utf-8", errors="replace") as f:
+    """Load one event file; None if it is not a trainprof event file of this version, or not
+    a regular file (``run_files``: a symlink to /dev/zero would be read for ever)."""
+    try:
+        f = open_regular(path, text=True)
+    except OSError:
+        return None
+    with f:
         header = parse_header(f.readline())
         if header is None:
             return None
@@ -453,7 +459,7 @@ def other_version(path: str) -> str | None:
     """The version of a trainprof event file of another version than this one reads (None:
     it is of this version, or no trainprof event file)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             line = f.readline(1 << 20).decode("utf-8", "replace")
     except OSError:
         return None

@@ -304,9 +304,12 @@ def _first_non_dir(path: Path) -> str:
 
 
 def read_json(path: Path) -> Any:
-    """A JSON file's value; ValueError for one that is not JSON or is nested too deeply."""
-    with open(path, encoding="utf-8") as f:
-        return loads(f.read())
+    """A run file's JSON value; ValueError for one that is not JSON or is nested too deeply,
+    OSError for one that is not a regular file (``run_files``)."""
+    from trainprof.store.run_files import open_regular
+
+    with open_regular(path) as f:
+        return loads(f.read().decode("utf-8"))
 
 
 MAX_DEPTH = 200  # far beyond any file trainprof writes; deeper is a damaged or hostile file

@@ -6,13 +6,16 @@ per-process memory/fd series keyed by pid, so analysis never re-reads files.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from trainprof.errors import TrainprofError
 from trainprof.store import gpus
@@ -20,6 +23,7 @@ from trainprof.store.dumps import ProcessDump
 from trainprof.store.dumps import parse as parse_dumps
 from trainprof.store.events import ProcessLog, read_processes
 from trainprof.store.redact import redact_text
+from trainprof.store.run_files import open_regular
 from trainprof.store.rundir import META, SAMPLES, STDERR_LOG, STDOUT_LOG, read_json
 from trainprof.store.sampled import Loader, Sampled, reads_once
 from trainprof.store.sampled import read as read_sampled
@@ -297,8 +301,8 @@ class Session:
         meta = _load_meta(run_dir / META)
         samples = Samples()
         path = run_dir / SAMPLES
-        if path.is_file():
-            with open(path, encoding="utf-8", errors="replace") as f:
+        if os.path.lexists(path):
+            with _opened(path) as f:
                 for line in f:
                     try:
                         row = json.loads(line)
@@ -498,13 +502,25 @@ def _rank_stack_chunks(stacks: object) -> dict[int, list[tuple[str, float]]]:
 
 def _tail(path: Path) -> str:
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            f.seek(max(0, size - OUTPUT_TAIL_BYTES))
+        with open_regular(path) as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - OUTPUT_TAIL_BYTES))
             # masked again: a copy an older trainprof (or a killed one) left unmasked
             return redact_text(f.read().decode("utf-8", "replace"))
     except OSError:
         return ""
+
+
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[IO[str]]:
+    """A run file as text, or nothing to read where it is not a regular file (said by
+    ``run_files.irregular``) or cannot be opened."""
+    try:
+        f = open_regular(path, text=True)
+    except OSError:
+        yield io.StringIO()
+        return
+    with f:
+        yield f
 
 
 def is_run_dir(path: str | Path) -> bool:

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import json
 import math
 import os
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from trainprof.store.run_files import open_regular
 
 Frame = tuple[str, str, int]
 
@@ -72,32 +75,134 @@ def _write_gz(packed: Path, blocks: Iterable[bytes]) -> None:
         raise
 
 
+Event = tuple[float, bool, Frame]  # (ts in µs, a "B" event, its frame)
+MAX_EVENT_CHARS = 1 << 20  # py-spy writes a few hundred per event; a longer one is damage
+READ_CHARS = 1 << 20
+_SPACE = " \t\n\r"  # JSON's white space
+
+
 def load_spans(path: Path, started_at: float) -> list[StackSpan]:
+    """A trace's main-thread spans, read as a stream: memory grows with the events kept, never
+    with the file (a gzip that expands to gigabytes); a damaged or endless file gives what was
+    read before the damage, never a traceback."""
     # A chunk listed before it was packed (the runner stopped between the two) is read packed.
-    if not path.exists() and path.with_name(path.name + GZ).exists():
+    if not os.path.lexists(path) and os.path.lexists(path.with_name(path.name + GZ)):
         path = path.with_name(path.name + GZ)
+    by_tid: dict[Any, list[Event]] = {}
+    modules: set[Any] = set()
+    frames_seen: dict[Frame, Frame] = {}
     try:
         with _open_trace(path) as f:
-            events = json.load(f)
-    # a torn or damaged trace (a cut gzip stream is EOFError): no stacks, never a traceback
+            for ev in _stream_events(f):
+                if ev.get("ph") in ("B", "E") and _valid(ev):
+                    args = ev.get("args") or {}
+                    name = str(ev.get("name"))
+                    frame = (name, str(args.get("filename", "")), int(args.get("line", 0) or 0))
+                    tid = tid_key(ev.get("tid"))
+                    event = (
+                        float(ev.get("ts", 0)),
+                        ev["ph"] == "B",
+                        frames_seen.setdefault(frame, frame),
+                    )
+                    by_tid.setdefault(tid, []).append(event)
+                    if name == "<module>":
+                        modules.add(tid)
+    # a torn or damaged trace (a cut gzip stream is EOFError): what was read, never a traceback
     except (OSError, ValueError, EOFError, zlib.error, RecursionError):
-        return []
-    if isinstance(events, dict):
-        events = events.get("traceEvents", [])
-    if not isinstance(events, list):
-        return []
-    by_tid: dict[Any, list[dict[str, Any]]] = {}
-    for ev in events:
-        if isinstance(ev, dict) and ev.get("ph") in ("B", "E") and _valid(ev):
-            by_tid.setdefault(tid_key(ev.get("tid")), []).append(ev)
-    main = _main_thread(by_tid)
+        pass
+    main = _main_thread(by_tid, modules)
     return _spans(by_tid.get(main, []), started_at) if main is not None else []
 
 
 def _open_trace(path: Path) -> IO[str]:
+    raw = open_regular(path)
     if path.name.endswith(GZ):
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
+        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8", errors="replace")
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+
+
+def _stream_events(f: IO[str]) -> Iterator[dict[str, Any]]:
+    """The objects of a trace's event array, one at a time: a JSON array of events (py-spy's),
+    or an object whose ``traceEvents`` holds it. Stops at the first damage."""
+    reader = _Reader(f)
+    opening = reader.next_char()
+    if opening == "{":  # {"traceEvents": [...], ...}: find the key, skip other values
+        while True:
+            key = reader.value()
+            if reader.next_char() != ":":
+                return
+            if key == "traceEvents":
+                opening = reader.next_char()
+                break
+            reader.value()
+            if reader.next_char() != ",":
+                return
+    if opening != "[":
+        return
+    while True:
+        item = reader.value()
+        if isinstance(item, dict):
+            yield item
+        if reader.next_char() != ",":
+            return
+
+
+class _Reader:
+    """JSON values read one after another from a text stream, holding at most one value (and
+    ``MAX_EVENT_CHARS``) in memory."""
+
+    def __init__(self, f: IO[str]) -> None:
+        self._f = f
+        self._buf = ""
+        self._pos = 0
+        self._eof = False
+        self._decoder = json.JSONDecoder()
+
+    def _more(self) -> bool:
+        if self._eof:
+            return False
+        chunk = self._f.read(READ_CHARS)
+        if not chunk:
+            self._eof = True
+            return False
+        self._buf = self._buf[self._pos :] + chunk
+        self._pos = 0
+        return True
+
+    def next_char(self) -> str:
+        """The next character that is not white space ("" at the end), consumed."""
+        while True:
+            buf, pos = self._buf, self._pos
+            end = min(len(buf), pos + 64)
+            while pos < end and buf[pos] in _SPACE:  # a separator's space or two
+                pos += 1
+            if pos == end and pos < len(buf):  # a long run of space: skip it at C speed
+                pos = len(buf) - len(buf[pos:].lstrip(_SPACE))
+            if pos < len(buf):
+                self._pos = pos + 1
+                return buf[pos]
+            self._buf, self._pos = "", 0
+            if not self._more():
+                return ""
+
+    def value(self) -> Any:
+        """The next JSON value; ValueError where none can be read within MAX_EVENT_CHARS."""
+        if not self.next_char():
+            raise ValueError("the trace ends before its last event")
+        self._pos -= 1  # the value's first character
+        while True:
+            try:
+                value, end = self._decoder.raw_decode(self._buf, self._pos)
+            except json.JSONDecodeError:
+                if len(self._buf) - self._pos > MAX_EVENT_CHARS or not self._more():
+                    raise ValueError("a damaged or oversized trace event") from None
+                continue
+            if end == len(self._buf) and not self._eof and self._buf[self._pos] not in '[{"':
+                # a number may go on in the next chunk
+                if self._more():
+                    continue
+            self._pos = end
+            return value
 
 
 def _valid(ev: dict[str, Any]) -> bool:
@@ -116,33 +221,29 @@ def tid_key(tid: Any) -> Any:
     return tid if isinstance(tid, (int, str, float, type(None))) else repr(tid)
 
 
-def _main_thread(by_tid: dict[Any, list[dict[str, Any]]]) -> Any:
+def _main_thread(by_tid: dict[Any, list[Event]], modules: set[Any]) -> Any:
     """The thread that ran a module body (the script), and of those the busiest. Its first
     events may belong to start-up imports, so any ``<module>`` frame counts, not just the first."""
     best, best_n = None, -1
     for tid, evs in by_tid.items():
-        if len(evs) > best_n and any(e.get("name") == "<module>" for e in evs):
+        if len(evs) > best_n and tid in modules:
             best, best_n = tid, len(evs)
     return best
 
 
-def _spans(events: list[dict[str, Any]], started_at: float) -> list[StackSpan]:
+def _spans(events: list[Event], started_at: float) -> list[StackSpan]:
     spans: list[StackSpan] = []
     stack: list[Frame] = []
     last_t: float | None = None
-    # Interned: a long run repeats the same few hundred frames and stacks millions of times.
-    frames_seen: dict[Frame, Frame] = {}
+    # Interned: a long run repeats the same few hundred stacks millions of times.
     stacks_seen: dict[tuple[Frame, ...], tuple[Frame, ...]] = {}
-    for ev in sorted(events, key=lambda e: e.get("ts", 0)):  # stable: B/E order kept per ts
-        t = started_at + float(ev.get("ts", 0)) / 1e6
+    for ts, begins, frame in sorted(events, key=lambda e: e[0]):  # stable: B/E order per ts
+        t = started_at + ts / 1e6
         if last_t is not None and t > last_t and stack:
             key = tuple(stack)
             spans.append(StackSpan(last_t, t, stacks_seen.setdefault(key, key)))
         last_t = t
-        args = ev.get("args") or {}
-        frame = (str(ev.get("name")), str(args.get("filename", "")), int(args.get("line", 0) or 0))
-        frame = frames_seen.setdefault(frame, frame)
-        if ev["ph"] == "B":
+        if begins:
             stack.append(frame)
         elif stack:
             stack.pop()
