@@ -55,8 +55,9 @@ lint: $(STAMP)
 	$(BIN)/mypy trainprof
 	$(BIN)/python -m tools.commit_subjects
 
-# The generated docs (about 4 min on 2 cores): docs/rules/*.md from the rule registry, and the
-# README's demo report and command excerpts from real runs. `python -m tools.docs --examples`
+# The generated docs (about 1.5 min on 2 idle cores, 4.5 min beside other work; BENCHMARKS.md):
+# docs/rules/*.md from the rule registry, and the README's demo report and command excerpts
+# from real runs. `python -m tools.docs --examples`
 # reruns the zoo for the rules' example findings; `--pages` only writes the rule pages.
 docs: $(STAMP)
 	$(BIN)/python -m tools.docs
