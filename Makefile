@@ -17,11 +17,12 @@ $(RUNTIME): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0 numpy
 	@$(BIN)/python -c "import torch; print('torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
-	$(BIN)/python -m pip install -q -e .
+	# setuptools warns that the clone's folder has the package's name (it is the package)
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q -e .
 	touch $(RUNTIME)
 
 $(STAMP): $(RUNTIME)
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
