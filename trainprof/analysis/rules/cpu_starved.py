@@ -67,7 +67,7 @@ WORKERS_SETTING = frameworks.settings("workers")
 
 @rule(
     id="cpu-starved",
-    examples=("oversubscribed", "workers_oversubscribed"),
+    examples=("oversubscribed", "workers_oversubscribed", "beside_busy_loop"),
     title="CPU-starved",
     family="host",
     needs=("steps", "samples", "schedstat"),

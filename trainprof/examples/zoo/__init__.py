@@ -417,6 +417,13 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "beside_busy_loop",
+        "slow",
+        "a healthy one-thread MLP job while a neighbour process spins on every CPU it may use: "
+        "the loop's thread waits for a CPU most of the time, its profile looks compute-bound",
+        90.0,
+    ),
+    ZooCase(
         "workers_oversubscribed",
         "slow",
         "pytorch/examples imagenet's shape: -j twice the CPUs (4 on 2), each worker decoding "
