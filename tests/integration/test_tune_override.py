@@ -121,3 +121,18 @@ def test_lightning_s_training_loader_gets_it(tmp_path: Path) -> None:
     body = LIGHTNING_JOB.replace("max_epochs=6", "max_epochs=1")
     train, others = _workers_by_loader(_framework_run(tmp_path, "pl_job.py", body))
     assert train == 1 and others and all(n == 0 for n in others), (train, others)
+
+
+def test_the_ceilings_replay_the_input_or_run_it_alone(tmp_path: Path) -> None:
+    """``step``: the training loader serves its first batches again, its passes as long as the
+    job's own; ``input``: the loader iterated alone, and the job stopped (exit 0) before a step."""
+    script = write_script(tmp_path, "loop.py", PLAIN_LOOP)
+    step, seen, run_dir = _job(tmp_path, script, {"ceiling": "step"}, "step")
+    assert step.returncode == 3 and "epoch 1 val" in step.stdout, step.stderr[-2000:]
+    assert len(seen["train"]) == 12 and seen["val"] == [0, 0] * 2
+    assert json.loads((run_dir / APPLIED_FILE).read_text())["replayed"] == 6  # 192 / 32
+    alone, seen, run_dir = _job(tmp_path, script, {"ceiling": "input", "window_s": 0.3}, "input")
+    assert alone.returncode == 0 and "epoch 0" not in alone.stdout, alone.stderr[-2000:]
+    assert seen is None  # stopped before the job wrote what it saw
+    measured = json.loads((run_dir / APPLIED_FILE).read_text())["input_alone"]
+    assert measured["samples"] > 0 and measured["seconds"] >= 0.3, measured

@@ -29,6 +29,10 @@ from trainprof.store.schema import ENV_RUN_DIR
 ENV_OVERRIDES = "TRAINPROF_OVERRIDES"
 APPLIED_FILE = "overrides-applied.json"
 LOADER_SETTINGS = ("num_workers", "persistent_workers", "pin_memory", "prefetch_factor")
+# The two ceilings: the loop with its input made free (its first batches replayed), and the
+# training loader iterated alone, with no step.
+CEILINGS = ("step", "input")
+REPLAYED = 8  # batches fetched for real, then served again and again
 
 
 class Overrides:
@@ -63,6 +67,10 @@ def parse(text: str | None) -> dict[str, Any] | None:
     for key in ("persistent_workers", "pin_memory"):
         if isinstance(raw.get(key), bool):
             out[key] = raw[key]
+    if raw.get("ceiling") in CEILINGS:
+        out["ceiling"] = raw["ceiling"]
+        window = raw.get("window_s")
+        out["window_s"] = float(window) if isinstance(window, (int, float)) and window > 0 else 2.0
     return out
 
 
@@ -107,9 +115,16 @@ def at_pass(loader: Any) -> None:
             o.threads_pid = os.getpid()
             torch.set_num_threads(o.settings["threads"])  # the wrapper: the candidate's count
             o.applied["threads"] = torch.get_num_threads()
+        if o.settings.get("ceiling") == "step":
+            o.applied["replayed"] = _replay_first_batches(loader)
         _write_applied(o)
     except Exception as exc:  # the job runs on with its own settings; tune sees none applied
         records.record_error("overrides", exc)
+        return
+    if o.settings.get("ceiling") == "input":
+        o.applied["input_alone"] = _input_alone(loader, o.settings["window_s"])
+        _write_applied(o)
+        raise SystemExit(0)  # the measurement is all this run is for
 
 
 def _training_now() -> bool:
@@ -171,3 +186,59 @@ def _write_applied(o: Overrides) -> None:
             json.dump(record, f)
     except OSError as exc:
         records.record_error("overrides", exc)
+
+
+def _input_alone(loader: Any, window_s: float) -> dict[str, float]:
+    """Iterate the training loader alone, as many passes as ``window_s`` takes once each worker
+    has made its first batch (its start-up), and count the samples: what the input pipeline
+    gives with no step to wait for."""
+    import time
+
+    from trainprof.probe.batches import leading_dim
+
+    warm = max(1, loader.num_workers)
+    seen, samples, started = 0, 0, None
+    while True:
+        before = seen
+        for batch in loader:  # the pass goes through the probe's hooks; this override is done
+            seen += 1
+            if started is None:
+                if seen >= warm:
+                    started = time.monotonic()
+                continue
+            samples += max(0, leading_dim(batch))
+            if time.monotonic() - started >= window_s:
+                return {"samples": samples, "seconds": time.monotonic() - started}
+        if seen == before:  # an empty loader
+            return {"samples": samples, "seconds": 0.0}
+
+
+def _replay_first_batches(loader: Any) -> int:
+    """From now on the loader serves its first ``REPLAYED`` batches again and again, in the
+    main process, its sampler still ending each pass: the loop runs with its input made free.
+    Returns how many batches were fetched for real."""
+    from torch.utils.data.dataloader import _SingleProcessDataLoaderIter
+
+    real = type(loader)._get_iterator(loader)
+    cached = []
+    for _ in range(REPLAYED):
+        try:
+            cached.append(next(real))
+        except StopIteration:
+            break
+    del real  # its workers end with it
+    if not cached:
+        return 0
+    _apply_loader(loader, {"num_workers": 0})
+
+    class Replay(_SingleProcessDataLoaderIter):  # type: ignore[misc]
+        served = 0
+
+        def _next_data(self) -> Any:
+            self._next_index()  # the pass ends where the job's own would
+            batch = cached[Replay.served % len(cached)]
+            Replay.served += 1
+            return batch
+
+    object.__setattr__(loader, "_get_iterator", lambda: Replay(loader))
+    return len(cached)

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from trainprof.analysis.frameworks import NAMES, WORDS
 from trainprof.tune.candidates import NOT_TRIED
-from trainprof.tune.search import Arm, Search
+from trainprof.tune.search import CEILING_NAMES, Arm, Search
 
 
 def _rate(arm: Arm) -> str:
@@ -47,6 +47,15 @@ def render(console: Console, search: Search) -> None:
     console.print(table)
     if search.note:
         console.print(search.note)
+    base = search.baseline.median
+    if search.ceilings:
+        console.print("Ceilings (one run each, the job's own settings):")
+    for c in search.ceilings:
+        if c.rate is None:
+            console.print(f"  {CEILING_NAMES[c.name]}: not measured ({c.problem})")
+        else:
+            times = f", ×{c.rate / base:.2f} the job's" if base else ""
+            console.print(f"  {CEILING_NAMES[c.name]}: {c.rate:.1f} {search.unit}{times}")
     best = search.best()
     if best is not None:
         v = search.verdict(best)
@@ -126,4 +135,12 @@ def to_json(search: Search) -> dict[str, Any]:
         else None,
         "note": search.note,
         "not_tried": [{"setting": what, "why": why} for what, why in NOT_TRIED],
+        "ceilings": {
+            c.name: {
+                "what": CEILING_NAMES[c.name],
+                "rate": round(c.rate, 3) if c.rate is not None else None,
+                "problem": c.problem,
+            }
+            for c in search.ceilings
+        },
     }

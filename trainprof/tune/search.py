@@ -67,6 +67,7 @@ class Search:
     spent_s: float = 0.0
     note: str | None = None  # why nothing was tried, where nothing was
     framework: str | None = None  # the framework that runs the loop (its own words for a setting)
+    ceilings: list[Ceiling] = field(default_factory=list)  # measured last, where time was left
 
     def verdict(self, arm: Arm) -> Verdict:
         """Faster or slower where the ranges do not overlap with enough runs on both sides."""
@@ -96,6 +97,15 @@ class Search:
         """The fastest candidate measured faster than the baseline; None: nothing to gain."""
         faster = [a for a in self.arms if self.verdict(a).verdict == FASTER]
         return max(faster, key=lambda a: a.median or 0.0, default=None)
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """What one side could give were the other free: one run with the job's own settings."""
+
+    name: str  # "step" (input made free) or "input" (the input pipeline alone)
+    rate: float | None  # None: not measured, see ``problem``
+    problem: str | None = None
 
 
 Progress = Callable[[str, float], None]  # (what runs now, the budget's share spent)
@@ -165,8 +175,41 @@ def tune(
             if arm is not search.baseline:
                 _check_trial(arm, trial)
         round_no += 1
+    for name in CEILINGS if search.job is not None else ():
+        if left() < (time.monotonic() - start) / search.runs:
+            break
+        progress(f"ceiling: {CEILING_NAMES[name]}", 1 - max(0.0, left()) / budget_s)
+        search.runs += 1
+        settings = {"ceiling": name, "window_s": window_s}
+        trial = run_trial(
+            command,
+            settings,
+            root / f"run-{search.runs:03d}",
+            search.steps,
+            window_s,
+            timeout_s=max(60.0, left() + 30.0),
+        )
+        search.ceilings.append(_ceiling(name, trial))
     search.spent_s = time.monotonic() - start
     return search
+
+
+CEILINGS = ("step", "input")
+CEILING_NAMES = {
+    "step": "the loop with its input made free (its first batches replayed)",
+    "input": "the input pipeline alone (the training loader with no step)",
+}
+
+
+def _ceiling(name: str, trial: Trial) -> Ceiling:
+    if name == "input":
+        alone = (trial.applied or {}).get("input_alone")
+        if isinstance(alone, dict) and alone.get("seconds") and alone.get("samples"):
+            return Ceiling(name, float(alone["samples"]) / float(alone["seconds"]))
+        return Ceiling(name, None, trial.error or "no samples counted")
+    if not (trial.applied or {}).get("replayed"):
+        return Ceiling(name, None, "the training loader was not replayed")
+    return Ceiling(name, trial.rate, trial.error)
 
 
 def _job_settings(trial: Trial) -> JobSettings | None:
