@@ -14,7 +14,7 @@ main thread, with the quota's counters.
 
 The wait is measured, and is the ledger's own bucket (``cpu_wait``): the kernel's run-queue
 delay of the loop's thread over the steady window, taken out of the buckets it ran in (a stack
-sample cannot tell a thread that runs from one that waits to), and the stalls of the loop's own
+sample cannot tell a running thread from one waiting to run), and the stalls of the loop's own
 code while it waited (``stall_wait``, stalls.waits_for_a_cpu). The finding claims both: under
 another process's load, it is the share the report leads with. What a fix gains is not that
 share: the job's other threads may work while the loop's thread waits. Measured on 2 CPUs: 8
