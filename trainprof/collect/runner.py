@@ -217,6 +217,8 @@ def run(opts: RunOptions) -> int:
                 "stderr_lines": job.pumps[1].total_lines,
             },
         )
+        if stopped_by == "interrupt" and job.forwarded:
+            meta["stop_signal"] = job.forwarded[0]  # SIGINT (a Ctrl-C), SIGTERM or SIGHUP
         meta["probe"] = probe_state(run_dir, blocked)
         probe.check(lambda message: say(live, message))  # a job too short for the loop to see
         recording.check(job, sampler, live)

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.outside_view import SHARES, OutsideView, RateEstimate
+from trainprof.analysis.stop import stop_signal_words
 from trainprof.render.host_rows import add_host_rows
 from trainprof.render.text import literal, shell_join
 from trainprof.units import plural
@@ -51,7 +52,7 @@ def outside_summary(meta: dict[str, Any], m: Metrics) -> Table:
         t.add_row("", literal(a.note))
     wall = meta.get("wall_s")
     how = (
-        "interrupted (Ctrl-C) — partial report"
+        f"interrupted ({stop_signal_words(meta)}) — partial report"
         if meta.get("stopped_by") == "interrupt"
         else f"the target {a.target_exit}"
         if a.target_exit

@@ -9,6 +9,7 @@ from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules import unowned_time
 from trainprof.analysis.rules.registry import SIGNALS
+from trainprof.analysis.stop import stop_signal_words
 from trainprof.units import fmt_duration, plural
 
 
@@ -37,11 +38,23 @@ def unclean_note(meta: dict[str, Any], m: Metrics | None = None) -> str:
             "No performance problem in the steps before the job failed (see outcome); its "
             "error is the problem to fix first"
         )
-    asked = {"timeout": "--timeout", "interrupt": "Ctrl-C"}.get(str(meta.get("stopped_by")))
+    asked = {"timeout": "--timeout", "interrupt": stop_signal_words(meta)}.get(
+        str(meta.get("stopped_by"))
+    )
     if asked is not None:  # the user's own stop: nothing went wrong
         return (
             f"No performance problem in what was recorded before {asked} stopped the job (its "
             "last 0.5 s of records may be missing)"
+        )
+    recording = meta.get("recording")
+    if isinstance(recording, dict) and not meta.get("signal") and not meta.get("stopped_by"):
+        at = recording.get("stopped_at_s")
+        when = f" {at:.1f} s in" if isinstance(at, (int, float)) else ""
+        why = f" ({recording['reason']})" if recording.get("reason") else ""
+        return (
+            f"No performance problem in what was recorded: recording stopped{when}{why}, and "
+            f"the job ran on to its end (exit {meta.get('exit_code')}); the report covers only "
+            "the time before"
         )
     return (
         "No performance problem in what was recorded, but the job did not finish cleanly (see "

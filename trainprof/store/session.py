@@ -365,6 +365,8 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "samples": (int,),
     "output": (dict,),
     "stopped_by": (str,),
+    "stop_signal": (str,),
+    "outlived": (list,),
     "runner": (dict,),
     "probe": (dict,),
     "recording": (dict,),

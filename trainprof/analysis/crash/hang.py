@@ -323,6 +323,7 @@ def at_work_finding(
     roles: dict[int, str],
     metrics: Metrics,
     stopped_by: str,
+    by: str = "a Ctrl-C",
 ) -> Finding:
     """A silence the runner found at work (the stacks moved, or it read or wrote) that was
     still going on when --timeout or a Ctrl-C stopped the job: not a hang, but where it was.
@@ -338,7 +339,6 @@ def at_work_finding(
         fn = ", making a batch"
     else:
         fn = f" in {short_name(main.user[0])}()" if main and main.user else ""
-    by = "--timeout" if stopped_by == "timeout" else "a Ctrl-C"
     return Finding(
         id="hang",
         severity="warning" if stopped_by == "timeout" else "info",

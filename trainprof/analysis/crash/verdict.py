@@ -13,6 +13,7 @@ from trainprof.analysis.crash.still import still_finding
 from trainprof.analysis.crash.torchrun import RankError, rank_failed, without_consequences
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.stop import stop_signal_words
 from trainprof.store.session import Session
 
 
@@ -35,7 +36,9 @@ def crash_findings(session: Session, metrics: Metrics) -> list[Finding]:
     roles = {p.pid: _role(p.role, p.header.get("rank")) for p in session.processes}
     stopped_by = session.meta.get("stopped_by")
     if hang.get("at_work") and stopped_by:  # stopped while at work: where, not a hang
-        return found + [at_work_finding(hang, session.hang_dumps, roles, metrics, stopped_by)]
+        by = "--timeout" if stopped_by == "timeout" else stop_signal_words(session.meta)
+        by = "a Ctrl-C" if by == "Ctrl-C" else by
+        return found + [at_work_finding(hang, session.hang_dumps, roles, metrics, stopped_by, by)]
     if not stopped_by and (
         session.meta.get("exit_code") == 0 or metrics.total_steps > (hang.get("steps_before") or 0)
     ):

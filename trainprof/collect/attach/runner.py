@@ -213,6 +213,8 @@ def _sample(
         sampler.stop()
         guard.done()
     wall = time.monotonic() - started
+    if interrupted:
+        meta["stop_signal"] = signal.Signals(interrupted[0]).name  # a Ctrl-C is SIGINT
     return _collect(spies, targets, run_dir, meta, exited, wall), (
         "interrupt" if interrupted else None
     )
