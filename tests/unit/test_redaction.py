@@ -102,16 +102,29 @@ def test_the_module_is_standard_library_only() -> None:
     assert added <= {"trainprof"} | set(sys.stdlib_module_names)
 
 
-def _header_argv(tmp_path: Path, no_redact: bool) -> list[str]:
+def _header_argv(
+    tmp_path: Path,
+    no_redact: bool,
+    args: tuple[str, ...] = (),
+    env_add: dict[str, str] | None = None,
+) -> list[str]:
     """The argv a real probe writes into its event-file header, in a fresh interpreter."""
     code = (
         "import sys; from trainprof.probe.writer import EventWriter; "
         f"w = EventWriter({str(tmp_path)!r}); w.add('T 1\\n'); w.close()"
     )
     env = {k: v for k, v in os.environ.items() if k != ENV_NO_REDACT}
+    env.update(env_add or {})
     if no_redact:
         env[ENV_NO_REDACT] = "1"
-    args = ["--api-key=sk-live-1", "--token", "sk-live-2", "AWS_SECRET=sk-live-3", "--n", "1"]
+    args = args or (
+        "--api-key=sk-live-1",
+        "--token",
+        "sk-live-2",
+        "AWS_SECRET=sk-live-3",
+        "--n",
+        "1",
+    )
     subprocess.run([sys.executable, "-c", code, *args], env=env, check=True)
     (path,) = tmp_path.glob("events-*.tp")
     first = path.read_text().splitlines()[0]
@@ -124,6 +137,20 @@ def test_event_file_header_argv_is_redacted(tmp_path: Path) -> None:
     argv = _header_argv(tmp_path, no_redact=False)
     assert argv[1:] == ["--api-key=***", "--token", "***", "AWS_SECRET=***", "--n", "1"]
     assert "sk-live" not in json.dumps(argv)
+
+
+def test_event_file_header_masks_a_known_secret_value_anywhere(tmp_path: Path) -> None:
+    """A token passed as a plain argument (`train.py $HF_TOKEN`) has no secret name: its value,
+    that of a secret-named variable, is masked as everywhere else."""
+    argv = _header_argv(
+        tmp_path,
+        False,
+        ("hf_POSITIONAL77", "--url", "x=hf_POSITIONAL77"),
+        {"HF_TOKEN": "hf_POSITIONAL77"},
+    )
+    assert argv[1:] == ["***", "--url", "x=***"]
+    argv = _header_argv(tmp_path, True, ("hf_POSITIONAL77",), {"HF_TOKEN": "hf_POSITIONAL77"})
+    assert argv[1:] == ["hf_POSITIONAL77"]  # trainprof run --no-redact: as given
 
 
 def test_event_file_header_argv_with_no_redact(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from trainprof.store.redact import redact
+from trainprof.store.redact import configure_in_job, redact
 from trainprof.store.schema import (
     ENV_NO_REDACT,
     MAGIC,
@@ -253,9 +253,13 @@ class EventWriter:
 
 
 def _argv() -> list[str]:
-    """This process's argv, secret values masked unless the run said --no-redact."""
+    """This process's argv, secret values masked (by the argument's name, and each known value
+    wherever it stands) unless the run said --no-redact."""
     argv = [str(a) for a in getattr(sys, "argv", [])]
-    return argv if os.environ.get(ENV_NO_REDACT) == "1" else redact(argv)
+    if os.environ.get(ENV_NO_REDACT) == "1":
+        return argv
+    masker = configure_in_job()
+    return [masker.text(a) for a in redact(argv)]
 
 
 _STEP_LINE = f"{STEP} %d %d %d %d %d %d %d\n"
