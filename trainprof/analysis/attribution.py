@@ -15,11 +15,12 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainprof.analysis.usercode import is_stdlib_path, is_user_path
+from trainprof.analysis import work_kind
+from trainprof.analysis.usercode import is_user_path
 from trainprof.store.stacks import Frame, StackSpan
 
 _PRINTING = re.compile(
@@ -137,7 +138,9 @@ def category(
         if "torch/optim/" in p:
             return "optimizer"
         if _runs_backward(name, p):
-            return "backward"
+            # the user's host work called from inside it (a custom Function's backward in
+            # numpy) is host work, not autograd's
+            return _host_inside(frames, source) or "backward"
         if "_tensor_str.py" in p or "/logging/" in p or "/tqdm/" in p:
             return "logging"
         if "torch/nn/modules/" in p or "torch/nn/functional.py" in p:
@@ -147,8 +150,10 @@ def category(
             # it) is backward time (it was "forward", 3.9 s of a 24 s run); building the model
             # is neither (a restart's Conv2d.__init__ was "forward")
             if any(_runs_backward(n, f) for n, f, _l in frames):
-                return "backward"
-            return "other" if _builds_modules(frames) else "forward"
+                return _host_inside(frames, source) or "backward"
+            if _builds_modules(frames):
+                return "other"
+            return _host_inside(frames, source) or "forward"
     top = frames[-1] if frames else None
     uf = user_frame(frames)
     if uf is not None:
@@ -167,6 +172,16 @@ def category(
     if top is not None and short_name(top[0]) in _IDLE_FUNCS and not is_user_file(top[1]):
         return "idle"
     return "other"
+
+
+def _host_inside(frames: tuple[Frame, ...], source: dict[tuple[str, int], str]) -> str | None:
+    """ "logging" or "other" where a forward or backward stack's innermost work is the user's
+    host work called from inside it (a forward hook copying activations to numpy, a custom
+    autograd.Function computing in numpy, a print in the model's forward): the user's code with
+    a line and a fix, not the model's operators. None where it is torch's own work."""
+    if not work_kind.is_host(frames, source):
+        return None
+    return "logging" if work_kind.of_frames(frames, source) == work_kind.LOGGING else "other"
 
 
 # Functions that run autograd's backward, by file. Not every torch/autograd frame: a function
@@ -311,21 +326,25 @@ def _before_backward(frames: tuple[Frame, ...], sites: dict[tuple[str, str], int
     return False
 
 
-def _in_stdlib(frames: tuple[Frame, ...]) -> bool:
-    """The innermost frame is the standard library's: host work (a ``copy.deepcopy`` of the
-    batch, ``random.sample``, ``json``) that the step calls before its backward, not a forward."""
-    return bool(frames) and is_stdlib_path(frames[-1][1])
-
-
 def by_position(
-    category_of: Callable[[tuple[Frame, ...]], str], sites: dict[tuple[str, str], int]
+    category_of: Callable[[tuple[Frame, ...]], str],
+    sites: dict[tuple[str, str], int],
+    source: Mapping[tuple[str, int], str] | None = None,
 ) -> Callable[[tuple[Frame, ...]], str]:
     """``category_of``, with the user's own tensor code that runs before the step's backward
-    call (``backward_sites``) as the forward pass: ``profile``'s and attach's ledger's."""
+    call (``backward_sites``) as the forward pass: ``profile``'s and attach's ledger's. Host
+    work there (numpy, the standard library, ``.tolist()``: ``work_kind.is_host``) stays host
+    work."""
+    source = source or {}
 
     def of(frames: tuple[Frame, ...]) -> str:
         cat = category_of(frames)
-        if cat == "other" and sites and _before_backward(frames, sites) and not _in_stdlib(frames):
+        if (
+            cat == "other"
+            and sites
+            and _before_backward(frames, sites)
+            and not work_kind.is_host(frames, source)
+        ):
             return "forward"
         return cat
 
@@ -344,7 +363,9 @@ def profile(
     loss, not loop overhead; stalls are judged apart (``window_profile``), whatever their line."""
     spans = tuple(spans)
     category_of = categoriser(source, cuda)  # each distinct stack judged once for both passes
-    step_category = by_position(category_of, backward_sites(spans, source, cuda, category_of))
+    step_category = by_position(
+        category_of, backward_sites(spans, source, cuda, category_of), source
+    )
     seconds: dict[str, float] = {}
     lines: dict[str, Counter[Frame]] = {}
     data_parts: dict[str, float] = {}

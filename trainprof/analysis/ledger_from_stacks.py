@@ -43,7 +43,7 @@ def build_ledger(
     # the user's own tensor code before the backward call is the forward, as `run` splits it
     plain = attribution.categoriser(source)
     category = attribution.by_position(
-        plain, attribution.backward_sites(spans, source, False, plain)
+        plain, attribution.backward_sites(spans, source, False, plain), source
     )
     seconds = dict.fromkeys(BUCKETS, 0.0)
     windows = sorted((st.t0, st.t1, st) for st in stalls)

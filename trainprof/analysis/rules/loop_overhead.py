@@ -18,6 +18,9 @@ Best practice::
 
 from __future__ import annotations
 
+from collections import Counter
+
+from trainprof.analysis import work_kind
 from trainprof.analysis.attribution import where
 from trainprof.analysis.costly_calls import hot_line
 from trainprof.analysis.findings import Finding
@@ -25,6 +28,7 @@ from trainprof.analysis.ledger import STALLS
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, loop_time
 from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
+from trainprof.store.stacks import Frame
 
 SHARE = Threshold(
     "share", 0.25, "share", "share of the loop (outside stalls, saves, evals) in other host work"
@@ -41,20 +45,21 @@ KNOWN = Threshold(
     0.10,
     "share",
     "or this share of the loop at one line that makes a known costly call (copy.deepcopy, "
-    "gc.collect, json.dump...): what it costs and its fix are known",
+    "gc.collect, json.dump...) or waits every step (a child process, a socket, a lock, a "
+    "sleep): what it costs and its fix are known",
 )
 NAMES = {"fetch": "__getitem__", "data_wait": "data wait", "stall_compute": "stalls"}
 
 
 @rule(
     id="loop-overhead",
-    examples=("loop_overhead",),
+    examples=("loop_overhead", "subprocess_per_step", "numpy_in_forward"),
     title="Loop overhead",
     family="host",
     costs="host",
     needs=("steps", "stacks"),
     or_from=FROM_STACKS,
-    claims=("loop",),
+    claims=("loop", "idle"),
     thresholds=(SHARE, KNOWN, MIN_SAMPLES, GPU_BUSY),
 )
 def check(m: Metrics) -> Finding | None:
@@ -64,15 +69,22 @@ def check(m: Metrics) -> Finding | None:
     if host_time_is_free(m):
         return None
     loop = loop_time(m)
-    share = led.get("loop") / loop if loop > 0 else 0.0
-    frame = prof.top_line("other")
+    # The loop's host work and its waits, line by line: a line that waits every step (on a
+    # child process, a socket, a lock, a sleep) costs its wait too, off the CPU.
+    lines = prof.lines.get("other", Counter()) + prof.lines.get("idle", Counter())
+    frame = lines.most_common(1)[0][0] if lines else None
+    kind = work_kind.dominant(m.activity.spans, m.activity.source, frame) if frame else None
+    waits = kind in work_kind.WAITS
+    buckets = ("loop", "idle") if waits else ("loop",)
+    share = led.get(*buckets) / loop if loop > 0 else 0.0
     hot = hot_line(frame, m.activity.source, m.activity.spans)
-    at_line = prof.lines["other"][frame] / 1e6 / prof.total if frame and prof.total > 0 else 0.0
-    known = hot is not None and hot.call is not None and at_line >= KNOWN.value
+    at_line = lines[frame] / 1e6 / prof.total if frame and prof.total > 0 else 0.0
+    known = hot is not None and (hot.call is not None or waits) and at_line >= KNOWN.value
     if share < SHARE.value and not known:
         return None
     rate = m.stack_rate_hz
-    if rate and prof.seconds.get("other", 0.0) * rate < MIN_SAMPLES.value:
+    sampled = prof.seconds.get("other", 0.0) + (prof.seconds.get("idle", 0.0) if waits else 0.0)
+    if rate and sampled * rate < MIN_SAMPLES.value:
         return None
     parts = ", ".join(
         f"{NAMES.get(b, b)} {s / loop:.0%}"
@@ -86,6 +98,8 @@ def check(m: Metrics) -> Finding | None:
     ]
     if hot is not None:
         evidence.append(hot.evidence)
+    if kind is not None and frame is not None:
+        evidence.append(_kind_line(kind, frame, m))
     if hot is not None and hot.call is not None:
         title = f"{hot.call.call} in the training loop takes {share:.0%} of the loop"
         # the table's fix for what the line calls, then the step's cadence: not "per-step
@@ -98,7 +112,13 @@ def check(m: Metrics) -> Finding | None:
         title = f"Host work outside forward/backward/optimizer takes {share:.0%} of the loop"
         fix = (EVERY_N, FUSED)
         if hot is not None and hot.text:
-            fix = (f"make {hot.quoted} cheaper, or run it every N steps, not every step", OFF)
+            fix = (
+                f"make {hot.quoted} cheaper",
+                f"or, where {hot.quoted} need not run every step, run it every N steps",
+                OFF,
+            )
+    if kind is not None and (hot is None or hot.call is None) and kind != work_kind.PYTHON:
+        fix = (work_kind.FIX[kind], *fix[1:])
     return Finding(
         id="loop-overhead",
         severity="warning",
@@ -106,7 +126,20 @@ def check(m: Metrics) -> Finding | None:
         evidence=tuple(evidence),
         fix=fix,
         where=where(frame),
+        wants=tuple((b, 1.0) for b in buckets),
     )
+
+
+def _kind_line(kind: str, frame: Frame, m: Metrics) -> str:
+    """What the hot line's stacks do, and where it runs from: the loop, or inside the model's
+    forward or backward (a hook, a custom autograd.Function)."""
+    inside = work_kind.inside_model(m.activity.spans, frame)
+    at = (
+        f"called from inside the model's {inside} (a hook, a custom autograd.Function)"
+        if inside
+        else "in the loop"
+    )
+    return f"what the line does: {work_kind.DESCRIBE[kind]}, every step, {at}"
 
 
 EVERY_N = "do per-step extras every N steps (metrics, grad norms, histograms)"
