@@ -59,7 +59,9 @@ def stalled(text: str) -> Session:
 
 
 def stall_finding(sess: Session) -> Finding:
-    found = [f for f in analyze(sess)[1].findings if f.id in ("cpu-stall", "blocking-stall")]
+    # a stall on a line that prints, logs or writes a log file is logging by its call context
+    stalls = ("cpu-stall", "blocking-stall", "logging-overhead")
+    found = [f for f in analyze(sess)[1].findings if f.id in stalls]
     assert found, [f.id for f in analyze(sess)[1].findings]
     return found[0]
 
@@ -67,7 +69,7 @@ def stall_finding(sess: Session) -> Finding:
 @pytest.mark.parametrize("row", table(), ids=lambda r: r.call)
 def test_a_stall_on_the_call_gives_its_fix_and_quotes_the_line(row: CostlyCall) -> None:
     f = stall_finding(stalled(row.example))
-    assert f.fix[0] == row.fix
+    assert f.fix[0].startswith(row.fix)
     assert any(f"`{row.example}`" in e and row.why in e for e in f.evidence), f.evidence
     assert "vectorise" not in " ".join(f.fix)
 
@@ -90,7 +92,7 @@ def test_per_step_host_work_names_the_call_and_its_fix() -> None:
     f = loop_finding("gc.collect()")
     row = EXAMPLES["gc.collect()"]
     assert f.title.startswith("gc.collect() in the training loop takes")
-    assert f.fix[0] == row.fix and "foreach_norm" not in " ".join(f.fix)
+    assert f.fix[0].startswith(row.fix) and "foreach_norm" not in " ".join(f.fix)
     assert any("`gc.collect()`" in e for e in f.evidence)
 
 

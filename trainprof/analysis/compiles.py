@@ -134,7 +134,7 @@ def label_stalls(stalls: Sequence[Stall], log: CompileLog) -> list[Stall]:
     compiling through: torch.compile's, whatever the stack samples caught."""
     out = []
     for st in stalls:
-        if st.cause in ("cpu", "blocked", "sync") and st.excess_s > 0:
+        if st.cause in ("cpu", "blocked", "sync", "logging") and st.excess_s > 0:
             a = st.t1 - st.excess_s
             inside = sum(max(0.0, min(c.t1, st.t1) - max(c.t0, a)) for c in log.compiles)
             if inside >= COMPILE_COVER * st.excess_s:

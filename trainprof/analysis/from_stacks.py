@@ -114,7 +114,7 @@ def compute(session: Session, sampled: Sampled) -> Metrics:
     )
     if window is not None:
         stalls = number_steps(stalls, window[0], rate.period_s if rate.steps_per_s else None)
-    counted = [st for st in stalls if st.cause in ("cpu", "blocked")]
+    counted = [st for st in stalls if st.cause in ("cpu", "blocked", "logging")]
     p = period([st.index for st in counted]) if len(counted) >= 3 and rate.steps_per_s else None
     gaps = [b.t0 - a.t0 for a, b in zip(counted, counted[1:], strict=False)]
     saves = category_runs(spans, source, "save")

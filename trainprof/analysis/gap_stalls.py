@@ -11,6 +11,7 @@ from typing import Any
 
 from trainprof.analysis import attribution
 from trainprof.analysis.stalls import (
+    LOGGING_SHARE,
     OWN_SHARE,
     STALL_FACTOR,
     STALL_MIN_EXCESS_S,
@@ -152,6 +153,8 @@ def _cause(
         return "eval" if length >= least and elsewhere_s >= least else None
     if prof.share("data") >= 0.5:
         return "data"
+    if prof.share("logging") >= LOGGING_SHARE:
+        return "logging"
     if prof.share("idle") >= 0.5:
         return "blocked"
     return "cpu"

@@ -105,6 +105,7 @@ STALL_BUCKET = {
     "wait": "stall_wait",
     "compile": "compile",
     "sync": "sync",
+    "logging": "logging",  # a stall formatting or logging (a whole tensor in a log line)
 }
 
 

@@ -7,7 +7,7 @@ with no optimizer step in between), waiting for data for most of it (data), else
 main process, which the stack samples of the stall refine (``refine``): torch.compile compiling
 (compile), forward passes with no backward, or another DataLoader's epoch (eval, with no mode
 switch: validation under ``no_grad`` alone), the thread blocked waiting (blocked: I/O, sleep, a
-lock, a socket), else CPU work (cpu). CPU stalls in the loop's own code while its thread waited
+lock, a socket), formatting, printing or logging (logging), else CPU work (cpu). CPU stalls in the loop's own code while its thread waited
 for a CPU are that wait (``waits_for_a_cpu``: wait). Stalls among the warm-up steps are
 ignored.
 """
@@ -48,7 +48,8 @@ class Stall:
     t0: float  # monotonic
     t1: float
     excess_s: float  # time beyond a median step
-    cause: str  # "checkpoint" | "eval" | "data" | "compile" | "sync" | "blocked" | "cpu" | "wait"
+    # "checkpoint" | "eval" | "data" | "compile" | "sync" | "logging" | "blocked" | "cpu" | "wait"
+    cause: str
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,9 @@ BLOCKED_SHARE = 0.5
 # waited for the GPU to drain what it had queued (an H200 fp32 run's print of loss.item() every
 # 80 steps waited 290 ms each, and was called "CPU work").
 SYNC_SHARE = 0.5
+# logging: this share of the stall formatting, printing or logging (a whole tensor formatted
+# into a log line every N steps): its call context is logging, whatever the CPU it takes.
+LOGGING_SHARE = 0.5
 # eval without a mode switch: forward passes hold this share, backward + optimizer almost none.
 FORWARD_SHARE = 0.4
 BACKWARD_MAX = 0.1  # of the forward time
@@ -208,6 +212,8 @@ def _cause(
         and fwd >= OWN_CODE_FACTOR * prof.share("other")
     ):
         return "eval-forward"
+    if prof.share("logging") >= LOGGING_SHARE:
+        return "logging"
     if prof.share("idle") >= BLOCKED_SHARE:
         return "blocked"
     return "cpu"

@@ -17,11 +17,14 @@ Best practice::
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from trainprof.analysis import frameworks
 from trainprof.analysis.attribution import Profile, where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free
+from trainprof.analysis.rules._stalls import Stalls, every, evidence, judge
 from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
 
 SHARE = Threshold("share", 0.05, "share", "share of the steady run printing/logging")
@@ -30,7 +33,7 @@ LINES_PER_STEP = Threshold("lines_per_step", 0.5, "count", "lines of output per 
 
 @rule(
     id="logging-overhead",
-    examples=("logging_overhead",),
+    examples=("logging_overhead", "debug_log_stall"),
     title="Logging overhead",
     family="host",
     costs="host",
@@ -52,12 +55,15 @@ def check(m: Metrics) -> Finding | None:
     prof = m.activity.loop_profile or m.activity.profile
     lines = m.activity.output_lines
     led = m.ledger
-    if prof is None or led is None or not m.total_steps or lines is None:
+    if prof is None or led is None or not m.total_steps or host_time_is_free(m):
         return None
-    if host_time_is_free(m):
+    share = led.share("logging")
+    stalls = judge(m, "logging", "logging")
+    if stalls is not None and share >= SHARE.value:
+        return _stalls_finding(m, stalls, share)
+    if lines is None:
         return None
     per_step = lines / m.total_steps
-    share = led.share("logging")
     if share < SHARE.value or per_step < LINES_PER_STEP.value:
         return None
     out_bytes = (m.activity.output_bytes or 0) / m.total_steps
@@ -86,6 +92,38 @@ def finding(title: str, evidence: tuple[str, ...], prof: Profile) -> Finding:
     )
 
 
+def _stalls_finding(m: Metrics, found: Stalls, share: float) -> Finding:
+    """Stalls whose stacks format, print or log (a whole tensor in a log record every N
+    steps): logging by their call context, whatever the CPU it takes; no lines-per-step floor
+    applies, as a log file's lines are not the job's output."""
+    lines = evidence(
+        m, found, "formatting, printing or logging (its stacks are in logging or tensor formatting)"
+    )
+    prof = m.activity.profile or m.activity.loop_profile
+    assert prof is not None
+    cs = found.site
+    base = finding(
+        f"Logging stalls training {every(m, found)}: {share:.0%} of the steady run",
+        tuple(lines),
+        prof,
+    )
+    hot = found.hot
+    quoted = hot.quoted if hot is not None and hot.text else "the record"
+    general = (
+        f"log a summary in {quoted} (a norm, a mean, a few values), not the whole tensor: "
+        "formatting every element is what stalls",
+        "or hand the records to a background thread (logging.handlers.QueueHandler and "
+        "QueueListener), and drop DEBUG handlers left from debugging",
+    )
+    known = hot is not None and hot.call is not None
+    return replace(
+        base,
+        fix=(hot.call.fix, general[1]) if known and hot is not None and hot.call else general,
+        where=cs.where if cs is not None else base.where,
+        hotspot=cs.hot_where if cs is not None else None,
+    )
+
+
 def _from_stacks(m: Metrics) -> Finding | None:
     """From the stacks alone: the share of the time the main thread printed, logged or
     formatted tensors (how many lines it wrote is not seen without the job's output, so no
@@ -95,6 +133,9 @@ def _from_stacks(m: Metrics) -> Finding | None:
     share = led.share("logging")
     if prof is None or share < SHARE.value or host_time_is_free(m):
         return None
+    stalls = judge(m, "logging", "logging")
+    if stalls is not None:
+        return _stalls_finding(m, stalls, share)
     evidence = (
         f"the main thread spent {share:.0%} of the time printing, logging or formatting "
         f"tensors ({m.basis.sampled})",
