@@ -33,7 +33,11 @@ def profiled(
             "mem": {"total": 128_000 * MiB, "available": avail_mib * MiB, "used": 0},
             "procs": [
                 {"pid": 1000, "rss": (400 + main_mib_s * i) * MiB, "cpu": 90.0},
-                {"pid": 1001, "rss": 300 * MiB, "uss": (100 + worker_mib_s * i) * MiB},
+                {
+                    "pid": 1001,
+                    "rss": (300 + worker_mib_s * i) * MiB,
+                    "uss": (100 + worker_mib_s * i) * MiB,
+                },
             ],
         }
         for i in range(62)

@@ -32,6 +32,7 @@ from trainprof.store.session import ProcSeries
 MIN_R2 = 0.8
 MIN_POINTS = 5  # reads inside the window: each half then holds three
 HALF_RATE = 0.25  # each half's slope, as a share of the whole window's, for sustained growth
+COW_RSS_SHARE = 0.25  # RSS rose less than this share of the USS rise: copy-on-write
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,15 @@ class Growth:
     sustained: bool = True  # each half of the window rises too (not one swing of the allocator)
     # the fitted line's two ends, (time, bytes), for a chart to draw (None: not kept)
     line: tuple[tuple[float, float], tuple[float, float]] | None = None
+    # judged on USS: how much its RSS rose over the same reads (None: not judged on USS)
+    rss_rise: float | None = None
+
+    @property
+    def copy_on_write(self) -> bool:
+        """A forked child's private memory rose while its resident memory stayed flat: pages
+        it shared with its parent turned private (copy-on-write), none were added."""
+        rise = self.end_bytes - self.start_bytes
+        return self.rss_rise is not None and rise > 0 and self.rss_rise < COW_RSS_SHARE * rise
 
 
 def growth(
@@ -60,6 +70,11 @@ def growth(
     pts = [
         (t, v) for t, v in zip(series.t, values, strict=True) if t0 <= t <= t1 and not math.isnan(v)
     ]
+    rss_rise = None
+    if use_uss:
+        rss = [r for t, r, u in zip(series.t, series.rss, values, strict=True)
+               if t0 <= t <= t1 and not math.isnan(u) and not math.isnan(r)]  # fmt: skip
+        rss_rise = rss[-1] - rss[0] if rss else None
     if len(pts) < MIN_POINTS:
         return None
     xs, ys = [p[0] for p in pts], [p[1] for p in pts]
@@ -82,6 +97,7 @@ def growth(
         xs[-1] - xs[0],
         b > 0 and sustained,
         ((xs[0], my + b * (xs[0] - mx)), (xs[-1], my + b * (xs[-1] - mx))),
+        rss_rise,
     )
 
 

@@ -62,7 +62,7 @@ EXHAUST_ERROR_S = Threshold(
 
 @rule(
     id="memory-growth",
-    examples=("memory_growth",),
+    examples=("memory_growth", "worker_cow_growth"),
     title="Memory growth",
     family="memory",
     needs=("steps", "samples"),
@@ -113,7 +113,11 @@ def _growing(m: Metrics, growths: Iterable[Growth]) -> Finding | None:
         "bound in-memory caches: functools.lru_cache(maxsize=...) or an LRU dict with a size limit",
         "do not append tensors that still hold the graph (store loss.item(), not loss)",
     ]
-    if any(g.role == "worker" for g in growing):
+    cow = [g for g in growing if g.role == "worker" and g.copy_on_write]
+    if cow:
+        evidence.insert(len(growing[:6]), _cow_line(cow))
+        fix.insert(0, COW_FIX)
+    elif any(g.role == "worker" for g in growing):
         fix.insert(
             0,
             "each DataLoader worker keeps its own copy of a cache filled in __getitem__: cache "
@@ -126,8 +130,33 @@ def _growing(m: Metrics, growths: Iterable[Growth]) -> Finding | None:
         title=f"Host memory grows steadily ({rate * 60 / MB:.0f} MiB/min)",
         evidence=tuple(evidence),
         fix=tuple(fix),
-        where=holder.where if holder is not None else None,
+        where=holder.where if holder is not None else (_dataset_code(m) if cow else None),
     )
+
+
+COW_FIX = (
+    "keep the dataset's data in numpy arrays or an Arrow table (or tensors), not Python lists "
+    "of dicts, strings or ints: a forked worker that reads a Python object writes its "
+    "reference count, and the page it lives on is copied into the worker; arrays are read "
+    "without a write, and their pages stay shared (pytorch/pytorch#13246)"
+)
+
+
+def _cow_line(cow: list[Growth]) -> str:
+    """The copy-on-write evidence: private memory up, resident memory flat."""
+    rss = max(g.rss_rise or 0.0 for g in cow)
+    return (
+        f"{len(cow)} DataLoader worker{'s' if len(cow) > 1 else ''}' private memory (USS) rose "
+        f"while resident memory (RSS) rose {rss / MB:.0f} MiB at most: pages shared with the "
+        "main process turned private (copy-on-write), nothing new was allocated; Python "
+        "objects the workers read (a list of dicts in the Dataset) do this"
+    )
+
+
+def _dataset_code(m: Metrics) -> str | None:
+    """The Dataset's ``__getitem__`` the workers run, where it is the user's own code."""
+    loader = primary_loader(m)
+    return loader.user_code_at("getitem") if loader is not None else None
 
 
 def _holder(m: Metrics, growing: list[Growth]) -> Holder | None:

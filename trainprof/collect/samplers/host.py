@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 
 from trainprof.collect.samplers.proctree import child_pids, process_tree
-from trainprof.collect.samplers.smaps import SmapsSchedule, read_smaps
+from trainprof.collect.samplers.smaps import SmapsSchedule, minor_faults, read_smaps
 from trainprof.doctor.cgroup import limits_of, quota_stat_file, read_throttling
 from trainprof.store.schema import ENV_DISABLE
 
@@ -147,12 +147,15 @@ class HostSampler:
     def _read_smaps(self, now: float, rows: list[dict[str, Any]]) -> None:
         """PSS (and a forked child's USS) of the processes due for a read, within the budget."""
         live = {row["pid"]: row for row in rows if "rss" in row}
-        for pid in self.smaps.due(now, {pid: row["rss"] for pid, row in live.items()}):
+        faults = {
+            pid: n for pid in live if self._forked.get(pid) and (n := minor_faults(pid)) is not None
+        }
+        for pid in self.smaps.due(now, {pid: row["rss"] for pid, row in live.items()}, faults):
             if not self.smaps.may_read():
                 break
             began = time.thread_time()  # the kernel's page walk is this thread's system time
             got = read_smaps(self._procs[pid])
-            self.smaps.done(pid, now, live[pid]["rss"], time.thread_time() - began)
+            self.smaps.done(pid, now, live[pid]["rss"], time.thread_time() - began, faults.get(pid))
             if got is not None:
                 live[pid]["pss"] = got.pss
                 if self._forked.get(pid):

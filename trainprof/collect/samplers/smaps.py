@@ -27,6 +27,9 @@ AGE_BUDGET = 0.0025  # share of one CPU the reads for age alone may use (longer 
 ROSE_SHARE, ROSE_BYTES = 0.01, 2 * 2**20
 # ... or below it by this much (the steps of a steady job's allocator stay under it)
 FELL_SHARE, FELL_BYTES = 0.05, 16 * 2**20
+# ... or a forked child took this many minor page faults since (2 MiB of 4 KiB pages): a page
+# it shared with its parent and wrote is copied on a fault, its USS grows, its RSS does not
+FAULT_PAGES = 512
 
 
 @dataclass(frozen=True)
@@ -57,13 +60,19 @@ class SmapsSchedule:
         self._t: float | None = None
         # pid → (when read, its RSS then, the tree's count then, the read's CPU seconds)
         self._last: dict[int, tuple[float, int, int, float]] = {}
+        self._faults: dict[int, int] = {}  # pid → its minor faults at its last read
         self._members: frozenset[int] = frozenset()
         self._tree = 0  # counts the changes of the tree's members
 
-    def due(self, now: float, rss: dict[int, int]) -> list[int]:
+    def due(
+        self, now: float, rss: dict[int, int], faults: dict[int, int] | None = None
+    ) -> list[int]:
         """The processes of ``rss`` (pid → RSS now) to read: never read first; then those whose
         RSS rose or fell most, or read before the tree last changed (a fork shares a parent's
-        pages, an exit leaves fewer sharers: PSS moves, RSS does not); then the oldest reads."""
+        pages, an exit leaves fewer sharers: PSS moves, RSS does not), or that took
+        ``FAULT_PAGES`` minor faults since (``faults``: pid → its count now, for forked
+        children: copy-on-write moves USS, not RSS); then the oldest reads."""
+        faults = faults or {}
         if self._t is not None:
             self.credit_s = min(self.burst_s, self.credit_s + (now - self._t) * self.budget)
         self._t = now
@@ -71,6 +80,7 @@ class SmapsSchedule:
             self._members = frozenset(rss)
             self._tree += 1
         self._last = {pid: v for pid, v in self._last.items() if pid in rss}
+        self._faults = {pid: v for pid, v in self._faults.items() if pid in rss}
         ranked: list[tuple[int, float, int]] = []
         for pid, now_rss in rss.items():
             last = self._last.get(pid)
@@ -81,7 +91,13 @@ class SmapsSchedule:
             moved = now_rss - then_rss
             rose = moved >= max(ROSE_BYTES, ROSE_SHARE * then_rss)
             fell = -moved >= max(FELL_BYTES, FELL_SHARE * then_rss)
-            if rose or fell or tree != self._tree:
+            then_faults = self._faults.get(pid)
+            faulted = (
+                pid in faults
+                and then_faults is not None
+                and faults[pid] - then_faults >= FAULT_PAGES
+            )
+            if rose or fell or faulted or tree != self._tree:
                 ranked.append((1, -abs(moved) / max(then_rss, 1), pid))
             elif now - when >= max(MAX_AGE_S, cost_s * len(rss) / AGE_BUDGET):
                 ranked.append((2, when, pid))
@@ -90,9 +106,22 @@ class SmapsSchedule:
     def may_read(self) -> bool:
         return self.credit_s > 0
 
-    def done(self, pid: int, now: float, rss: int, cpu_s: float) -> None:
-        """A read of ``pid`` (successful or not) that took ``cpu_s`` of this thread's CPU."""
+    def done(self, pid: int, now: float, rss: int, cpu_s: float, faults: int | None = None) -> None:
+        """A read of ``pid`` (successful or not) that took ``cpu_s`` of this thread's CPU;
+        ``faults``: its minor faults then, where counted."""
         self._last[pid] = (now, rss, self._tree, cpu_s)
+        if faults is not None:
+            self._faults[pid] = faults
         self.credit_s -= cpu_s
         self.spent_s += cpu_s
         self.reads += 1
+
+
+def minor_faults(pid: int) -> int | None:
+    """The minor page faults a process took so far (``/proc/PID/stat``), None where unread."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2 :].split()[7])
+    except (OSError, ValueError, IndexError):
+        return None
