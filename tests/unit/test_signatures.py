@@ -443,7 +443,24 @@ CASES = (
         "C:\\Users\\user\\proj\\train.py:41",
         ("not enough memory: you tried to allocate 6442450944 bytes",),
     ),
-    # no finding: conservative rows stay silent
+    # uncaught-exception: no signature knows the message; the job's exit code was measured
+    Case(
+        "uncaught-exception__worker_keyerror_escaped.txt",
+        ("uncaught-exception",),
+        "real",
+        "/home/user/proj/crash_worker_keyerror.py:31",
+        ("an uncaught KeyError ('spk900'), raised in DataLoader worker 1", "exited with code 1"),
+        ctx=CrashContext(exit_code=1),
+    ),
+    Case(
+        "uncaught-exception__main_valueerror.txt",
+        ("uncaught-exception",),
+        "real",
+        "/home/user/proj/crash_main_valueerror.py:24",
+        ("raised in the main process", "in warmup_factor: return 1.0 - math.log(ratio)"),
+        ctx=CrashContext(exit_code=1),
+    ),
+    # no finding: conservative rows stay silent (the exit code not measured: nothing failed)
     Case("none__config_keyerror.txt", (), "real"),
     Case("none__dataset_keyerror_in_worker.txt", (), "real"),
 )

@@ -162,6 +162,33 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "subprocess_per_step",
+        "slow",
+        "runs `ps` through subprocess.run after every step to log its own memory: the loop "
+        "waits for a child process each step",
+        60.0,
+    ),
+    ZooCase(
+        "numpy_in_forward",
+        "slow",
+        "a custom autograd.Function fake-quantizes activations in numpy (percentiles, rounding) "
+        "inside the model's forward, every step",
+        60.0,
+    ),
+    ZooCase(
+        "worker_cow_growth",
+        "slow",
+        "a catalogue of 300,000 dicts read by 2 forked persistent workers: copy-on-write turns "
+        "their shared pages private, each worker's USS climbs",
+        90.0,
+    ),
+    ZooCase(
+        "debug_log_stall",
+        "slow",
+        "a DEBUG file handler formats a whole attention tensor into a log record every 10 steps",
+        60.0,
+    ),
+    ZooCase(
         "memory_growth",
         "slow",
         "unbounded dict cache of decoded frame pairs in each of 2 persistent workers (seed 003)",
@@ -278,6 +305,19 @@ _CASES: tuple[ZooCase, ...] = (
         "crash",
         "clips shorter than the crop window; the worker's collate says only 'Trying to resize "
         "storage that is not resizable'",
+        60.0,
+    ),
+    ZooCase(
+        "crash_worker_keyerror",
+        "crash",
+        "a plain KeyError in a worker's __getitem__: a speaker of the second shard is not in "
+        "the label map built from the first",
+        60.0,
+    ),
+    ZooCase(
+        "crash_main_valueerror",
+        "crash",
+        "an uncaught ValueError (math domain error) in the loop's own warm-up schedule, mid-run",
         60.0,
     ),
     ZooCase(
