@@ -670,3 +670,53 @@ def test_a_stack_file_that_expands_to_600_mb_is_streamed(stacked_run: Path, tmp_
     no_trainprof_traceback(p)
     trace = json.loads((tmp_path / "trace.json").read_text())
     assert any(e.get("name") == "hot_function" for e in trace["traceEvents"])  # every event read
+
+
+FDS_RUN_OUT = """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+held = []
+
+
+class Files(Dataset):
+    def __len__(self):
+        return 1000
+
+    def __getitem__(self, i):
+        held.append(open(__file__))  # until the descriptors run out
+        return torch.zeros(2)
+
+
+for x in DataLoader(Files(), batch_size=4):
+    pass
+"""
+
+
+def _traceback_of(stderr: str) -> list[str]:
+    lines = stderr.splitlines()
+    start = lines.index("Traceback (most recent call last):")
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("OSError"))
+    return lines[start : end + 1]
+
+
+def test_the_jobs_traceback_under_a_low_fd_limit_is_its_own(tmp_path: Path) -> None:
+    """Was: under `ulimit -n 20` the traceback gained frames of trainprof/probe/loader.py and
+    fetch_timers.py (the excepthook that strips them could not import its module then)."""
+    import resource
+
+    (tmp_path / "job.py").write_text(FDS_RUN_OUT)
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (20, 20))
+
+    def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            cmd, cwd=tmp_path, capture_output=True, text=True, timeout=240, preexec_fn=limited
+        )
+
+    plain = run([sys.executable, "job.py"])
+    p = run(trainprof_cmd("run", "-q", "--no-stacks", "--run-dir", str(tmp_path / "run"), "job.py"))
+    assert plain.returncode == p.returncode == 1, p.stderr[-3000:]
+    assert "Too many open files" in plain.stderr
+    assert _traceback_of(p.stderr) == _traceback_of(plain.stderr)

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from trainprof.probe import overrides, records
+from trainprof.probe import tracebacks as _tracebacks  # noqa: F401
 from trainprof.probe.batches import leading_dim
 from trainprof.probe.device_marks import mark
 from trainprof.probe.state import state
@@ -24,6 +25,9 @@ from trainprof.probe.watches import mode_restored
 from trainprof.store.schema import BATCH, EPOCH, LOADER
 
 _clock = time.monotonic
+# ``tracebacks`` is imported above, with this module, not when the job's excepthook needs it:
+# an error beneath these wrappers (EMFILE, with the job's fds used up) can leave no fd to import
+# it with then, and the job's traceback would show a frame of this module.
 
 
 def install(torch: Any, off: frozenset[str]) -> None:
