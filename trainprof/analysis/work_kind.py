@@ -107,7 +107,7 @@ _LINE_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bgc\.collect\s*\("), GC),
     (re.compile(r"\b(pickle|cloudpickle|marshal)\.(dump|load)s?\s*\("), PICKLE),
     (re.compile(r"\.(recv\w*|send\w*|accept|connect)\s*\("), WAIT_SOCKET),
-    (re.compile(r"\.(acquire|join)\s*\(|\bwith\s+\w*lock\w*\s*:", re.I), WAIT_LOCK),
+    (re.compile(r"\.(acquire|join)\s*\(|\bwith\s+[\w.]*lock\w*\s*:", re.I), WAIT_LOCK),
     (re.compile(r"\b(open|os\.read|os\.write)\s*\(|\.(read|readline|readlines|flush)\(\)"), WAIT_FILE),
     (re.compile(r"\b(print|logging\.\w+|log(ger)?\.\w+)\s*\(|\.write\s*\(|\bf\".*\{"), LOGGING),
     (re.compile(r"\bnp\.|\bnumpy\.|\.numpy\(\)|\.tolist\(\)"), NUMPY),

@@ -1,0 +1,183 @@
+"""What fills the step (analysis/work_kind.py): the kind of work a stack does, read from the
+library the user's line calls into; the user's host work inside the model's forward is host
+work, not the model; a wait every step is loop-overhead's, with that kind's fix; a stall that
+formats a tensor into a log record is logging. Synthetic sessions: py-spy's frames, as
+recorded (``--idle``: a blocked thread shows the Python frame that made the C call)."""
+
+from __future__ import annotations
+
+import pytest
+from synth import process, session
+from test_rule_thresholds import STEADY, periodic
+
+from trainprof.analysis import work_kind
+from trainprof.analysis.attribution import category
+from trainprof.analysis.pipeline import analyze
+from trainprof.store.session import Session
+from trainprof.store.stacks import Frame, StackSpan
+
+TRAIN = "/home/user/proj/train.py"
+LIB = "/usr/lib/python3.11"
+SITE = "/venv/lib/python3.11/site-packages"
+MODULE = ("Module._call_impl", f"{SITE}/torch/nn/modules/module.py", 1789)
+BACKWARD = ("backward", f"{SITE}/torch/autograd/__init__.py", 395)
+LOOP = (("<module>", TRAIN, 1), ("main", TRAIN, 40))
+SOURCE = {
+    (TRAIN, 40): "stats = resident_mb()",
+    (TRAIN, 12): 'out = subprocess.run(["ps", "-o", "rss="], capture_output=True)',
+    (TRAIN, 20): "lo, hi = np.percentile(row, [1, 99])",
+    (TRAIN, 21): "h = torch.relu(self.fc(x))",
+    (TRAIN, 22): "time.sleep(0.01)",
+    (TRAIN, 23): "with self.lock:",
+    (TRAIN, 24): 'log.debug("attention %s", attn)',
+    (TRAIN, 25): "q = x.detach().numpy()",
+}
+
+
+def at(line: int, func: str = "helper") -> Frame:
+    return (func, TRAIN, line)
+
+
+CHILD = (
+    *LOOP,
+    at(12),
+    ("run", f"{LIB}/subprocess.py", 550),
+    ("Popen.communicate", f"{LIB}/subprocess.py", 1209),
+    ("Popen._communicate", f"{LIB}/subprocess.py", 2115),
+    ("select", f"{LIB}/selectors.py", 415),  # the innermost frame: a selector, not the wait's kind
+)
+HTTP = (
+    *LOOP,
+    at(40),
+    ("post", f"{SITE}/requests/api.py", 115),
+    ("HTTPConnection.getresponse", f"{LIB}/http/client.py", 1390),
+    ("SocketIO.readinto", f"{LIB}/socket.py", 706),
+)
+TENSOR_LOG = (
+    *LOOP,
+    at(24),
+    ("Logger.debug", f"{LIB}/logging/__init__.py", 1477),
+    ("Tensor.__repr__", f"{SITE}/torch/_tensor.py", 568),
+    ("_str", f"{SITE}/torch/_tensor_str.py", 708),
+)
+NUMPY = (*LOOP, at(20), ("percentile", f"{SITE}/numpy/lib/_function_base_impl.py", 4246))
+HOOK_NUMPY = (*LOOP, MODULE, at(20, "record_stats"), NUMPY[-1])
+FUNCTION_NUMPY = (
+    *LOOP,
+    MODULE,
+    ("forward", TRAIN, 49),
+    ("apply", f"{SITE}/torch/autograd/function.py", 575),
+    at(20, "FakeQuant.forward"),
+    NUMPY[-1],
+)
+MODEL_OP = (*LOOP, MODULE, at(21, "Net.forward"))
+BACKWARD_NUMPY = (*LOOP, BACKWARD, at(25, "FakeQuant.backward"))
+
+
+@pytest.mark.parametrize(
+    ("frames", "kind"),
+    [
+        (CHILD, work_kind.WAIT_CHILD),
+        (HTTP, work_kind.WAIT_SOCKET),
+        (TENSOR_LOG, work_kind.LOGGING),
+        (NUMPY, work_kind.NUMPY),
+        ((*LOOP, at(22)), work_kind.SLEEP),
+        ((*LOOP, at(23)), work_kind.WAIT_LOCK),
+        (MODEL_OP, work_kind.TORCH),
+        ((*LOOP, at(12), ("_execute_child", f"{LIB}/subprocess.py", 1900)), work_kind.WAIT_CHILD),
+    ],
+    ids=["child", "http", "tensor-log", "numpy", "sleep", "lock", "model-op", "fork"],
+)
+def test_the_kind_is_what_the_users_line_calls(frames: tuple[Frame, ...], kind: str) -> None:
+    assert work_kind.of_frames(frames, SOURCE) == kind
+
+
+def test_host_work_inside_the_forward_is_the_users_not_the_models() -> None:
+    # a forward hook and a custom autograd.Function computing in numpy: host work of the loop
+    assert category(HOOK_NUMPY, SOURCE) == "other"
+    assert category(FUNCTION_NUMPY, SOURCE) == "other"
+    assert category(BACKWARD_NUMPY, SOURCE) == "other"
+    # the model's own tensor code stays the forward pass
+    assert category(MODEL_OP, SOURCE) == "forward"
+    assert category((*LOOP, MODULE, ("linear", f"{SITE}/torch/nn/functional.py", 1)), SOURCE) == (
+        "forward"
+    )
+
+
+def test_a_hook_is_said_to_run_inside_the_forward() -> None:
+    spans = [StackSpan(0.0, 1.0, HOOK_NUMPY)]
+    assert work_kind.inside_model(spans, at(20, "record_stats")) == "forward"
+    assert work_kind.inside_model([StackSpan(0.0, 1.0, NUMPY)], at(20)) is None
+
+
+def per_step(share: float, frames: tuple[Frame, ...], model_share: float = 0.3) -> Session:
+    """100 steps of 0.1 s: each runs the model for ``model_share`` of the step, then ``frames``
+    for ``share`` of it, then the optimizer."""
+    sess = session(process(100))
+    spans, t = [], STEADY[0]
+    forward = (*LOOP[:1], ("main", TRAIN, 41), MODULE)
+    opt = (*LOOP[:1], ("main", TRAIN, 42), ("step", f"{SITE}/torch/optim/adam.py", 1))
+    while t + 0.1 <= STEADY[1]:
+        a, b = t + model_share * 0.1, t + (model_share + share) * 0.1
+        spans += [StackSpan(t, a, forward), StackSpan(a, b, frames), StackSpan(b, t + 0.1, opt)]
+        t += 0.1
+    sess.spans = spans
+    sess.source.update(SOURCE)
+    sess.source[(TRAIN, 41)] = "logits = model(x)"
+    sess.source[(TRAIN, 42)] = "optimizer.step()"
+    return sess
+
+
+def test_a_wait_on_a_child_process_every_step_is_loop_overhead() -> None:
+    (f,) = [f for f in analyze(per_step(0.4, CHILD))[1].findings if f.id == "loop-overhead"]
+    assert f.where == f"{TRAIN}:12 (helper)"
+    assert dict(f.claimed).get("idle", 0) > 0, f.claimed  # the wait is its cost
+    assert f.impact is not None and f.impact > 0.35
+    joined = " ".join(f.evidence)
+    assert "waiting for a child process" in joined
+    assert "subprocess.run(" in joined  # the line, quoted
+    assert f.fix[0].startswith("run it once at start-up")  # the call's own fix
+
+
+def test_a_socket_wait_every_step_gets_the_networks_fix() -> None:
+    (f,) = [f for f in analyze(per_step(0.3, HTTP))[1].findings if f.id == "loop-overhead"]
+    assert "waiting on the network" in " ".join(f.evidence)
+    assert f.where == f"{TRAIN}:40 (helper)"
+
+
+def test_numpy_in_a_custom_function_is_named_with_its_line_not_as_the_model() -> None:
+    (f,) = [
+        f for f in analyze(per_step(0.5, FUNCTION_NUMPY))[1].findings if f.id == "loop-overhead"
+    ]
+    assert f.where == f"{TRAIN}:20 (FakeQuant.forward)"
+    joined = " ".join(f.evidence)
+    assert "numpy on the host" in joined and "inside the model's forward" in joined
+    assert "torch operators" in f.fix[0]
+    assert "idle" not in dict(f.claimed)  # no wait: its cost is the CPU work alone
+
+
+def test_a_short_wait_every_step_is_not_a_finding() -> None:
+    assert "loop-overhead" not in {f.id for f in analyze(per_step(0.03, CHILD))[1].findings}
+
+
+def test_a_stall_formatting_a_tensor_into_a_log_is_logging() -> None:
+    """Every 30th step stalls 0.2 s in ``log.debug`` formatting a tensor: logging-overhead
+    names it, every 30 steps, at the logging line; no cpu-stall."""
+    sess = session(periodic(300, 0.02, 30, 0.2))
+    log = sess.processes[0]
+    spans, end = [], log.t0
+    for t_us, d_us in zip(log.steps["t"], log.steps["dur"], strict=True):
+        t1 = log.t0 + t_us / 1e6
+        if d_us > 3 * 20_000 and t_us > 2_000_000:
+            spans.append(StackSpan(end, t1 - 0.02, TENSOR_LOG))
+            end = t1 - 0.02
+        spans.append(StackSpan(end, t1, (*LOOP[:1], ("main", TRAIN, 41), MODULE)))
+        end = t1
+    sess.spans = spans
+    sess.source.update(SOURCE)
+    found = analyze(sess)[1].findings
+    ids = [f.id for f in found]
+    assert "cpu-stall" not in ids, ids
+    (f,) = [f for f in found if f.id == "logging-overhead"]
+    assert "every 30 steps" in f.title
+    assert f.where is not None and f.where.startswith(f"{TRAIN}:")
