@@ -11,6 +11,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -154,3 +155,33 @@ def test_a_secret_across_the_head_cut_keeps_no_half(tmp_path: Path) -> None:
     data = (run_dir / "stdout.log").read_bytes()
     assert b"bytes omitted]" in data  # the copy was cut
     assert SECRET[:6].encode() not in data and b"x***\n" in data
+
+
+def test_attach_masks_the_jobs_secrets_this_shell_does_not_have(tmp_path: Path) -> None:
+    """attach knew only its own environment's secrets: a job's token, passed as a plain
+    argument and set in the job's environment alone, was stored in run.json and printed."""
+    script = tmp_path / "spin.py"
+    script.write_text(
+        "import time\nprint('ready', flush=True)\nt = time.monotonic()\n"
+        "while time.monotonic() - t < 60:\n    sum(range(1000))\n"
+    )
+    job = subprocess.Popen(
+        [sys.executable, str(script), SECRET], env=ENV, stdout=subprocess.PIPE, text=True
+    )
+    assert job.stdout is not None and job.stdout.readline() == "ready\n"
+    try:
+        p = subprocess.run(
+            trainprof_cmd(
+                "attach", "-q", "--duration", "2", "--run-dir", str(tmp_path / "run"),
+                "--json", str(tmp_path / "a.json"), str(job.pid),
+            ),
+            cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "HF_TOKEN"},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        job.kill()
+        job.wait()
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert SECRET not in p.stdout + p.stderr
+    assert holding([tmp_path / "run", tmp_path / "a.json"], SECRET) == []
+    assert json.loads((tmp_path / "a.json").read_text())["run"]["command"][-1] == "***"

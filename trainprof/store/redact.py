@@ -184,11 +184,16 @@ def current() -> Redactor:
     return _current
 
 
-def configure(enabled: bool, argv: Iterable[str] = ()) -> Redactor:
+def configure(
+    enabled: bool, argv: Iterable[str] = (), environs: Iterable[Mapping[str, str]] = ()
+) -> Redactor:
     """Set this process's redactor: on unless trainprof's own option said not; ``argv`` (the
-    job's command) adds its secret values to those of this process's environment and argv."""
+    job's command) and ``environs`` (an attached job's environments) add their secret values
+    to those of this process's environment and argv."""
     global _current
     values = secret_values([*sys.argv, *map(str, argv)], os.environ)
+    for environ in environs:
+        values |= secret_values((), environ)
     _current = Redactor(values, enabled=enabled)
     return _current
 

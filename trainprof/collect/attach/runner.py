@@ -31,6 +31,7 @@ from trainprof.errors import TrainprofError
 from trainprof.render import console as console_render
 from trainprof.render.text import make_console
 from trainprof.store import rundir
+from trainprof.store.redact import configure as redact_config
 from trainprof.store.redact import redact
 from trainprof.store.session import Session
 from trainprof.version import __version__
@@ -83,6 +84,17 @@ def _dump(pid: int) -> str:
     return dump_one(exe, pid) if exe else ""
 
 
+def _environs(targets: Targets) -> list[dict[str, str]]:
+    """The environments of the processes attached to, where they can be read."""
+    out = []
+    for t in targets.processes:
+        try:
+            out.append(psutil.Process(t.pid).environ())
+        except (psutil.Error, OSError):
+            pass
+    return out
+
+
 def attach(opts: AttachOptions) -> int:
     _check(opts)
     targets = resolve(opts.pid, dump=_dump, launcher=opts.launcher)
@@ -90,6 +102,9 @@ def attach(opts: AttachOptions) -> int:
         print(f"trainprof: {targets.note}", file=sys.stderr)
     for t in targets.processes:
         access.check(t.pid)
+    # the job's secrets, which this shell may not have: masked in all attach writes and prints
+    commands = [arg for t in targets.processes for arg in t.command]
+    redact_config(True, commands, _environs(targets))
     main = targets.processes[0]
     shown = redact(list(main.command))
     explicit = opts.run_dir is not None
