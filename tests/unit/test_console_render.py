@@ -217,10 +217,10 @@ def test_run_report_and_doctor_count_usable_cpus_the_same_way(
 
     # GIVEN a cgroup quota of half a CPU (docker --cpus 0.5), whatever the affinity mask
     limits = cgroup.CgroupLimits(2, 0.5, "/sys/fs/cgroup/cpu.max", None, None, None)
-    monkeypatch.setattr(cgroup, "gather_cgroup", lambda root=None: limits)
+    monkeypatch.setattr(cgroup, "limits_of", lambda pid, root=None: limits)
     doctor = cpu.usable_cpus(cpu.gather_cpu(0.5, "/sys/fs/cgroup/cpu.max"))
-    # THEN the run report counts what doctor counts: the quota, rounded up
-    assert runner.usable_cpus() == doctor == 1
+    # THEN the run report counts, for the job's pid, what doctor counts: the quota, rounded up
+    assert runner.usable_cpus(os.getpid()) == doctor == 1
 
 
 # Item 13: the live line --------------------------------------------------------------------
