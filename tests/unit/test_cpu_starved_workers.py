@@ -128,4 +128,4 @@ def test_the_framework_that_builds_the_loader_gets_its_own_words_for_num_workers
     f = _finding(sess)
     assert f is not None
     assert f.fix[-1].startswith("with Lightning: the training DataLoader")
-    assert f.fix[-1].endswith("num_workers=...")
+    assert f.fix[-1].split(" — ")[0].endswith("num_workers=...")

@@ -136,8 +136,9 @@ WORDS: dict[str, tuple[Callable[[], Session], dict[str, tuple[str, ...]]]] = {
         lambda: input_bound(0.5),
         {
             "transformers": ("dataloader_num_workers", "per_device_train_batch_size"),
-            "lightning": ("train_dataloader()", "num_workers=", "accumulate_grad_batches"),
-            "timm": ("-j/--workers", "--pin-mem", "-b/--batch-size"),
+            "lightning": ("train_dataloader()", "num_workers=", "batch_size="),
+            # a CPU job: pinned memory is held back (it needs an accelerator)
+            "timm": ("-j/--workers", "-b/--batch-size"),
             "examples": ("-j/--workers",),
         },
     ),

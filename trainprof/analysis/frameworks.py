@@ -60,8 +60,7 @@ WORDS: dict[str, dict[str, str]] = {
         "workers": "num_workers is dataloader_num_workers",
         "persistent_workers": "persistent_workers is dataloader_persistent_workers",
         "pin_memory": "pin_memory is dataloader_pin_memory",
-        "batch_size": "batch_size is per_device_train_batch_size "
-        "(gradient_accumulation_steps keeps the effective batch)",
+        "batch_size": "batch_size is per_device_train_batch_size",
     },
     "lightning": {
         "eval_every": "Trainer(val_check_interval=...) or check_val_every_n_epoch=N",
@@ -76,8 +75,7 @@ WORDS: dict[str, dict[str, str]] = {
         "workers": "num_workers=...",
         "persistent_workers": "persistent_workers=True",
         "pin_memory": "pin_memory=True",
-        "batch_size": "batch_size=... (and Trainer(accumulate_grad_batches=N) keeps the "
-        "effective batch)",
+        "batch_size": "batch_size=...",
     },
     "nanogpt": {
         "eval_every": "a larger eval_interval (iterations between evaluations)",
@@ -85,7 +83,7 @@ WORDS: dict[str, dict[str, str]] = {
         "save_every": "always_save_checkpoint=False (a checkpoint only when the validation "
         "loss improves; saves come with the evaluations, every eval_interval)",
         "log_every": "a larger log_interval (each log reads loss.item(), a device sync)",
-        "batch_size": "batch_size (the micro-batch) and gradient_accumulation_steps",
+        "batch_size": "batch_size (the micro-batch)",
     },
     "timm": {
         "eval_every": "a larger --val-interval (epochs between validations)",
@@ -96,7 +94,7 @@ WORDS: dict[str, dict[str, str]] = {
         "log_every": "a larger --log-interval",
         "workers": "-j/--workers N",
         "pin_memory": "--pin-mem",
-        "batch_size": "-b/--batch-size (and --grad-accum-steps)",
+        "batch_size": "-b/--batch-size",
     },
     "examples": {"workers": "-j/--workers N"},
 }

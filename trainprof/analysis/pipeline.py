@@ -13,6 +13,7 @@ from trainprof.analysis.measure import measure
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rank_hits import with_rank_hits
 from trainprof.analysis.rules import COMPOUNDS, REGISTRY, all_rules, unowned_time
+from trainprof.analysis.rules._advice import advise
 from trainprof.analysis.rules.registry import Rule, missing_signal
 from trainprof.store.session import Session
 
@@ -66,7 +67,8 @@ def evaluate(
         finding = r.check(m)
         if finding is not None:
             own = frameworks.setting_fix(m.activity.framework, dict(r.settings))
-            findings.append(replace(finding, fix=(*finding.fix, *own), harm=r.harm))
+            finding = replace(finding, fix=(*finding.fix, *own), harm=r.harm)
+            findings.append(advise(m, r, finding))
     findings = _only_if_unexplained(findings)
     if m.ledger is not None:
         findings = claim(m.ledger, findings)

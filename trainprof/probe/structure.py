@@ -1,6 +1,7 @@
 """One cheap pass over the model and the optimizer at the first optimizer step: the settings
 that decide how well a GPU is used (Tensor-Core alignment, channels_last, a conv bias that batch
-norm cancels, a single-tensor optimizer, cudnn autotuning). Facts only; the rules judge them.
+norm cancels, a single-tensor optimizer, cudnn autotuning), and the layers that act differently
+in train() and eval() (dropout, batch norm). Facts only; the rules judge them.
 
 The model is the module the job called ``train()`` on at the top level, else the one of the
 training loop's modules that holds most of the stepped optimizer's parameters (``models.py``);
@@ -34,6 +35,7 @@ def facts(torch: Any, model: Any, optimizer: Any) -> dict[str, Any]:
         return out
     misaligned: list[list[Any]] = []
     bias_bn: list[str] = []
+    mode_layers: set[str] = set()  # layers that compute differently in train() and eval()
     convs = channels_last = 0
     previous: tuple[str, Any] | None = None
     for name, mod in model.named_modules():
@@ -54,6 +56,8 @@ def facts(torch: Any, model: Any, optimizer: Any) -> dict[str, Any]:
             prev_name, prev = previous
             if isinstance(prev, nn.Conv2d) and prev.bias is not None and len(bias_bn) < MAX_NAMES:
                 bias_bn.append(prev_name)
+        if _acts_by_mode(nn, mod) and len(mode_layers) < MAX_NAMES:
+            mode_layers.add(type(mod).__name__)
         if not list(mod.children()):
             previous = (name, mod)
     out.update(
@@ -61,5 +65,15 @@ def facts(torch: Any, model: Any, optimizer: Any) -> dict[str, Any]:
         conv_bias_before_bn=bias_bn,
         conv2d=convs,
         conv2d_channels_last=channels_last,
+        mode_layers=sorted(mode_layers),
     )
     return out
+
+
+def _acts_by_mode(nn: Any, mod: Any) -> bool:
+    """Dropout, batch norm, or a layer with a dropout of its own (attention, an RNN)."""
+    if isinstance(mod, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)):
+        return True
+    if isinstance(mod, nn.modules.instancenorm._InstanceNorm):
+        return bool(mod.track_running_stats)
+    return isinstance(mod, (nn.MultiheadAttention, nn.RNNBase)) and float(mod.dropout) > 0

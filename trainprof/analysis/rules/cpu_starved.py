@@ -37,12 +37,14 @@ Best practice::
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from trainprof.analysis import frameworks
 from trainprof.analysis.cpu_starvation import CpuStarvation
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, ms, primary_loader
+from trainprof.analysis.rules._fixes import FEWER_WORKERS, THREADS
 from trainprof.analysis.rules.registry import Threshold, rule
 from trainprof.analysis.stalls import Stall
 from trainprof.units import plural
@@ -73,6 +75,8 @@ WORKERS_SETTING = frameworks.settings("workers")
     needs=("steps", "samples", "schedstat"),
     or_from=("samples", "schedstat", "sampled_window"),
     claims=WAITS,
+    # its num_workers lines take workers away: never the shared "more workers"
+    fixes=(THREADS, replace(FEWER_WORKERS, match=r"num_workers")),
     thresholds=(RUNQ, THROTTLED, GPU_BUSY),
     compounds={
         "input-bound": (
@@ -104,7 +108,7 @@ def check(m: Metrics) -> Finding | None:
     elif _own_threads(s, threads, workers):
         cause, fix = _own(s, threads, workers)
     elif _others(s):
-        cause, fix = _other_processes(s)
+        cause, fix = _other_processes(s, threads)
     else:
         return None  # waiting, but nothing measured says for what: no advice to give
     waits = [st for st in m.activity.stalls if st.cause == "wait"]
@@ -322,7 +326,7 @@ def _trainprof(s: CpuStarvation) -> tuple[str, list[str]]:
     ]
 
 
-def _other_processes(s: CpuStarvation) -> tuple[str, list[str]]:
+def _other_processes(s: CpuStarvation, threads: int | None) -> tuple[str, list[str]]:
     machine = s.machine_cpus or 0.0
     own = s.own_cpus or 0.0
     cause = (
@@ -330,7 +334,28 @@ def _other_processes(s: CpuStarvation) -> tuple[str, list[str]]:
         + (f"; trainprof's own {own:.1f} apart" if own >= 0.05 else "")
         + ")"
     )
-    return cause, [
-        "run it where its CPUs are its own: stop or move the other work (another job, a "
-        "data-preparation script), or pin each job to CPUs of its own (taskset -c, cpusets)"
+    return cause, _for_the_cpus_left(s, threads)
+
+
+def _for_the_cpus_left(s: CpuStarvation, threads: int | None) -> list[str]:
+    """Size the job's threads to the CPUs the others leave: unlike a pin, it keeps every CPU
+    once the load goes. A pin, where said, says that risk (rules/_fixes.py)."""
+    cpus = s.usable or s.machine_total or 1
+    left = max(1, math.floor(cpus - _others_cpus(s)))
+    move = (
+        "or run it where its CPUs are its own: stop or move the other work (another job, a "
+        "data-preparation script)"
+    )
+    if threads is not None and threads <= left:
+        return [
+            move.removeprefix("or "),
+            "or pin each job to CPUs of its own (taskset -c, cpusets)",
+        ]
+    return [
+        f"size the job's threads to the CPUs the other processes leave it: "
+        f"torch.set_num_threads({left}) (or OMP_NUM_THREADS={left}) for "
+        f"{'its' if threads is None else f'its {threads}'} intra-op threads, on the {cpus} CPUs "
+        "it may use; the job keeps every CPU when the other load goes",
+        move,
+        "or pin each job to CPUs of its own (taskset -c, cpusets)",
     ]

@@ -24,10 +24,21 @@ from __future__ import annotations
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import LoaderView, Metrics
 from trainprof.analysis.rules._common import STEP_BUCKETS, loader_caller, primary_loader
-from trainprof.analysis.rules.registry import Threshold, rule
+from trainprof.analysis.rules.registry import Fix, Threshold, rule
 
 MIN_FETCHES = Threshold(
     "min_fetches", 2, "count", "DataLoader fetches of batch size 1 per optimizer step"
+)
+
+
+# One batch of the k samples a step now takes one by one: the optimizer sees the same samples
+# per update, so the number of updates and the learning rate stay as they are.
+ONE_BATCH = Fix(
+    "one batch per step",
+    r"batch_size|accumulat",
+    device="any",
+    modules="any",
+    changes="code",
 )
 
 
@@ -35,6 +46,7 @@ MIN_FETCHES = Threshold(
     id="fake-batching",
     examples=("fake_batching",),
     title="Fake batching",
+    fixes=(ONE_BATCH,),
     family="input",
     needs=("steps", "loader"),
     claims=STEP_BUCKETS,

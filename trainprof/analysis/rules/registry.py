@@ -205,6 +205,57 @@ class Threshold:
 
 Check = Callable[[Metrics], Finding | None]
 
+# The run's facts a fix may need: a model trained on an accelerator; layers that act
+# differently in train() and eval() (dropout, batch norm).
+Device = Literal["any", "accelerator"]
+Modules = Literal["any", "dropout or batch norm"]
+# What a fix changes: the job's code, a setting it can change without editing code, or what is
+# trained (the batch, the number of updates, what the loss depends on).
+Changes = Literal["code", "setting", "training"]
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A fix's expected effect from this run's numbers; ``helps`` False holds the fix back."""
+
+    text: str  # "up to +19 % samples/s (the loop waits for data 33 % ...)", or why not
+    helps: bool = True
+
+
+# (the run, the finding, the fix line) → its effect; None: not predicted
+Predict = Callable[[Metrics, Finding, str], Effect | None]
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One kind of fix line: the lines it is, what must hold for the job, and what it changes.
+
+    ``match`` is searched in each fix line (the first fix that matches is the line's, a rule's
+    own before the shared ones); ``unless`` excludes lines it also matches. ``clause``: where
+    the fix cannot hold, the matched words are cut from the line instead of the whole line.
+    ``says`` is what the line must tell the user (a batch's effect on the updates, a pin's
+    risk), added where the line does not. ``loss_free``: only for work the loss does not
+    depend on (running it every N steps or on another thread). ``predict`` gives its effect
+    from this run's numbers; None: not predicted.
+    """
+
+    name: str
+    match: str
+    device: Device
+    modules: Modules
+    changes: Changes
+    says: str = ""
+    loss_free: bool = False
+    unless: str = ""
+    clause: bool = False
+    needs_workers: bool = False  # only for a loader that has workers, or is told to start them
+    predict: Predict | None = None
+
+    def is_line(self, line: str) -> bool:
+        if not re.search(self.match, line):
+            return False
+        return not (self.unless and re.search(self.unless, line))
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -233,6 +284,8 @@ class Rule:
     # another rule's id → how their causes compound: where both are found, each finding says so
     # (a pair is declared by one of its two rules)
     compounds: Mapping[str, str] = field(default_factory=dict)
+    # the fixes its lines may be, matched before the shared ones (rules/_fixes.py)
+    fixes: tuple[Fix, ...] = ()
 
     @property
     def summary(self) -> str:
@@ -278,6 +331,7 @@ def rule(
     harm: Harm = "time",
     examples: tuple[str, ...] = (),
     compounds: Mapping[str, str] | None = None,
+    fixes: tuple[Fix, ...] = (),
 ) -> Callable[[Check], Check]:
     """Register the decorated check as rule ``id`` (its module's docstring is its reference)."""
     declared = dict(
@@ -296,6 +350,7 @@ def rule(
         harm=harm,
         examples=examples,
         compounds=compounds or {},
+        fixes=fixes,
     )
 
     def register(check: Check) -> Check:
@@ -367,6 +422,7 @@ def define(
     harm: Harm = "time",
     examples: tuple[str, ...] = (),
     compounds: Mapping[str, str] | None = None,
+    fixes: tuple[Fix, ...] = (),
 ) -> Rule:
     unknown = [n for n in (*needs, *or_from) if n not in SIGNALS]
     if unknown:
@@ -376,6 +432,12 @@ def define(
         raise RuleError(f"rule {id}: unknown ledger bucket(s) {bad}; known: {ledger.BUCKETS}")
     if id in REGISTRY:
         raise RuleError(f"rule {id} is defined twice")
+    for fx in fixes:
+        try:
+            re.compile(fx.match)
+            re.compile(fx.unless)
+        except re.error as e:
+            raise RuleError(f"rule {id}: fix {fx.name!r} has a bad pattern: {e}") from e
     if id in (compounds or {}):
         raise RuleError(f"rule {id}: it cannot compound itself")
     shared = [(n, r.id) for r in REGISTRY.values() for n in examples if n in r.examples]
@@ -405,6 +467,7 @@ def define(
         harm,
         examples,
         compounds or {},
+        fixes,
     )
     REGISTRY[id] = r
     return r
