@@ -46,6 +46,31 @@ def start() -> None:
             call_after_import(name, hook)
 
 
+def stop() -> list[str]:
+    """Flush, stop recording and take the probe out of this process; what could not be undone."""
+    w = records.writer()
+    if w is None:
+        return []
+    try:
+        w.run_ticks()
+        w.close()
+    finally:
+        records.set_writer(None)
+    atexit.unregister(_at_exit)
+    thread = getattr(w, "_thread", None)
+    if thread is not None and thread.is_alive():
+        thread.join(timeout=5)
+    from trainprof.probe import collectives, compiles, debug_modes
+    from trainprof.probe.state import state
+    from trainprof.probe.unload import unload
+
+    left = unload()
+    fresh: tuple[Any, ...] = (state, collectives._state, compiles._state, debug_modes._state)
+    for each in fresh:
+        type(each).__init__(each)  # a next start() counts from nothing
+    return left
+
+
 def _mark_loaded(run_dir: str) -> None:
     """Tell the runner the probe loaded (one failed open a process once the file exists), so
     a report can tell a job whose probe never loaded (python -I) from one without torch."""
@@ -104,6 +129,7 @@ def _chain_excepthook() -> None:
     print without trainprof: the probe's wrapper frames are taken out of the traceback."""
     previous = sys.excepthook
 
+    @functools.wraps(previous)
     def hook(exc_type, exc, tb):  # type: ignore[no-untyped-def]
         try:
             from trainprof.store.redact import configure_in_job

@@ -3,6 +3,7 @@ and a look at the next batch a dataset fetcher makes, once."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ def on_first_fetch(cls: Any, see: Callable[[Any], None], part: str) -> None:
     as ``part``'s."""
     fetch = cls.fetch
 
+    @functools.wraps(fetch)
     def first_fetch(self: Any, possibly_batched_index: Any) -> Any:
         cls.fetch = fetch
         batch = fetch(self, possibly_batched_index)

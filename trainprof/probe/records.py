@@ -24,8 +24,8 @@ def writer() -> EventWriter | None:
     return _writer
 
 
-def set_writer(w: EventWriter) -> None:
-    """The process's event writer, from ``start()`` on."""
+def set_writer(w: EventWriter | None) -> None:
+    """The process's event writer, from ``start()`` on; None again after ``stop()``."""
     global _writer
     _writer = w
 

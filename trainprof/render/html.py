@@ -121,7 +121,13 @@ def _pre(renderable: Any) -> str:
     """A rich renderable as the console prints it, without colour, 100 columns wide."""
     buf = io.StringIO()
     con = Console(
-        file=buf, width=100, color_system=None, highlight=False, markup=False, emoji=False
+        file=buf,
+        width=100,
+        color_system=None,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        force_jupyter=False,  # in a notebook's kernel too: into buf, not shown in the notebook
     )
     con.print(renderable)
     lines = buf.getvalue().rstrip().split("\n")  # each line cleaned: they keep their breaks
