@@ -47,11 +47,22 @@ def resolve_command(args: list[str]) -> list[str]:
         if not Path(first).is_file():
             raise TrainprofError(f"no such script: {first}")
         return [script_python()[0], *args]
+    if Path(first).is_dir() and (os.sep in first or shutil.which(first) is None):
+        shown = first.rstrip(os.sep) or first
+        raise TrainprofError(
+            f"{first} is a directory, not a script: give a script ({shown}/train.py) or "
+            "`-- <command>`"
+        )
     if os.sep in first:
         if not (Path(first).is_file() and os.access(first, os.X_OK)):
             raise TrainprofError(f"not an executable file: {first}")
         return list(args)
     if shutil.which(first) is None:
+        if Path(first).is_file():
+            raise TrainprofError(
+                f"{first} is neither a .py script nor a program on PATH: "
+                f"`trainprof run -- python {first}` runs it with Python"
+            )
         raise TrainprofError(f"command not found: {first}")
     return list(args)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -125,6 +126,8 @@ def run(opts: RunOptions) -> int:
     # From the job's start, a Ctrl-C is the job's: held until _supervise passes it on (it
     # stopped trainprof before, and its watchdog the job, with no report).
     held: list[int] = []
+    if (note := _ctrl_c_ignored()) is not None:
+        print(note, file=sys.stderr)
     before = signals.catch(STOP_SIGNALS, lambda signum, _frame: held.append(signum))
     job = Job(command, env, run_dir, terminal)
     job.start()
@@ -147,6 +150,7 @@ def run(opts: RunOptions) -> int:
     from trainprof.analysis.outcome import job_exception, killed_at_shutdown
     from trainprof.collect.hang_watch import HangWatch
     from trainprof.collect.live import LiveView
+    from trainprof.collect.live_judge import LiveJudge
     from trainprof.collect.probe_state import ProbeWatch, probe_state
     from trainprof.collect.samplers.stack_starter import StackStarter
     from trainprof.collect.say import say
@@ -159,7 +163,9 @@ def run(opts: RunOptions) -> int:
     meta["usable_cpus"] = usable_cpus(job.pid)
     meta["runner"]["started"] = process_started(os.getpid())
     recording.write(rundir.META, meta)
-    live = LiveView(str(run_dir), terminal, sys.stderr.fileno())
+    live = LiveView(
+        str(run_dir), terminal, sys.stderr.fileno(), LiveJudge(run_dir, job.started_at)
+    )
     if opts.metrics is not None:
         opts.metrics.watch(live)
 
@@ -193,6 +199,7 @@ def run(opts: RunOptions) -> int:
         if suspended := watch.suspensions.finish(time.monotonic()):
             meta["suspended"] = suspended
         live.erase()
+        live.close()
         if opts.metrics is not None:
             opts.metrics.close()
         sampler.stop()
@@ -232,6 +239,10 @@ def run(opts: RunOptions) -> int:
         session.meta = meta
         recording.save_meta(meta)
         code = TIMEOUT_EXIT if stopped_by in ("timeout", "hang") else exit_code_of(rc)
+        never = never_ran(meta, session.stderr_tail)
+        if never is not None and opts.on_report is None and not opts.verbose:
+            _say_never_ran(never, session, opts, run_dir, explicit)
+            return code
         console = make_console(stderr=True)
         try:
             data = report(
@@ -398,6 +409,78 @@ def _stop(job: Job) -> None:
     if job.poll(timeout=3) is None:
         job.send(signal.SIGKILL)
         job.poll(timeout=5)
+
+
+def _ctrl_c_ignored() -> str | None:
+    """What to say when trainprof was started with SIGINT ignored (a script's background job,
+    ``nohup``) and a user at a terminal may press Ctrl-C: the job inherits that, as without
+    trainprof, so the Ctrl-C does nothing; said once, at the start."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        return None
+    try:
+        if not os.isatty(sys.stderr.fileno()):
+            return None
+    except (OSError, ValueError, AttributeError):
+        return None
+    stop = (
+        f"; `kill {os.getpid()}` stops it with a report"
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN
+        else ""
+    )
+    return (
+        "trainprof: Ctrl-C is ignored here (started with SIGINT ignored, as a shell starts a "
+        f"script's background job or nohup does): the job ignores it too, as without trainprof{stop}"
+    )
+
+
+_NO_SCRIPT = re.compile(r"^\S*python[0-9.]*: (can't open file .*|No module named .*)$")
+_COMPILE_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+
+
+def never_ran(meta: dict[str, Any], stderr_tail: str) -> str | None:
+    """Why the job's script never ran its first line (it did not compile, or its Python found
+    no such script or module), in words; None for a job that ran."""
+    if meta.get("exit_code") in (0, None) or meta.get("stopped_by") or meta.get("signal"):
+        return None
+    exc = meta.get("exception") or {}
+    scripts = [os.path.basename(a) for a in meta.get("command") or [] if str(a).endswith(".py")]
+    said = re.search(r"\(([^()]*), line \d+\)$", str(exc.get("message", "")))
+    if exc.get("type") in _COMPILE_ERRORS and said and said.group(1) in scripts[:1]:
+        return f"the script did not compile ({exc['type']}, above)"
+    started = _NO_SCRIPT.match(stderr_tail.strip().rsplit("\n", 1)[-1])
+    if not exc and started is not None:
+        return f"its Python could not start it ({started.group(1)})"
+    return None
+
+
+def _say_never_ran(
+    never: str, session: Session, opts: RunOptions, run_dir: Path, explicit: bool
+) -> None:
+    """A job whose script never ran: Python's own error says it all; trainprof adds one line
+    (no report panel: there was nothing to measure). The files asked for are still written;
+    a default run directory nothing asked for is not kept."""
+    import io
+    import shutil
+
+    from rich.console import Console
+
+    asked = opts.json_path or opts.trace_path or opts.html_path
+    if explicit or asked:
+        with contextlib.suppress(Exception):  # the files, as for any run; nothing printed
+            report(
+                session, opts.json_path, console=Console(file=io.StringIO()),
+                trace_path=opts.trace_path, html_path=opts.html_path,
+            )  # fmt: skip
+        print(
+            f"trainprof: {never}: nothing ran to profile (run directory: {run_dir})",
+            file=sys.stderr,
+        )
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if run_dir.parent.name == rundir.RUNS_DIR:
+        with contextlib.suppress(OSError):  # made for this run, and empty now
+            run_dir.parent.rmdir()
+    print(f"trainprof: {never}: nothing ran to profile", file=sys.stderr)
 
 
 def _outlived_line(pids: list[int]) -> str:
