@@ -327,6 +327,7 @@ def test_every_other_rank_gets_a_recorder_of_its_own_once_it_steps(
     class Recorder:
         def __init__(self, pid: int, run_dir: Path, rate_hz: int = 50, label: str | None = None):
             self.pid, self.spy_pid, self.chunks, self.error = pid, None, [], None
+            self.rate_changes: list[dict[str, float]] = []
             started.append((pid, rate_hz, label))
 
         def start(self) -> bool:
