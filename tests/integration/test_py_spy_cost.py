@@ -50,6 +50,7 @@ def test_py_spy_samples_less_often_on_a_job_of_500_threads(tmp_path: Path) -> No
     # trainprof's bookkeeping stays out of the job's output: the report's cost row says it
     job_part, _, report = proc.stderr.partition("╭─ trainprof report")
     assert "trainprof:" not in job_part and "py-spy used" not in job_part, job_part[-3000:]
+    assert "trainprof" not in proc.stdout and "py-spy" not in proc.stdout, proc.stdout[-3000:]
     flat = " ".join(ln.strip("│ ") for ln in report.splitlines())
     assert f"py-spy sampled at {DEFAULT_RATE_HZ} → " in flat, report
     report = json.loads((tmp_path / "r.json").read_text())
