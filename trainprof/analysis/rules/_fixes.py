@@ -18,6 +18,8 @@ from trainprof.analysis.rules.registry import REGISTRY, Effect, Fix
 # CPUs torch's threads use): a bound on the gain below this is not worth a worker. Measured on
 # 2 CPUs: a heavy-augmentation job at 184 % of 2 CPUs (bound +9 %) ran 23 % slower with one.
 MIN_WORKER_GAIN = 0.10
+# CPUs other processes take, on average, for their load to decide what the job gets.
+OTHERS_LOAD = 0.5
 
 
 def job_cpus(m: Metrics) -> float | None:
@@ -79,9 +81,10 @@ def _workers(m: Metrics, f: Finding, line: str) -> Effect | None:
 
 
 def _threads(m: Metrics, _f: Finding, _line: str) -> Effect | None:
-    """Fewer threads than CPUs take away at most the loop's thread's wait for a CPU."""
+    """Fewer threads than CPUs take away at most the loop's thread's wait for a CPU; not
+    predicted under other processes' load, whose share of the CPUs the job does not decide."""
     s = m.cpu_starvation
-    if s is None or s.runq <= 0:
+    if s is None or s.runq <= 0 or others_cpus(m) >= OTHERS_LOAD:
         return None
     return Effect(
         f"up to {gain(1.0 - s.runq):+.0%} samples/s (the loop's thread waited for a CPU "
