@@ -68,9 +68,9 @@ def spy_rate_text(stacks: object) -> str | None:
     first, last = changes[0], changes[-1]
     rates = " → ".join(f"{c['from_hz']:g}" for c in changes) + f" → {last['to_hz']:g} Hz"
     return (
-        f"py-spy sampled at {rates} (first lowered at {first['at_s']:.1f} s): at "
-        f"{first['from_hz']:g} Hz it used {first['spy_cpu']:.1%} of a CPU, over its budget of "
-        f"{first['budget']:.1%} (a sample reads every thread of the job)"
+        f"py-spy lowered its rate {rates} from {first['at_s']:.1f} s on: at "
+        f"{first['from_hz']:g} Hz it took {first['spy_cpu']:.1%} of a CPU, over its "
+        f"{first['budget']:.1%} budget"
     )
 
 
