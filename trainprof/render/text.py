@@ -69,9 +69,10 @@ def shell_join(args: Iterable[str]) -> str:
 
 
 class ShellLine:
-    """A command line, quoted for a shell, broken only between its words (each broken line
-    ends in `` \\``), so that no quoted path is split at its space; a word wider than the
-    width folds."""
+    """A command line quoted for a shell, broken only between its words, never inside one.
+
+    Each broken line ends in `` \\``, so the lines paste back as one command; a word wider
+    than the width folds by characters."""
 
     CONTINUED = " \\"
 
