@@ -18,6 +18,14 @@ LIMIT = 72
 # The last commit before CONTRIBUTING.md's commit rules: every later commit follows them.
 BASE = "830ea2cb3d39a522f4fb4dd3067e94d9352c9be8"
 FALLBACK = 20
+# Commits of a shared branch whose subjects went over before a check ran, left as they are:
+# the branch is never rewritten (CONTRIBUTING.md). Each is named in full; nothing else passes.
+LANDED_LONG = frozenset(
+    {
+        "1ded3cb351798bb605e3e30a453016a9a0bf363f",
+        "6aa9c818995467ac58951cbb588ab1554027858c",
+    }
+)
 
 
 def _git(*args: str) -> subprocess.CompletedProcess[str]:
@@ -39,11 +47,15 @@ def new_commits_range(base: str | None) -> tuple[list[str], str]:
 
 
 def long_subjects(log_args: list[str]) -> list[tuple[str, str]]:
-    out = _git("log", "--no-merges", "--format=%h%x00%s", *log_args)
+    out = _git("log", "--no-merges", "--format=%H%x00%s", *log_args)
     if out.returncode != 0:
         raise SystemExit(f"commit_subjects: git log failed: {out.stderr.strip()}")
     rows = [line.split("\0", 1) for line in out.stdout.splitlines() if "\0" in line]
-    return [(sha, subject) for sha, subject in rows if len(subject) > LIMIT]
+    return [
+        (sha[:7], subject)
+        for sha, subject in rows
+        if len(subject) > LIMIT and sha not in LANDED_LONG
+    ]
 
 
 def main() -> int:
