@@ -42,6 +42,16 @@ class CpuStarvation:
             return None
         return max(0.0, self.machine_cpus - self.job_cpus - (self.own_cpus or 0.0))
 
+    @property
+    def others_on_its_cpus(self) -> float | None:
+        """CPUs other processes surely took from the CPUs the job may use: all they used, less
+        the machine's CPUs the job may not use (a job pinned to 1 of 2 CPUs shares its CPU with
+        at most what they used beyond the other one). None: not measured."""
+        others = self.others_cpus
+        if others is None or not self.usable or not self.machine_total:
+            return others
+        return max(0.0, others - max(0, self.machine_total - self.usable))
+
     def to_json(self) -> dict[str, float | int | None]:
         """The report's ``summary.cpu_load``: what `compare` reads each run's load from."""
 

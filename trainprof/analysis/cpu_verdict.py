@@ -56,7 +56,7 @@ def cpu_bottleneck(led: Ledger, starvation: CpuStarvation | None = None) -> Bott
 def _starved(s: CpuStarvation, waited: float) -> str:
     """Who had the CPUs the loop's thread waited for: other processes, the quota, or the job."""
     wait = f"the loop's thread waited for a CPU {waited:.0%} of the steady time"
-    others = s.others_cpus
+    others = s.others_on_its_cpus
     if others is not None and others >= OTHERS_MIN:
         return f"{s.got()}; {wait}"
     if s.throttled is not None and s.throttled >= 0.1 and s.quota is not None:

@@ -69,7 +69,7 @@ WORKERS_SETTING = frameworks.settings("workers")
 
 @rule(
     id="cpu-starved",
-    examples=("oversubscribed", "workers_oversubscribed", "beside_busy_loop"),
+    examples=("oversubscribed", "workers_oversubscribed", "beside_busy_loop", "pinned_workers"),
     title="CPU-starved",
     family="host",
     needs=("steps", "samples", "schedstat"),
@@ -268,9 +268,10 @@ def _own_threads(s: CpuStarvation, threads: int | None, workers: int) -> bool:
 
 
 def _others_cpus(s: CpuStarvation) -> float:
-    """CPUs the machine's other processes used, on average (inf: not measured); trainprof's
-    own (its sampler, py-spy) are not other processes: the cause is said apart from them."""
-    others = s.others_cpus
+    """CPUs the machine's other processes took from the CPUs the job may use, on average (inf:
+    not measured); trainprof's own (its sampler, py-spy) are not other processes: the cause is
+    said apart from them."""
+    others = s.others_on_its_cpus
     return math.inf if others is None else others
 
 
@@ -282,7 +283,7 @@ def _own(s: CpuStarvation, threads: int | None, workers: int) -> tuple[str, list
     cause = (
         f"the job's processes used {job:.1f} of the {s.usable} CPUs it may use"
         + (
-            f" on average, the rest of the machine {_others_cpus(s):.1f}"
+            f" on average, the rest of the machine {s.others_cpus or 0.0:.1f}"
             if job < BUSY * (s.usable or 1)
             else ""
         )

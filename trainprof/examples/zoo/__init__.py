@@ -464,6 +464,13 @@ _CASES: tuple[ZooCase, ...] = (
         90.0,
     ),
     ZooCase(
+        "pinned_workers",
+        "slow",
+        "a job pinned to one CPU (taskset -c 0) that sizes num_workers from os.cpu_count(): its "
+        "one worker shares the loop's CPU, whose thread waits for it",
+        90.0,
+    ),
+    ZooCase(
         "workers_oversubscribed",
         "slow",
         "pytorch/examples imagenet's shape: -j twice the CPUs (4 on 2), each worker decoding "
