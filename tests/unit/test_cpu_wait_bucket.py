@@ -128,3 +128,14 @@ def test_the_jobs_own_affinity_is_its_usable_cpus() -> None:
     assert usable_cpus(sess.samples, 4242, 2) == 2  # not sampled: run.json's
     sess.samples.cpu_quota = 0.5
     assert usable_cpus(sess.samples, 1000, 2) == 1
+
+
+def test_a_pinned_job_counts_others_only_beyond_the_cpus_it_may_not_use() -> None:
+    """Pinned to 1 of 2 CPUs: of the 1.3 CPUs others used, at least 0.3 were on its own."""
+    s = starvation(0.44, job=0.6, machine=1.9, usable=1)
+    assert s.others_cpus == pytest.approx(1.3)
+    assert s.others_on_its_cpus == pytest.approx(0.3)
+    led = with_cpu_wait(ledger(forward=10.0), runq=0.44)
+    b = cpu_bottleneck(led, s)
+    assert b is not None and "and its own threads compete for them" in b.reason
+    assert b.reason.startswith("the job got 0.6 of its 1 CPU: other processes used 1.3")
