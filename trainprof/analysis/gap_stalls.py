@@ -32,6 +32,9 @@ EVAL_MIN_S = 0.05
 LOOP_SHARE = 0.2  # a loop function holds this share of the progress time its top one holds
 
 
+# A gap of this many typical ones is a stall too where code of its own fills it (a periodic
+# function's burst cut short by a torn sample); ordinary gaps need STALL_FACTOR.
+OWN_CODE_FACTOR = 2.0
 MAX_STALL_CODES = 3  # CPU stalls of up to this many different codes of their own are told apart
 # attach reads saves and evaluations from stacks alone, so they fill the ledger's buckets too.
 
@@ -136,7 +139,8 @@ def _cause(
         return "checkpoint"
     if prof.share("compile") >= 0.5:
         return "compile"
-    if prof.share("forward") >= 0.4:
+    # (a gap that runs code of its own longer than the forward passes in it is that code's)
+    if prof.share("forward") >= max(0.4, prof.share("other")):
         # forward passes with no backward over many steps: an evaluation, unless the thread
         # never moved (one forward stack held, descheduled on a busy machine: a loaded CI run
         # called a healthy job's 0.3 s of that an evaluation)
@@ -166,14 +170,20 @@ def find_stalls(spans: Sequence[StackSpan], source: dict[tuple[str, int], str]) 
         return []
     typical = statistics.median(b - a for a, b in gaps)
     limit = max(STALL_FACTOR * typical, typical + STALL_MIN_EXCESS_S)
+    own_limit = max(OWN_CODE_FACTOR * typical, typical + STALL_MIN_EXCESS_S)
     long_gaps = [(a, b) for a, b in gaps if b - a >= limit]
     step_chains = step_forward_chains(spans, source, long_gaps)
     out: list[Stall] = []
-    for a, b in long_gaps:
+    for a, b in gaps:
+        if b - a < own_limit:
+            continue
         prof = attribution.window_profile(spans, source, [(a, b)])
         elsewhere = _other_forward_s(spans, source, (a, b), step_chains)
         cause = _cause(prof, b - a, typical, frozen(spans, a, b), elsewhere)
-        if cause is not None:
+        # a shorter gap is a stall only as CPU work of code of its own (own_code_only): a
+        # periodic function of 0.3 s beside 0.1 s steps is cut by a torn sample now and then
+        # into gaps under 3 steps, and was read as every step's overhead in one attach of two
+        if cause is not None and (b - a >= limit or cause == "cpu"):
             out.append(Stall(len(out), a, b, (b - a) - typical, cause))
     return own_code_only(spans, out)
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections import Counter
 
 from trainprof.analysis import work_kind
-from trainprof.analysis.attribution import where
+from trainprof.analysis.attribution import categoriser, where
+from trainprof.analysis.cadence import PERIODIC, cadence
 from trainprof.analysis.costly_calls import hot_line
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.ledger import STALLS
@@ -82,6 +83,8 @@ def check(m: Metrics) -> Finding | None:
     known = hot is not None and (hot.call is not None or waits) and at_line >= KNOWN.value
     if share < SHARE.value and not known:
         return None
+    if m.basis.by_stacks and frame is not None and _periodic(m, frame):
+        return None  # bursts every few steps: a stall's (cpu-stall), not every step's
     rate = m.stack_rate_hz
     sampled = prof.seconds.get("other", 0.0) + (prof.seconds.get("idle", 0.0) if waits else 0.0)
     if rate and sampled * rate < MIN_SAMPLES.value:
@@ -128,6 +131,16 @@ def check(m: Metrics) -> Finding | None:
         where=where(frame),
         wants=tuple((b, 1.0) for b in buckets),
     )
+
+
+def _periodic(m: Metrics, frame: Frame) -> bool:
+    """From stacks alone, the hot line runs in bursts with several steps between them."""
+    category_of = categoriser(dict(m.activity.source))
+
+    def progress(frames: tuple[Frame, ...]) -> bool:
+        return category_of(frames) in ("backward", "optimizer")
+
+    return cadence(m.activity.spans, frame, progress) == PERIODIC
 
 
 def _kind_line(kind: str, frame: Frame, m: Metrics) -> str:
