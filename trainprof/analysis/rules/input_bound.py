@@ -83,6 +83,8 @@ DATA = ("fetch", "collate", "pin", "transfer", "data_wait")
         "collate_tokenize",
         "gpu_input_bound",
         "worker_pickle",
+        "heavy_augment",
+        "light_augment",
     ),
     title="Input-bound",
     family="input",

@@ -219,6 +219,20 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "heavy_augment",
+        "slow",
+        "rotation, blur, gamma, noise and cutout in numpy in __getitem__, num_workers=0, on a "
+        "CNN whose threads fill the CPUs: a worker would take its CPU from the step",
+        90.0,
+    ),
+    ZooCase(
+        "light_augment",
+        "slow",
+        "numpy crop, flip and colour jitter in __getitem__, num_workers=0, a model on one "
+        "intra-op thread: a CPU is free for a worker",
+        60.0,
+    ),
+    ZooCase(
         "collate_tokenize",
         "slow",
         "text classification: pure-Python NFKC + greedy WordPiece + padding in the collate_fn, "
