@@ -720,3 +720,25 @@ def test_the_jobs_traceback_under_a_low_fd_limit_is_its_own(tmp_path: Path) -> N
     assert plain.returncode == p.returncode == 1, p.stderr[-3000:]
     assert "Too many open files" in plain.stderr
     assert _traceback_of(p.stderr) == _traceback_of(plain.stderr)
+
+
+def test_a_stack_frame_that_names_a_fifo_is_not_opened(stacked_run: Path, tmp_path: Path) -> None:
+    """Was: a stack file naming a FIFO as a frame's source file kept `report` waiting in
+    open() for ever (the source line of each frame is read)."""
+    import gzip
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(stacked_run, run_dir)
+    fifo = tmp_path / "source.py"
+    os.mkfifo(fifo)
+    packed = next(run_dir.glob("stacks-*.json.gz"))
+    events = json.loads(gzip.decompress(packed.read_bytes()))
+    for event in events:
+        if event["name"] == "hot_function":
+            event["args"]["filename"] = str(fifo)
+    packed.write_bytes(gzip.compress(json.dumps(events).encode()))
+    p = _report_within(run_dir, "--trace", str(tmp_path / "trace.json"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    no_trainprof_traceback(p)
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert any(e.get("name") == "hot_function" for e in trace["traceEvents"])
