@@ -139,6 +139,20 @@ def loop_overhead(share: float) -> Session:
     return s
 
 
+def distribution_checks(share: float) -> Session:
+    """A policy's action selection: ``share`` of each step inside Categorical's checks."""
+    s = session(process(100))
+    loop_spans(s, {"action = Categorical(probs).sample()": share, "model(x)": 1 - share}, *STEADY)
+    check = (
+        ("Distribution.__init__", "/venv/site-packages/torch/distributions/distribution.py", 70),
+        ("Simplex.check", "/venv/site-packages/torch/distributions/constraints.py", 500),
+    )
+    s.spans = [
+        StackSpan(x.t0, x.t1, x.frames + check) if x.frames[-1][2] == 10 else x for x in s.spans
+    ]
+    return s
+
+
 def loop_overhead_known_call(share: float) -> Session:
     """A line that makes a known costly call (copy.deepcopy) needs a smaller share."""
     s = session(process(100))
@@ -606,6 +620,14 @@ CASES = [
         0.15,
         lambda: session(process(100)),
         "not a multi-rank",
+    ),
+    Case(
+        "distribution-checks",
+        distribution_checks,
+        0.06,
+        0.04,
+        lambda: session(process(100)),
+        "no stack samples",
     ),
 ]
 

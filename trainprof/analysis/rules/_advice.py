@@ -147,7 +147,7 @@ def _loader_workers(m: Metrics) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) else 0
 
 
-def _in_window(m: Metrics) -> list[tuple[float, tuple[tuple[str, str, int], ...]]]:
+def in_window(m: Metrics) -> list[tuple[float, tuple[tuple[str, str, int], ...]]]:
     """(seconds, frames) of the main thread's stack samples in the steady window."""
     w = m.activity.window
     spans = m.activity.spans
@@ -172,7 +172,7 @@ def _feeds_the_loss(m: Metrics, f: Finding) -> bool:
     if f.where is None:
         return False
     under = model = 0.0
-    for seconds, frames in _in_window(m):
+    for seconds, frames in in_window(m):
         at = next((i for i, fr in enumerate(frames) if where(fr) == f.where), None)
         if at is None:
             continue
@@ -182,7 +182,7 @@ def _feeds_the_loss(m: Metrics, f: Finding) -> bool:
     return under > 0 and model >= MODEL_WORK * under
 
 
-def _validating(frames: tuple[tuple[str, str, int], ...]) -> bool:
+def validating(frames: tuple[tuple[str, str, int], ...]) -> bool:
     """Inside torch.distributions' checks of its arguments or samples."""
     for name, path, _line in frames:
         p = path.replace("\\", "/")
@@ -193,25 +193,34 @@ def _validating(frames: tuple[tuple[str, str, int], ...]) -> bool:
     return False
 
 
-def _equivalents(m: Metrics, f: Finding) -> list[str]:
-    """Known cheaper equivalents of what the stacks under the finding's line spend their time
-    in, each with the share of the steady time it removes."""
-    if f.where is None:
-        return []
-    samples = _in_window(m)
+def checks_share(m: Metrics, at: str | None = None) -> float:
+    """The share of the steady window inside torch.distributions' checks (under line ``at``
+    where given)."""
+    samples = in_window(m)
     total = sum(s for s, _ in samples)
     checking = sum(
         s
         for s, frames in samples
-        if _validating(frames) and any(where(x) == f.where for x in frames)
+        if validating(frames) and (at is None or any(where(x) == at for x in frames))
     )
-    if total <= 0 or checking / total < EQUIVALENT_MIN:
-        return []
-    share = checking / total
-    return [
+    return checking / total if total > 0 else 0.0
+
+
+def validate_args_fix(share: float) -> str:
+    """The cheaper equivalent of torch.distributions' checks, with what it removes."""
+    return (
         "torch.distributions checks its arguments on every call: pass validate_args=False "
         "(Categorical(probs, validate_args=False)), or once "
         "torch.distributions.Distribution.set_default_validate_args(False); the same samples "
         f"and log-probabilities{EXPECTED}up to {gain(1.0 - share):+.0%} samples/s (the checks "
         f"take {share:.0%} of the time)"
-    ]
+    )
+
+
+def _equivalents(m: Metrics, f: Finding) -> list[str]:
+    """Known cheaper equivalents of what the stacks under the finding's line spend their time
+    in, each with the share of the steady time it removes."""
+    if f.where is None or any("validate_args=False" in x for x in f.fix):
+        return []
+    share = checks_share(m, f.where)
+    return [validate_args_fix(share)] if share >= EQUIVALENT_MIN else []
