@@ -13,7 +13,7 @@ from trainprof.analysis.measure import measure
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rank_hits import with_rank_hits
 from trainprof.analysis.rules import COMPOUNDS, REGISTRY, all_rules, unowned_time
-from trainprof.analysis.rules._advice import advise
+from trainprof.analysis.rules._advice import EXPECTED, advise
 from trainprof.analysis.rules.registry import Rule, missing_signal
 from trainprof.store.session import Session
 
@@ -76,7 +76,40 @@ def evaluate(
             findings = unowned_time.with_unowned(m, findings, tuple(skipped))
         if m.device_idle is not None:
             findings = on_the_device(findings, m.device_idle)
-    return said_together(rank(findings)), tuple(skipped)
+    return said_together(cause_first(rank(findings))), tuple(skipped)
+
+
+# cpu-starved leads only when the loop's own wait is at least this share of the steady time and
+# a fix of its is predicted to gain; otherwise the cause it compounds with leads.
+CPU_WAIT_LEADS = 0.25
+_STARVED = "cpu-starved"
+
+
+def cause_first(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
+    """Ranked findings, with cpu-starved after the first finding it compounds with (input-bound,
+    loop-overhead, ...) unless its wait is large and a fix of its is predicted to gain: a wait
+    for a CPU compounds a cause, and what removing it gains is not measured."""
+    at = next((i for i, f in enumerate(findings) if f.id == _STARVED), None)
+    if at is None:
+        return findings
+    starved = findings[at]
+    predicted = any(EXPECTED in line for line in starved.fix)
+    if predicted and (starved.impact or 0.0) >= CPU_WAIT_LEADS:
+        return findings
+    pairs = [pair for pair in COMPOUNDS if _STARVED in pair]
+    cause = next(
+        (
+            i
+            for i, f in enumerate(findings)
+            if i > at and f.severity == starved.severity and any(f.id in p for p in pairs)
+        ),
+        None,
+    )
+    if cause is None:
+        return findings
+    rest = [f for i, f in enumerate(findings) if i != at]
+    rest.insert(cause, starved)  # just after the cause (its index shifted down by one)
+    return tuple(rest)
 
 
 def said_together(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
