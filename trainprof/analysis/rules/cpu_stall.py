@@ -39,7 +39,7 @@ from trainprof.analysis.rules.registry import FROM_STACKS, rule
 
 @rule(
     id="cpu-stall",
-    examples=("cpu_stall", "viterbi_stall", "genexpr_stall"),
+    examples=("cpu_stall", "viterbi_stall", "genexpr_stall", "hard_negative_mining"),
     title="CPU stall",
     family="stalls",
     needs=("steps",),

@@ -189,6 +189,13 @@ _CASES: tuple[ZooCase, ...] = (
         60.0,
     ),
     ZooCase(
+        "hard_negative_mining",
+        "slow",
+        "re-mines hard negatives in pure Python every 15 steps (~0.25 s): in bursts, not in "
+        "every step",
+        60.0,
+    ),
+    ZooCase(
         "memory_growth",
         "slow",
         "unbounded dict cache of decoded frame pairs in each of 2 persistent workers (seed 003)",
