@@ -157,3 +157,21 @@ def test_a_cheaper_equivalent_in_the_stacks_is_offered_first() -> None:
     f = advise(m, None, Finding("loop-overhead", "warning", "t", fix=(line,), where=hot))
     assert "validate_args=False" in f.fix[0] and f"{EXPECTED}up to +43% samples/s" in f.fix[0]
     assert f.fix[1] == line + NOT_PREDICTED
+
+
+def test_a_frameworks_settings_are_judged_one_by_one() -> None:
+    """Lightning's loader words on the job that fills its CPUs: num_workers is held back, so is
+    persistent_workers (no workers left to keep), pin_memory (a CPU job); the batch size stays,
+    saying what a larger one does."""
+    m = measure(_input_bound(184.0, 0.033))
+    line = (
+        "with Lightning: the training DataLoader (...): num_workers=...; persistent_workers=True; "
+        "pin_memory=True; batch_size=..."
+    )
+    f = advise(m, REGISTRY["input-bound"], Finding("input-bound", "warning", "t", fix=(line,)))
+    assert f.fix == (
+        f"with Lightning: the training DataLoader (...): batch_size=... ({BATCH_SAYS})"
+        + NOT_PREDICTED,
+    )
+    held = [e for e in f.evidence if e.startswith("not advised")]
+    assert held and held[0].startswith("not advised: more workers"), f.evidence

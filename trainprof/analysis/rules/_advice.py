@@ -50,10 +50,7 @@ def advise(m: Metrics, r: Rule | None, f: Finding) -> Finding:
     """The finding with its fix lines checked, each with its effect, and what was held back
     said in its evidence."""
     lines = [*_equivalents(m, f), *f.fix]
-    workers = _loader_workers(m) > 0 or any(
-        kind(r, x).name == "more workers" and _contradicts(m, f, kind(r, x), True) is None
-        for x in lines
-    )
+    workers = _loader_workers(m) > 0 or any(_starts_workers(m, r, f, x) for x in lines)
     kept: list[str] = []
     held: list[str] = []
     for line in lines:
@@ -66,6 +63,15 @@ def advise(m: Metrics, r: Rule | None, f: Finding) -> Finding:
         if judged.held and judged.held not in held:
             held.append(judged.held)
     return replace(f, fix=tuple(kept), evidence=(*f.evidence, *held))
+
+
+def _starts_workers(m: Metrics, r: Rule | None, f: Finding, line: str) -> bool:
+    """The line adds workers, and is not held back."""
+    fx = kind(r, line)
+    if fx.name != "more workers" or _contradicts(m, f, fx, True) is not None:
+        return False
+    effect = fx.predict(m, f, line) if fx.predict is not None else None
+    return effect is None or effect.helps
 
 
 def _judge(m: Metrics, r: Rule | None, f: Finding, line: str, workers: bool) -> Judged:
