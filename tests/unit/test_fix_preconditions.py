@@ -137,7 +137,7 @@ def test_workers_are_held_back_where_the_job_fills_its_cpus() -> None:
     assert not any("num_workers=1" in x for x in f.fix), f.fix
     assert f.fix[0].startswith("make __getitem__ cheaper"), f.fix
     said = next(e for e in f.evidence if e.startswith("not advised: more workers"))
-    assert "the job used 1.8 of the 2.0 CPUs it can get" in said
+    assert "the job used 1.8 of the 2 CPUs it can get" in said
     assert "by at most +9% samples/s" in said
 
 

@@ -66,8 +66,8 @@ def _workers(m: Metrics, f: Finding, line: str) -> Effect | None:
     floor = max(1.0 - wait, used / free, wait / k if k else 0.0)
     up = gain(floor)
     basis = (
-        f"the job used {used:.1f} of the {free:.1f} CPUs it can get, so the same work takes at "
-        f"least {min(1.0, used / free):.0%} of the time it takes now"
+        f"the job used {used:.1f} of the {round(free, 1):g} CPUs it can get, so the same work "
+        f"takes at least {min(1.0, used / free):.0%} of the time it takes now"
     )
     if up < MIN_WORKER_GAIN:
         return Effect(
