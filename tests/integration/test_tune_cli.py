@@ -3,7 +3,7 @@ measured gain a plain A/B of the script edited by hand agrees with; on a healthy
 finds nothing to gain within its budget.
 
 Throughput on a shared machine: not ``parallel`` (a second job beside it is load it would
-measure). Each test restricts the candidates (``--candidate``) so that its budget holds two
+measure). Each test restricts the candidates (``--candidate``) so that its budget holds three
 runs of each side: on a 2-CPU machine a run of the zoo's scripts costs 6-25 s, mostly the
 job's start-up.
 """
@@ -11,11 +11,13 @@ job's start-up.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import trainprof_cmd
 
 from trainprof.examples.zoo import ZOO_DIR
@@ -60,7 +62,7 @@ def _fixed(script: Path, settings: dict[str, Any], tmp: Path) -> Path:
     return path
 
 
-def _ab(tmp: Path, original: Path, fixed: Path, steps: int, pairs: int = 2) -> tuple[float, float]:
+def _ab(tmp: Path, original: Path, fixed: Path, steps: int, pairs: int = 3) -> tuple[float, float]:
     """Medians of alternated runs of the two scripts, as they are (no override), ``steps`` each."""
     from trainprof.collect.launcher import resolve_command
 
@@ -68,54 +70,55 @@ def _ab(tmp: Path, original: Path, fixed: Path, steps: int, pairs: int = 2) -> t
     for i in range(pairs):
         for script in (original, fixed):
             trial = run_trial(
-                resolve_command([str(script)]), {}, tmp / f"ab-{i}-{script.stem}", steps, 2.0, 120
+                resolve_command([str(script)]), {}, tmp / f"ab-{i}-{script.stem}", steps, 3.0, 240
             )
             assert trial.rate is not None, trial.error
             rates[script].append(trial.rate)
     return statistics.median(rates[original]), statistics.median(rates[fixed])
 
 
+@pytest.mark.timeout(900)  # ~90 s on an idle 2-CPU machine; five times that at load 10
 def test_tune_finds_faster_workers_for_the_input_bound_job_and_an_ab_agrees(
     tmp_path: Path,
 ) -> None:
     script = ZOO_DIR / "input_bound.py"
+    load_before = os.getloadavg()[0]
     result = _tune(
         tmp_path,
         script,
-        "--window",
-        "1.5",
         "--candidate",
         "num_workers=2,persistent_workers=True",
-        budget=150,
+        budget=240,
     )
     (arm,) = result["candidates"]
-    assert arm["problem"] is None and len(arm["rates"]) >= 2, arm
+    assert arm["problem"] is None and len(arm["rates"]) >= 3, arm
     base = result["baseline"]["median"]
     fixed = _fixed(script, arm["settings"], tmp_path)
     before, after = _ab(tmp_path, script, fixed, result["steps_per_run"])
+    tuned, ab = (arm["median"] - base) / base, (after - before) / before
+    said = f"tune {tuned:+.0%} ({arm['verdict']}), A/B {ab:+.0%} ({before:.1f} → {after:.1f})"
+    load = max(load_before, os.getloadavg()[0])
+    if load > 2 * result["usable_cpus"] and (abs(tuned - ab) > AGREE or arm["verdict"] != FASTER):
+        # Other jobs' load decided, not the change: on 2 CPUs at load 7-12 the same script's
+        # runs differed 2× from one another (132-266 samples/s).
+        pytest.xfail(f"load average {load:.1f} on {result['usable_cpus']} CPUs: {said}")
     # what tune measured, whichever way: a plain A/B of the edited script sees the same change
-    assert abs((arm["median"] - base) / base - (after - before) / before) <= AGREE, (
-        result,
-        before,
-        after,
-    )
-    # with CPUs to spare for the workers, they are faster (on a machine that other jobs keep
-    # busy they are not, and tune says so: rerun on a quieter machine before believing this)
-    assert result["best"] == arm and arm["verdict"] == FASTER, result["candidates"]
+    assert abs(tuned - ab) <= AGREE, said
+    # with CPUs to spare for the workers, they are faster
+    assert result["best"] == arm and arm["verdict"] == FASTER, said
     assert arm["code"] == ["DataLoader(..., num_workers=2, persistent_workers=True)"]
 
 
+@pytest.mark.timeout(500)
 def test_tune_finds_nothing_to_gain_on_a_healthy_control(tmp_path: Path) -> None:
     result = _tune(
         tmp_path,
         ZOO_DIR / "healthy_stream.py",
-        "--window",
-        "1.5",
         "--candidate",
         "num_workers=1,persistent_workers=True",
-        budget=120,
+        budget=240,
     )
     assert result["job_settings"] == {"num_workers": 2, "persistent_workers": True, "threads": 1}
     (arm,) = result["candidates"]
-    assert arm["problem"] is None and len(arm["rates"]) >= 2, arm
+    assert arm["problem"] is None and len(arm["rates"]) >= 3, arm
     assert result["nothing_to_gain"] and arm["verdict"] != FASTER, arm

@@ -84,13 +84,14 @@ def _search(base: list[float], mine: list[float]) -> tuple[Search, Arm]:
 @pytest.mark.parametrize(
     ("base", "mine", "verdict"),
     [
-        ([100.0, 104.0], [120.0, 126.0], FASTER),
-        ([100.0, 104.0], [80.0, 90.0], SLOWER),
-        ([100.0, 110.0], [105.0, 120.0], NOISE),
-        ([100.0], [150.0], UNDECIDED),
+        ([100.0, 104.0, 102.0], [120.0, 126.0, 123.0], FASTER),
+        ([100.0, 104.0, 102.0], [80.0, 90.0, 85.0], SLOWER),
+        ([100.0, 110.0, 105.0], [105.0, 120.0, 112.0], NOISE),
+        ([100.0, 104.0], [150.0, 160.0], UNDECIDED),  # parted, but two runs part by chance
+        ([100.0], [150.0, 151.0, 152.0], UNDECIDED),
     ],
 )
-def test_a_verdict_needs_two_runs_each_and_ranges_apart(
+def test_a_verdict_needs_three_runs_each_and_ranges_apart(
     base: list[float], mine: list[float], verdict: str
 ) -> None:
     s, arm = _search(base, mine)
@@ -99,7 +100,7 @@ def test_a_verdict_needs_two_runs_each_and_ranges_apart(
 
 
 def test_change_and_spread_are_relative_to_the_baseline_median() -> None:
-    s, arm = _search([100.0, 104.0], [120.0, 126.0])
+    s, arm = _search([100.0, 104.0, 102.0], [120.0, 126.0, 123.0])
     v = s.verdict(arm)
     assert v.change == pytest.approx(123 / 102 - 1)
     assert v.spread == pytest.approx((6 + 4) / 2 / 102)

@@ -14,7 +14,7 @@ from trainprof.errors import TrainprofError
 from trainprof.store import rundir
 
 DEFAULT_BUDGET_S = 180.0
-DEFAULT_WINDOW_S = 2.0
+DEFAULT_WINDOW_S = 3.0
 
 
 def _check_seconds(value: float) -> float:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from trainprof.analysis.frameworks import NAMES, WORDS
 from trainprof.tune.candidates import NOT_TRIED
-from trainprof.tune.search import CEILING_NAMES, Arm, Search
+from trainprof.tune.search import CEILING_NAMES, MIN_RUNS, UNDECIDED, Arm, Search
 
 
 def _rate(arm: Arm) -> str:
@@ -43,6 +43,10 @@ def render(console: Console, search: Search) -> None:
     for arm in search.arms:
         v = search.verdict(arm)
         verdict = v.verdict if arm.problem is None else f"{v.verdict}: {arm.problem}"
+        if v.verdict == UNDECIDED:
+            verdict = (
+                f"undecided: {min(len(arm.rates), len(search.baseline.rates))} of {MIN_RUNS} runs"
+            )
         table.add_row(arm.candidate.name, _rate(arm), _change(search, arm), verdict)
     console.print(table)
     if search.note:

@@ -21,10 +21,12 @@ from trainprof.errors import TrainprofError
 from trainprof.tune.candidates import BASELINE, Candidate, JobSettings, candidates
 from trainprof.tune.measure import Trial, run_trial
 
-MIN_RUNS = 2
-MAX_RUNS = 4
+# Three runs a side: two runs of each of two settings part by chance once in three times
+# (1/6 faster, 1/6 slower) where nothing differs; three runs each, once in ten.
+MIN_RUNS = 3
+MAX_RUNS = 5
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
-UNDECIDED = "one run: no spread"
+UNDECIDED = "undecided"  # fewer than MIN_RUNS runs a side when the budget ended
 NOT_APPLIED = "not applied"
 FAILED = "failed"
 
