@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,8 @@ from rich.console import Console
 from trainprof.analysis.outcome import job_exception, killed_at_shutdown
 from trainprof.render.text import make_console
 from trainprof.store import rundir
-from trainprof.store.abandoned import runner_died
+from trainprof.store.abandoned import runner_died, still_running
+from trainprof.store.rundir import LIVE
 from trainprof.store.session import Session
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ def report(
     With ``live``, the status line says ``analysing…`` once the job has ended more than half
     a second ago."""
     runner_died(session)
+    running = still_running(session)  # `trainprof report` of a job still running: so far
     session.meta.setdefault("exception", job_exception(session))
     session.meta.setdefault("killed_at_shutdown", killed_at_shutdown(session))
     started = float(session.meta.get("t_launch") or time.monotonic())
@@ -51,8 +54,12 @@ def report(
     data = report_dict(session.meta, metrics, verdict)
     data["settings"] = run_settings(session, metrics)  # what `compare` and ci baselines match
     report_path = Path(session.run_dir) / rundir.REPORT
-    # A merged multi-node report belongs to no one node's directory: only --json keeps it.
-    error = None if session.meta.get("nodes") else write_run_json(report_path, data)
+    data["run"]["so_far"] = running
+    data["run"]["changes"] = live_changes(Path(session.run_dir))
+    # A merged multi-node report belongs to no one node's directory, and a report so far is
+    # not the run's: only --json keeps them.
+    kept = session.meta.get("nodes") or running
+    error = None if kept else write_run_json(report_path, data)
     if error is not None:  # a full disk: the report is still printed (and --json written)
         print(f"trainprof: could not write {report_path}: {error}", file=sys.stderr)
     if json_path is not None:
@@ -62,6 +69,8 @@ def report(
             print(f"trainprof: could not write --json {json_path}: {exc.strerror}", file=sys.stderr)
     console = console or make_console(stderr=True)
     console_render.render(console, session.meta, metrics, verdict, verbose=verbose)
+    if along := changes_line(data["run"]["changes"]):
+        console.print(along)
     if trace_path is not None or html_path is not None:
         from trainprof.render.html import write_views
 
@@ -92,3 +101,39 @@ def write_run_json(path: Path, data: Any) -> str | None:
         except OSError as exc:
             error = exc
     return error.strerror or str(error)
+
+
+def live_changes(run_dir: Path) -> list[dict[str, Any]]:
+    """The findings' changes judged while the job ran (live.json), oldest first; [] if none."""
+    try:
+        data = json.loads((run_dir / LIVE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    changes = data.get("changes") if isinstance(data, dict) else None
+    return [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []
+
+
+def changes_line(changes: list[dict[str, Any]]) -> str | None:
+    """One line for the findings that came or went while the job ran; None when none went.
+
+    A finding that appeared once and stayed is the report's own: only a run with a change after
+    the first judgement has a story to tell."""
+    first_t = changes[0].get("t_s") if changes else None
+    later = [c for c in changes if c.get("t_s") != first_t or c.get("change") != "appeared"]
+    if not later:
+        return None
+    told = [
+        f"{c.get('id')} {c.get('change')} at {_clock(c.get('t_s'))}"
+        for c in changes[:12]
+        if c.get("change") in ("appeared", "gone", "changed")
+    ]
+    more = f" … ({len(changes) - 12} more in live.json)" if len(changes) > 12 else ""
+    return "along the run (judged while it ran): " + " · ".join(told) + more
+
+
+def _clock(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)):
+        return "?"
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"

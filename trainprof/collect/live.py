@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprof.collect.live_judge import LiveJudge
 from trainprof.collect.output import TerminalLock, write_all
 from trainprof.render.text import no_color
 from trainprof.store import gpus
@@ -177,8 +178,15 @@ class LiveView:
     ``draw`` (four times a second from the runner); the steps it shows are those the probe has
     flushed to its event file."""
 
-    def __init__(self, run_dir: str, terminal: TerminalLock | None, fd: int) -> None:
+    def __init__(
+        self,
+        run_dir: str,
+        terminal: TerminalLock | None,
+        fd: int,
+        judge: LiveJudge | None = None,
+    ) -> None:
         self.tail = EventTail(run_dir)
+        self.judge = judge  # the findings so far (live.json), judged now and then
         self.stats = LiveStats()
         self.terminal = terminal
         self.fd = fd
@@ -188,6 +196,13 @@ class LiveView:
     def update(self) -> None:
         for header, line in self.tail.poll():
             self.stats.feed(header, line)
+        if self.judge is not None:
+            self.judge.poll(time.monotonic())
+
+    def close(self) -> None:
+        """Stop a judgement still running (the final report follows)."""
+        if self.judge is not None:
+            self.judge.close()
 
     def draw(self, elapsed: float, message: str | None = None) -> None:
         term = self.terminal
@@ -256,6 +271,9 @@ class LiveView:
             parts.append((4, f"{samples_s:.0f} samples/s"))
         if wait is not None:
             parts.append((3, f"data wait {wait:.0%}"))
+        so_far = self.judge.status() if self.judge is not None else None
+        if so_far is not None:
+            parts.append((2, so_far))
         sample = self.latest_sample
         if sample:
             procs = sample.get("procs") or []

@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from trainprof.commands.options import HtmlOut, JsonOut, NoColor, TraceOut, Verbose
+from trainprof.commands.options import (
+    HtmlOut,
+    JsonOut,
+    NoColor,
+    TensorboardOut,
+    TraceOut,
+    Verbose,
+)
 from trainprof.errors import TrainprofError
 from trainprof.store.rundir import RUNS_DIR, check_readable, check_user_file, latest_run_dir
 
@@ -26,6 +33,7 @@ def report(
     json_path: JsonOut = None,
     html_path: HtmlOut = None,
     trace_path: TraceOut = None,
+    tensorboard: TensorboardOut = None,
     verbose: Verbose = False,
     no_color: NoColor = False,
 ) -> None:
@@ -65,6 +73,10 @@ def report(
             from trainprof.render.html import check_view_path
 
             check_view_path(path, option)
+    if tensorboard is not None:
+        from trainprof.export import tensorboard as tb
+
+        tb.check(tensorboard)
     from trainprof.render.text import clean, make_console
     from trainprof.report import report as render_report
     from trainprof.store.run_files import irregular
@@ -88,7 +100,7 @@ def report(
     # No job output to keep clean here, so the report goes to stdout (`> report.txt` works);
     # to stderr only when stdout carries the JSON (--json -).
     to_stderr = json_path is not None and str(json_path) == "-"
-    render_report(
+    data = render_report(
         session,
         json_path,
         verbose=verbose,
@@ -96,3 +108,5 @@ def report(
         trace_path=trace_path,
         html_path=html_path,
     )
+    if tensorboard is not None:
+        typer.echo(tb.export(session, data, tensorboard), err=True)

@@ -139,7 +139,7 @@ def run(
     if tensorboard is not None:
         from trainprof.export import tensorboard as tb
 
-        tb.check_available()  # before the job: never a run without what was asked of it
+        tb.check(tensorboard)  # before the job: never a run without what was asked of it
         on_report = tb.printing_export(tensorboard)
     metrics = None
     if metrics_port is not None:

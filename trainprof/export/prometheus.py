@@ -102,6 +102,17 @@ class _Collector:
                 rank = ranks.get(pid)
                 per_rank.add_metric([str(rank if rank is not None else f"pid{pid}")], float(n))
             yield per_rank
+        if live.judge is not None:
+            findings = GaugeMetricFamily(
+                "trainprof_finding",
+                "Findings so far (live.json): the share of time each claims, 1 where unmeasured",
+                labels=["id", "severity"],
+            )
+            for f in list(live.judge.findings):
+                impact = f.get("impact")
+                share = float(impact) if isinstance(impact, (int, float)) else 1.0
+                findings.add_metric([str(f.get("id")), str(f.get("severity"))], share)
+            yield findings
         yield from _host(live.latest_sample)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -24,9 +25,23 @@ OPTION = "--tensorboard"
 TAG = "trainprof"
 
 
-def check_available() -> None:
-    """Raise the one-line TrainprofError naming the extra where TensorBoard is not installed."""
+def check(out_dir: Path) -> None:
+    """Before the job: TensorBoard installed and ``out_dir`` a folder that can be written (made
+    where missing); else the one-line TrainprofError."""
     need("tensorboard.summary.writer.event_file_writer", "tensorboard", OPTION)
+    from trainprof.errors import TrainprofError
+
+    path = out_dir.absolute()
+    try:
+        while not path.exists():
+            path = path.parent
+        ok = path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+    except OSError as exc:  # a directory on the way denies search
+        raise TrainprofError(f"cannot write {OPTION} {out_dir}: {exc.strerror or exc}") from None
+    if not path.is_dir():
+        raise TrainprofError(f"{OPTION} {out_dir}: {path} is a file; give a folder")
+    if not ok:
+        raise TrainprofError(f"cannot write {OPTION} {out_dir}: {path} is not writable")
 
 
 def write(session: Session, report: dict[str, Any], out_dir: Path) -> list[Path]:

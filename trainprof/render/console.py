@@ -113,6 +113,8 @@ def outcome(meta: dict[str, Any]) -> tuple[str, str]:
         return f"killed by {meta['signal']} (exit {code})", "red"
     if code == 0:
         return "exited 0", "green"
+    if meta.get("running"):
+        return "still running: the report so far", "yellow"
     if code is None:
         return "still running or unknown", "yellow"
     return f"exited {code}", "red"

@@ -1,9 +1,10 @@
-"""A run directory whose trainprof process died before the job ended: told, marked in its
-metadata, and the space it held for its last writes given back."""
+"""A run directory whose trainprof process is still at work (its report is the report so far),
+or died before the job ended: told, marked in its metadata, and the space it held given back."""
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -44,6 +45,24 @@ def runner_died(session: Session) -> bool:
         file=sys.stderr,
         flush=True,
     )
+    return True
+
+
+def still_running(session: Session) -> bool:
+    """Whether this run's runner is still at work (no exit code yet, its process alive): a
+    report of it is the report so far. Marks ``meta["running"]`` and its ``wall_s`` so far."""
+    meta = session.meta
+    runner = meta.get("runner") if "exit_code" not in meta else None
+    if not isinstance(runner, dict) or not isinstance(runner.get("pid"), int):
+        return False
+    started = process_started(runner["pid"])
+    then = runner.get("started")
+    if started is None or (then is not None and abs(started - float(then)) >= 1.0):
+        return False
+    meta["running"] = True
+    launched = meta.get("t_launch")
+    if meta.get("wall_s") is None and isinstance(launched, (int, float)):
+        meta["wall_s"] = max(time.monotonic() - float(launched), 0.0)
     return True
 
 

@@ -20,6 +20,7 @@ RUNS_DIR = "trainprof-runs"
 META = "run.json"
 SAMPLES = "samples.jsonl"
 REPORT = "report.json"
+LIVE = "live.json"  # the findings so far, judged while the job runs (collect/live_judge.py)
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
 
