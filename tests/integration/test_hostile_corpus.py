@@ -742,3 +742,11 @@ def test_a_stack_frame_that_names_a_fifo_is_not_opened(stacked_run: Path, tmp_pa
     no_trainprof_traceback(p)
     trace = json.loads((tmp_path / "trace.json").read_text())
     assert any(e.get("name") == "hot_function" for e in trace["traceEvents"])
+
+
+def test_report_of_the_latest_run_from_a_deleted_working_directory(tmp_path: Path) -> None:
+    """Was: a FileNotFoundError traceback (Path.cwd() looking for ./trainprof-runs)."""
+    (tmp_path / "gone").mkdir()
+    p = _sh(f"cd gone && rmdir ../gone && exec {_tp_line('report')}", tmp_path)
+    assert_one_line(p)
+    assert "the current directory was deleted" in p.stderr

@@ -17,7 +17,13 @@ from trainprof.commands.options import (
     Verbose,
 )
 from trainprof.errors import TrainprofError
-from trainprof.store.rundir import RUNS_DIR, check_readable, check_user_file, latest_run_dir
+from trainprof.store.rundir import (
+    RUNS_DIR,
+    check_readable,
+    check_user_file,
+    current_dir,
+    latest_run_dir,
+)
 
 
 def report(
@@ -48,7 +54,12 @@ def report(
     nodes = list(run_dirs or [])
     run_dir = nodes[0] if nodes else None
     if run_dir is None:
-        run_dir = latest_run_dir(Path.cwd() / RUNS_DIR)
+        here = current_dir()
+        if here is None:
+            raise TrainprofError(
+                "the current directory was deleted; give a run directory (trainprof report RUN_DIR)"
+            )
+        run_dir = latest_run_dir(Path(here) / RUNS_DIR)
         if run_dir is None:
             raise TrainprofError(
                 f"no runs in ./{RUNS_DIR}; give a run directory (trainprof report RUN_DIR)"
