@@ -69,7 +69,9 @@ def check(m: Metrics) -> Finding | None:
         return None
     if host_time_is_free(m):
         return None
-    loop = loop_time(m)
+    # the loop's own time: its wait for a CPU (another process's load) is cpu-starved's, and
+    # would shrink every share of the loop's work alike
+    loop = loop_time(m) - led.get("cpu_wait")
     # The loop's host work and its waits, line by line: a line that waits every step (on a
     # child process, a socket, a lock, a sleep) costs its wait too, off the CPU.
     lines = prof.lines.get("other", Counter()) + prof.lines.get("idle", Counter())
@@ -92,17 +94,20 @@ def check(m: Metrics) -> Finding | None:
     parts = ", ".join(
         f"{NAMES.get(b, b)} {s / loop:.0%}"
         for b, s in sorted(led.seconds.items(), key=lambda kv: -kv[1])
-        if s / loop >= 0.01 and b not in STALLS
+        if s / loop >= 0.01 and b not in STALLS and b != "cpu_wait"
     )
+    inside = work_kind.inside_model(m.activity.spans, frame) if frame is not None else None
     evidence = [
         f"the training loop's time (outside stalls, saves and evaluations): {parts}",
-        "'other host work' is code in the loop itself: per-step metrics, gradient norms, "
+        f"'other host work' is the user's host work called from inside the model's {inside}"
+        if inside
+        else "'other host work' is code in the loop itself: per-step metrics, gradient norms, "
         "Python bookkeeping",
     ]
     if hot is not None:
         evidence.append(hot.evidence)
     if kind is not None and frame is not None:
-        evidence.append(_kind_line(kind, frame, m))
+        evidence.append(_kind_line(kind, inside))
     if hot is not None and hot.call is not None:
         title = f"{hot.call.call} in the training loop takes {share:.0%} of the loop"
         # the table's fix for what the line calls, then the step's cadence: not "per-step
@@ -122,6 +127,9 @@ def check(m: Metrics) -> Finding | None:
             )
     if kind is not None and (hot is None or hot.call is None) and kind != work_kind.PYTHON:
         fix = (work_kind.FIX[kind], *fix[1:])
+    if inside and (hot is None or hot.call is None):
+        what = work_kind.DESCRIBE[kind or work_kind.PYTHON]
+        title = f"Host work inside the model's {inside} ({what}) takes {share:.0%} of the loop"
     return Finding(
         id="loop-overhead",
         severity="warning",
@@ -143,10 +151,9 @@ def _periodic(m: Metrics, frame: Frame) -> bool:
     return cadence(m.activity.spans, frame, progress) == PERIODIC
 
 
-def _kind_line(kind: str, frame: Frame, m: Metrics) -> str:
+def _kind_line(kind: str, inside: str | None) -> str:
     """What the hot line's stacks do, and where it runs from: the loop, or inside the model's
     forward or backward (a hook, a custom autograd.Function)."""
-    inside = work_kind.inside_model(m.activity.spans, frame)
     at = (
         f"called from inside the model's {inside} (a hook, a custom autograd.Function)"
         if inside
