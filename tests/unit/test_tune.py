@@ -140,3 +140,15 @@ def test_the_best_line_in_the_framework_s_own_words() -> None:
     assert words is not None and "dataloader_num_workers" in words
     assert framework_words(None, {"num_workers": 2}) is None
     assert framework_words("transformers", {"threads": 1}) is None
+
+
+def test_a_candidate_stopped_at_three_times_the_job_s_run_is_slower_without_a_rate() -> None:
+    from trainprof.tune.measure import Trial
+    from trainprof.tune.search import _check_trial
+
+    s, arm = _search([100.0, 104.0, 102.0], [5.0])
+    _check_trial(arm, Trial(None, "samples/s", 12, 124, 93.0, None, None, "limit"), 31.0)
+    v = s.verdict(arm)
+    assert (v.verdict, v.change, arm.rates) == (SLOWER, None, [])
+    assert arm.problem == "its run was stopped after 93 s, 3× the job's own (31 s)"
+    assert s.best() is None

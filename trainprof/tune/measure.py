@@ -70,10 +70,13 @@ def run_trial(
         try:
             code = proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            _end_group(proc.pid)
             proc.wait()
             code = 124
+        except BaseException:  # Ctrl-C reaches tune only (the job has its own session)
+            _end_group(proc.pid)
+            proc.wait()
+            raise
     _end_group(proc.pid)
     wall = time.monotonic() - t0
     return read_trial(run_dir, code, wall)

@@ -9,6 +9,7 @@ noise). A run is started only when the budget holds one more run of the mean len
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import tempfile
 import time
@@ -25,6 +26,7 @@ from trainprof.tune.measure import Trial, run_trial
 # (1/6 faster, 1/6 slower) where nothing differs; three runs each, once in ten.
 MIN_RUNS = 3
 MAX_RUNS = 5
+SLOW_RUN = 3.0  # a candidate's run stopped at this many times the first run's length: slower
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 UNDECIDED = "undecided"  # fewer than MIN_RUNS runs a side when the budget ended
 NOT_APPLIED = "not applied"
@@ -123,34 +125,48 @@ def tune(
     only: list[Candidate] | None = None,
 ) -> Search:
     """Measure the job's own settings, then alternate candidates with them within ``budget_s``."""
+    root = Path(tempfile.mkdtemp(prefix="trainprof-tune-", dir=work_dir))
+    try:
+        return _search(command, usable_cpus, budget_s, window_s, progress, root, only)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)  # the runs' records: their rates are kept
+
+
+def _search(
+    command: list[str],
+    usable_cpus: int,
+    budget_s: float,
+    window_s: float,
+    progress: Progress,
+    root: Path,
+    only: list[Candidate] | None,
+) -> Search:
     start = time.monotonic()
     search = Search(command, usable_cpus)
-    root = Path(tempfile.mkdtemp(prefix="trainprof-tune-", dir=work_dir))
 
     def left() -> float:
         return budget_s - (time.monotonic() - start)
 
-    def one(arm: Arm, steps: int | None) -> Trial:
-        progress(
-            f"{arm.candidate.name} (run {len(arm.rates) + 1})", 1 - max(0.0, left()) / budget_s
-        )
+    longest = max(60.0, budget_s)  # a run's time limit: see SLOW_RUN once the first is in
+
+    def trial(what: str, settings: dict[str, Any], steps: int | None) -> Trial:
+        progress(what, 1 - max(0.0, left()) / budget_s)
         search.runs += 1
-        trial = run_trial(
-            command,
-            arm.candidate.settings,
-            root / f"run-{search.runs:03d}",
-            steps,
-            window_s,
-            timeout_s=max(60.0, left() + 30.0),
-        )
-        if trial.rate is not None:
-            arm.rates.append(trial.rate)
-        return trial
+        run_dir = root / f"run-{search.runs:03d}"
+        limit = min(longest, max(60.0, left() + 30.0))
+        return run_trial(command, settings, run_dir, steps, window_s, limit)
+
+    def one(arm: Arm, steps: int | None) -> Trial:
+        t = trial(f"{arm.candidate.name} (run {len(arm.rates) + 1})", arm.candidate.settings, steps)
+        if t.rate is not None:
+            arm.rates.append(t.rate)
+        return t
 
     first = one(search.baseline, None)
     if first.rate is None:
         raise TrainprofError(f"the job gave no steady rate to compare with: {first.error}", 3)
     search.steps, search.unit = first.steps, first.unit
+    longest = max(30.0, SLOW_RUN * first.wall_s)
     search.job = _job_settings(first)
     search.framework = first.framework
     if search.job is None:
@@ -173,25 +189,16 @@ def tune(
             if left() < mean:
                 search.spent_s = time.monotonic() - start
                 return search
-            trial = one(arm, search.steps)
+            t = one(arm, search.steps)
             if arm is not search.baseline:
-                _check_trial(arm, trial)
+                _check_trial(arm, t, first.wall_s)
         round_no += 1
     for name in CEILINGS if search.job is not None else ():
         if left() < (time.monotonic() - start) / search.runs:
             break
-        progress(f"ceiling: {CEILING_NAMES[name]}", 1 - max(0.0, left()) / budget_s)
-        search.runs += 1
         settings = {"ceiling": name, "window_s": window_s}
-        trial = run_trial(
-            command,
-            settings,
-            root / f"run-{search.runs:03d}",
-            search.steps,
-            window_s,
-            timeout_s=max(60.0, left() + 30.0),
-        )
-        search.ceilings.append(_ceiling(name, trial))
+        t = trial(f"ceiling: {CEILING_NAMES[name]}", settings, search.steps)
+        search.ceilings.append(_ceiling(name, t))
     search.spent_s = time.monotonic() - start
     return search
 
@@ -230,9 +237,18 @@ def _job_settings(trial: Trial) -> JobSettings | None:
     )
 
 
-def _check_trial(arm: Arm, trial: Trial) -> None:
+def _check_trial(arm: Arm, trial: Trial, baseline_wall_s: float) -> None:
     """A candidate whose run failed, or whose settings the training loader did not get, is
-    dropped with the reason: its rate is not the candidate's."""
+    dropped with the reason: its rate is not the candidate's. One whose run was stopped at
+    ``SLOW_RUN`` times the first run's length is slower, without a rate."""
+    if trial.exit_code == 124:
+        arm.problem = (
+            f"its run was stopped after {trial.wall_s:.0f} s, {SLOW_RUN:.0f}× the job's own "
+            f"({baseline_wall_s:.0f} s)"
+        )
+        arm.problem_kind = SLOWER
+        arm.rates.clear()
+        return
     if trial.rate is None:
         arm.problem, arm.problem_kind = trial.error or "no rate", FAILED
         return
