@@ -30,6 +30,7 @@ BUDGET = {
     "demo": 30,
     "doctor": 30,
     "rules": 35,
+    "tune": 35,
 }
 COMMANDS = [c for c in BUDGET if c]
 # What typer prints for a value's Python type (`<int>`, `<list[str]>`, `<float range>`) and a

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from trainprof.commands.options import JOB, JsonOut, NoColor, Quiet, refuse_stray_option
+from trainprof.commands.options import JOB, OUTPUT, NoColor, refuse_stray_option
 from trainprof.errors import TrainprofError
 from trainprof.store import rundir
 
@@ -59,8 +59,18 @@ def tune(
             rich_help_panel=JOB,
         ),
     ] = None,
-    json_path: JsonOut = None,
-    quiet: Quiet = False,
+    json_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            metavar="PATH",
+            help="Also write the results as JSON (`-`: stdout).",
+            rich_help_panel=OUTPUT,
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress bar.", rich_help_panel=OUTPUT)
+    ] = False,
     no_color: NoColor = False,
 ) -> None:
     """Run the job briefly with other DataLoader workers and torch threads, alternated with its
