@@ -31,6 +31,7 @@ SOURCE = {
     (TRAIN, 23): "with self.lock:",
     (TRAIN, 24): 'log.debug("attention %s", attn)',
     (TRAIN, 25): "q = x.detach().numpy()",
+    (TRAIN, 26): "counts = [int(v) for v in h.argmax(dim=1).tolist()]",
 }
 
 
@@ -85,11 +86,17 @@ BACKWARD_NUMPY = (*LOOP, BACKWARD, at(25, "FakeQuant.backward"))
         ((*LOOP, at(23)), work_kind.WAIT_LOCK),
         (MODEL_OP, work_kind.TORCH),
         ((*LOOP, at(12), ("_execute_child", f"{LIB}/subprocess.py", 1900)), work_kind.WAIT_CHILD),
+        ((*LOOP, MODULE, at(26, "Net.forward")), work_kind.TO_HOST),
     ],
-    ids=["child", "http", "tensor-log", "numpy", "sleep", "lock", "model-op", "fork"],
+    ids=["child", "http", "tensor-log", "numpy", "sleep", "lock", "model-op", "fork", "tolist"],
 )
 def test_the_kind_is_what_the_users_line_calls(frames: tuple[Frame, ...], kind: str) -> None:
     assert work_kind.of_frames(frames, SOURCE) == kind
+
+
+def test_every_kind_has_its_words_and_its_fix() -> None:
+    kinds = work_kind.HOST | {work_kind.TORCH}
+    assert set(work_kind.DESCRIBE) == set(work_kind.FIX) == kinds
 
 
 def test_host_work_inside_the_forward_is_the_users_not_the_models() -> None:
@@ -97,6 +104,7 @@ def test_host_work_inside_the_forward_is_the_users_not_the_models() -> None:
     assert category(HOOK_NUMPY, SOURCE) == "other"
     assert category(FUNCTION_NUMPY, SOURCE) == "other"
     assert category(BACKWARD_NUMPY, SOURCE) == "other"
+    assert category((*LOOP, MODULE, at(26, "Net.forward")), SOURCE) == "other"
     # the model's own tensor code stays the forward pass
     assert category(MODEL_OP, SOURCE) == "forward"
     assert category((*LOOP, MODULE, ("linear", f"{SITE}/torch/nn/functional.py", 1)), SOURCE) == (

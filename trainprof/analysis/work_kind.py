@@ -28,6 +28,7 @@ WAIT_LOCK = "wait_lock"
 SLEEP = "sleep"
 LOGGING = "logging"
 NUMPY = "numpy"
+TO_HOST = "to_host"
 TORCH = "torch"
 PICKLE = "pickle"
 GC = "gc"
@@ -35,7 +36,7 @@ PYTHON = "python"
 
 WAITS = frozenset({WAIT_CHILD, WAIT_SOCKET, WAIT_FILE, WAIT_LOCK, SLEEP})
 # Kinds that are host work of the user's, wherever they run (in the loop, a hook, a Function).
-HOST = frozenset({LOGGING, NUMPY, PICKLE, GC, PYTHON}) | WAITS
+HOST = frozenset({LOGGING, NUMPY, TO_HOST, PICKLE, GC, PYTHON}) | WAITS
 
 DESCRIBE = {
     WAIT_CHILD: "waiting for a child process (subprocess, os.system)",
@@ -45,6 +46,7 @@ DESCRIBE = {
     SLEEP: "sleeping",
     LOGGING: "formatting, printing or logging",
     NUMPY: "numpy on the host",
+    TO_HOST: "copying tensors to Python lists or numbers (.tolist(), .item())",
     TORCH: "torch operators",
     PICKLE: "pickling",
     GC: "garbage collection",
@@ -66,7 +68,11 @@ FIX = {
     ),
     SLEEP: "remove the sleep from the training loop",
     LOGGING: "log every N steps, and format numbers, not whole tensors",
-    NUMPY: ("keep it in torch operators on the tensor (no copy to numpy), or run it every N steps"),
+    NUMPY: "keep it in torch operators on the tensor (no copy to numpy), or run it every N steps",
+    TO_HOST: (
+        "keep it in torch operators on whole tensors, not Python lists and numbers element by "
+        "element, or run it every N steps"
+    ),
     TORCH: "do fewer, larger tensor operations (vectorise the Python loop around them)",
     PICKLE: "pickle less often, or only what changed",
     GC: "do not call gc.collect() every step; gc.freeze() once after setup",
@@ -110,7 +116,8 @@ _LINE_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\.(acquire|join)\s*\(|\bwith\s+[\w.]*lock\w*\s*:", re.I), WAIT_LOCK),
     (re.compile(r"\b(open|os\.read|os\.write)\s*\(|\.(read|readline|readlines|flush)\(\)"), WAIT_FILE),
     (re.compile(r"\b(print|logging\.\w+|log(ger)?\.\w+)\s*\(|\.write\s*\(|\bf\".*\{"), LOGGING),
-    (re.compile(r"\bnp\.|\bnumpy\.|\.numpy\(\)|\.tolist\(\)"), NUMPY),
+    (re.compile(r"\bnp\.|\bnumpy\.|\.numpy\(\)"), NUMPY),
+    (re.compile(r"\.(tolist|item)\(\)"), TO_HOST),
 )  # fmt: skip
 _TORCH_LINE = re.compile(r"\btorch\.|\bF\.|\bnn\.|\.(sum|mean|matmul|mm|bmm|view|reshape)\(|@")
 
