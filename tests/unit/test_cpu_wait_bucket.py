@@ -139,3 +139,15 @@ def test_a_pinned_job_counts_others_only_beyond_the_cpus_it_may_not_use() -> Non
     b = cpu_bottleneck(led, s)
     assert b is not None and "and its own threads compete for them" in b.reason
     assert b.reason.startswith("the job got 0.6 of its 1 CPU: other processes used 1.3")
+
+
+def test_more_threads_than_its_cpus_is_named_beside_other_load() -> None:
+    """Pinned to 1 CPU with 2 intra-op threads, on a machine others keep busy: its own threads
+    are the cause it can fix, said with the others' share."""
+    from test_cpu_starved import _finding, _job
+
+    f = _finding(_job(0.8, 0.3, 95.0, threads=2, cpu_count=2, usable_cpus=1))
+    assert f is not None
+    assert "torch's 2 intra-op threads compete for them" in f.evidence[1], f.evidence
+    assert "the rest of the machine 1.6" in f.evidence[1]
+    assert "torch.set_num_threads(1)" in f.fix[0]

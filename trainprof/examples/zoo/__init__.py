@@ -485,10 +485,10 @@ _CASES: tuple[ZooCase, ...] = (
         90.0,
     ),
     ZooCase(
-        "pinned_workers",
+        "pinned_threads",
         "slow",
-        "a job pinned to one CPU (taskset -c 0) that sizes num_workers from os.cpu_count(): its "
-        "one worker shares the loop's CPU, whose thread waits for it",
+        "a job pinned to one CPU (taskset -c 0) that asks torch for os.cpu_count() threads: "
+        "they take turns on its one CPU, the loop's thread waits at every matmul",
         90.0,
     ),
     ZooCase(
