@@ -105,6 +105,8 @@ def test_host_work_inside_the_forward_is_the_users_not_the_models() -> None:
     assert category(FUNCTION_NUMPY, SOURCE) == "other"
     assert category(BACKWARD_NUMPY, SOURCE) == "other"
     assert category((*LOOP, MODULE, at(26, "Net.forward")), SOURCE) == "other"
+    # on a GPU, a copy to the host inside the forward waits for the GPU: a sync
+    assert category((*LOOP, MODULE, at(26, "Net.forward")), SOURCE, cuda=True) == "sync"
     # the model's own tensor code stays the forward pass
     assert category(MODEL_OP, SOURCE) == "forward"
     assert category((*LOOP, MODULE, ("linear", f"{SITE}/torch/nn/functional.py", 1)), SOURCE) == (

@@ -140,7 +140,7 @@ def category(
         if _runs_backward(name, p):
             # the user's host work called from inside it (a custom Function's backward in
             # numpy) is host work, not autograd's
-            return _host_inside(frames, source) or "backward"
+            return _host_inside(frames, source, cuda) or "backward"
         if "_tensor_str.py" in p or "/logging/" in p or "/tqdm/" in p:
             return "logging"
         if "torch/nn/modules/" in p or "torch/nn/functional.py" in p:
@@ -150,10 +150,10 @@ def category(
             # it) is backward time (it was "forward", 3.9 s of a 24 s run); building the model
             # is neither (a restart's Conv2d.__init__ was "forward")
             if any(_runs_backward(n, f) for n, f, _l in frames):
-                return _host_inside(frames, source) or "backward"
+                return _host_inside(frames, source, cuda) or "backward"
             if _builds_modules(frames):
                 return "other"
-            return _host_inside(frames, source) or "forward"
+            return _host_inside(frames, source, cuda) or "forward"
     top = frames[-1] if frames else None
     uf = user_frame(frames)
     if uf is not None:
@@ -174,14 +174,21 @@ def category(
     return "other"
 
 
-def _host_inside(frames: tuple[Frame, ...], source: dict[tuple[str, int], str]) -> str | None:
+def _host_inside(
+    frames: tuple[Frame, ...], source: dict[tuple[str, int], str], cuda: bool
+) -> str | None:
     """ "logging" or "other" where a forward or backward stack's innermost work is the user's
     host work called from inside it (a forward hook copying activations to numpy, a custom
     autograd.Function computing in numpy, a print in the model's forward): the user's code with
-    a line and a fix, not the model's operators. None where it is torch's own work."""
+    a line and a fix, not the model's operators; on CUDA, a copy to the host there is a sync.
+    None where it is torch's own work."""
     if not work_kind.is_host(frames, source):
         return None
-    return "logging" if work_kind.of_frames(frames, source) == work_kind.LOGGING else "other"
+    kind = work_kind.of_frames(frames, source)
+    top = frames[-1]
+    if cuda and is_user_file(top[1]) and SYNC_LINE.search(source.get((top[1], top[2]), "")):
+        return "sync"  # on a GPU, a copy to the host waits for the kernels that make it
+    return "logging" if kind == work_kind.LOGGING else "other"
 
 
 # Functions that run autograd's backward, by file. Not every torch/autograd frame: a function
