@@ -49,12 +49,11 @@ def unclean_note(meta: dict[str, Any], m: Metrics | None = None) -> str:
     recording = meta.get("recording")
     if isinstance(recording, dict) and not meta.get("signal") and not meta.get("stopped_by"):
         at = recording.get("stopped_at_s")
-        when = f" {at:.1f} s in" if isinstance(at, (int, float)) else ""
+        first = f"the first {at:.1f} s" if isinstance(at, (int, float)) else "the time"
         why = f" ({recording['reason']})" if recording.get("reason") else ""
         return (
-            f"No performance problem in what was recorded: recording stopped{when}{why}, and "
-            f"the job ran on to its end (exit {meta.get('exit_code')}); the report covers only "
-            "the time before"
+            f"No performance problem in {first} that could be recorded{why}; the job ran on "
+            f"to its end (exit {meta.get('exit_code')})"
         )
     return (
         "No performance problem in what was recorded, but the job did not finish cleanly (see "
