@@ -84,6 +84,22 @@ MetricsPort = Annotated[
         rich_help_panel=OUTPUT,
     ),
 ]
+MlflowOut = Annotated[
+    bool,
+    typer.Option(
+        "--mlflow",
+        help="Also add the summary, findings and HTML report to the job's MLflow run (else a new one).",
+        rich_help_panel=OUTPUT,
+    ),
+]
+WandbOut = Annotated[
+    bool,
+    typer.Option(
+        "--wandb",
+        help="Also add the summary, findings and HTML report to the job's W&B run (else a new one).",
+        rich_help_panel=OUTPUT,
+    ),
+]
 HANG_AFTER_HELP = "Seconds without a step that are a hang."
 
 

@@ -11,10 +11,12 @@ import typer
 from trainprof.commands.options import (
     HtmlOut,
     JsonOut,
+    MlflowOut,
     NoColor,
     TensorboardOut,
     TraceOut,
     Verbose,
+    WandbOut,
 )
 from trainprof.errors import TrainprofError
 from trainprof.store.rundir import (
@@ -40,6 +42,8 @@ def report(
     html_path: HtmlOut = None,
     trace_path: TraceOut = None,
     tensorboard: TensorboardOut = None,
+    mlflow: MlflowOut = False,
+    wandb: WandbOut = False,
     verbose: Verbose = False,
     no_color: NoColor = False,
 ) -> None:
@@ -88,6 +92,15 @@ def report(
         from trainprof.export import tensorboard as tb
 
         tb.check(tensorboard)
+    from importlib import import_module
+
+    trackers = [
+        import_module(f"trainprof.export.{name}")
+        for asked, name in ((mlflow, "mlflow_run"), (wandb, "wandb_run"))
+        if asked
+    ]
+    for tracker in trackers:
+        tracker.check()
     from trainprof.render.text import clean, make_console
     from trainprof.report import report as render_report
     from trainprof.store.run_files import irregular
@@ -121,3 +134,5 @@ def report(
     )
     if tensorboard is not None:
         typer.echo(tb.export(session, data, tensorboard), err=True)
+    for tracker in trackers:
+        typer.echo(tracker.export(session, data), err=True)

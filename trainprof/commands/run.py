@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -16,18 +17,22 @@ from trainprof.commands.options import (
     HtmlOut,
     JsonOut,
     MetricsPort,
+    MlflowOut,
     NoColor,
     Quiet,
     RunDir,
     TensorboardOut,
     TraceOut,
     Verbose,
+    WandbOut,
     option_names,
     refuse_stray_option,
 )
 from trainprof.errors import TrainprofError
 from trainprof.store.rundir import check_user_file
+from trainprof.store.session import Session
 
+OnReport = Callable[[Session, dict[str, Any]], None]
 MIN_INTERVAL_S = 0.05  # below it the sampler itself costs a CPU core
 MAX_INTERVAL_S = 3600.0
 
@@ -37,6 +42,18 @@ def positive_seconds(value: float | None) -> float | None:
     if value is not None and not (math.isfinite(value) and value > 0):
         raise typer.BadParameter(f"{value:g} is not a positive number of seconds")
     return value
+
+
+def chain(first: OnReport | None, then: OnReport) -> OnReport:
+    """One ``on_report`` that runs ``first`` (where there is one), then ``then``."""
+    if first is None:
+        return then
+
+    def both(session: Session, report: dict[str, Any]) -> None:
+        first(session, report)
+        then(session, report)
+
+    return both
 
 
 def run(
@@ -116,6 +133,8 @@ def run(
     trace_path: TraceOut = None,
     tensorboard: TensorboardOut = None,
     metrics_port: MetricsPort = None,
+    mlflow: MlflowOut = False,
+    wandb: WandbOut = False,
     run_dir: RunDir = None,
     quiet: Quiet = False,
     verbose: Verbose = False,
@@ -141,6 +160,13 @@ def run(
 
         tb.check(tensorboard)  # before the job: never a run without what was asked of it
         on_report = tb.printing_export(tensorboard)
+    for asked, exporter in ((mlflow, "mlflow_run"), (wandb, "wandb_run")):
+        if asked:
+            from importlib import import_module
+
+            module = import_module(f"trainprof.export.{exporter}")
+            module.check()  # before the job: the extra installed, or one line naming it
+            on_report = chain(on_report, module.printing_export())
     metrics = None
     if metrics_port is not None:
         from trainprof.export.prometheus import MetricsServer

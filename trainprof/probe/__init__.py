@@ -44,6 +44,9 @@ def start() -> None:
 
         for name, hook in HOOKS.items():
             call_after_import(name, hook)
+    from trainprof.probe import trackers
+
+    trackers.install()  # the job's own MLflow or W&B run, for --mlflow and --wandb
 
 
 def stop() -> list[str]:

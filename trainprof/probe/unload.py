@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 PROBE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-LIBRARIES = ("torch", "safetensors")
+LIBRARIES = ("torch", "safetensors", "mlflow", "wandb")
 _FUNCTIONS = (types.FunctionType, staticmethod, classmethod, types.MethodType)
 
 
