@@ -191,3 +191,24 @@ def test_a_stall_formatting_a_tensor_into_a_log_is_logging() -> None:
     (f,) = [f for f in found if f.id == "logging-overhead"]
     assert "every 30 steps" in f.title
     assert f.where is not None and f.where.startswith(f"{TRAIN}:")
+
+
+def test_a_stall_waiting_on_a_lock_is_blocking_with_the_locks_fix() -> None:
+    """Every 30th step waits 0.2 s at ``with self.lock:`` while another thread holds it: a
+    blocking stall, said to wait on a lock, with that kind's fix (the table knows no call)."""
+    sess = session(periodic(300, 0.02, 30, 0.2))
+    log = sess.processes[0]
+    spans, end = [], log.t0
+    for t_us, d_us in zip(log.steps["t"], log.steps["dur"], strict=True):
+        t1 = log.t0 + t_us / 1e6
+        if d_us > 3 * 20_000 and t_us > 2_000_000:
+            spans.append(StackSpan(end, t1 - 0.02, (*LOOP, at(23))))
+            end = t1 - 0.02
+        spans.append(StackSpan(end, t1, (*LOOP[:1], ("main", TRAIN, 41), MODULE)))
+        end = t1
+    sess.spans = spans
+    sess.source.update(SOURCE)
+    found = analyze(sess)[1].findings
+    (f,) = [f for f in found if f.id == "blocking-stall"]
+    assert "waiting on a lock" in " ".join(f.evidence)
+    assert f.fix[0].startswith(work_kind.FIX[work_kind.WAIT_LOCK])

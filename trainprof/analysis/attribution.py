@@ -167,8 +167,8 @@ def category(
             return "sync"
         if _PRINTING.search(text):
             return "logging"
-        if uf is top and re.search(r"\bsleep\s*\(", text):
-            return "idle"
+        if uf is top and work_kind.of_line(text) in work_kind.WAITS:
+            return "idle"  # the line itself waits: a sleep, a lock, a read, a child process
     if top is not None and short_name(top[0]) in _IDLE_FUNCS and not is_user_file(top[1]):
         return "idle"
     return "other"

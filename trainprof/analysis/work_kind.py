@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from trainprof.analysis.usercode import is_stdlib_path, is_torch_path, is_user_path
 from trainprof.store.stacks import Frame, StackSpan
@@ -113,7 +113,7 @@ _LINE_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bgc\.collect\s*\("), GC),
     (re.compile(r"\b(pickle|cloudpickle|marshal)\.(dump|load)s?\s*\("), PICKLE),
     (re.compile(r"\.(recv\w*|send\w*|accept|connect)\s*\("), WAIT_SOCKET),
-    (re.compile(r"\.(acquire|join)\s*\(|\bwith\s+[\w.]*lock\w*\s*:", re.I), WAIT_LOCK),
+    (re.compile(r"\.acquire\s*\(|\.join\(\s*(timeout\s*=\s*[\w.]+)?\s*\)|\bwith\s+[\w.]*lock\w*\s*:", re.I), WAIT_LOCK),
     (re.compile(r"\b(open|os\.read|os\.write)\s*\(|\.(read|readline|readlines|flush)\(\)"), WAIT_FILE),
     (re.compile(r"\b(print|logging\.\w+|log(ger)?\.\w+)\s*\(|\.write\s*\(|\bf\".*\{"), LOGGING),
     (re.compile(r"\bnp\.|\bnumpy\.|\.numpy\(\)"), NUMPY),
@@ -161,6 +161,11 @@ def _innermost_user_index(frames: tuple[Frame, ...]) -> int | None:
         if frames[i][1] and is_user_path(frames[i][1]):
             return i
     return None
+
+
+def of_line(text: str) -> str:
+    """The kind of work a user line does where it makes the C call itself (no frame below)."""
+    return _of_line(text)
 
 
 def _of_line(text: str) -> str:
@@ -229,3 +234,17 @@ def inside_model(spans: Iterable[StackSpan], frame: Frame) -> str | None:
             where["loop"] += int((s.t1 - s.t0) * 1e6)
     top = where.most_common(1)[0][0] if where else None
     return top if top in ("forward", "backward") else None
+
+
+def in_windows(
+    spans: Sequence[StackSpan],
+    source: Mapping[tuple[str, int], str],
+    windows: Iterable[tuple[float, float]],
+) -> str | None:
+    """The kind of work that holds the main thread longest inside the windows (a stall's)."""
+    from trainprof.analysis.attribution import overlaps  # attribution imports this module
+
+    kinds: Counter[str] = Counter()
+    for s, seconds in overlaps(spans, windows):
+        kinds[of_frames(s.frames, source)] += int(seconds * 1e6)
+    return kinds.most_common(1)[0][0] if kinds else None

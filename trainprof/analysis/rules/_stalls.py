@@ -3,10 +3,12 @@ period, and where the loop calls the code that stalls."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from trainprof.analysis import work_kind
 from trainprof.analysis.call_sites import CallSite
 from trainprof.analysis.costly_calls import HotLine, hot_line
+from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._common import ms, site
 from trainprof.analysis.rules.registry import Threshold
@@ -127,3 +129,18 @@ def _where_lines(m: Metrics, found: Stalls) -> list[str]:
     if m.activity.stacks_error or not m.activity.spans:
         return ["no stack samples to name the code (py-spy unavailable)"]
     return []
+
+
+def stall_kind(m: Metrics, found: Stalls) -> str | None:
+    """The kind of work that fills the stalls (work_kind): what to say they do, and its fix."""
+    windows = [(s.t0, s.t1) for s in found.stalls]
+    return work_kind.in_windows(m.activity.spans, m.activity.source, windows)
+
+
+def with_kind(f: Finding, found: Stalls, kind: str | None) -> Finding:
+    """The finding with its kind of work's fix first, where the table knows no call on the hot
+    line and the kind has a fix of its own (a wait, numpy, pickling, GC)."""
+    known = found.hot is not None and found.hot.call is not None
+    if known or kind is None or kind in (work_kind.PYTHON, work_kind.TORCH):
+        return f
+    return replace(f, fix=(work_kind.FIX[kind], *f.fix))

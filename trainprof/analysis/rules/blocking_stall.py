@@ -18,6 +18,7 @@ Best practice::
 
 from __future__ import annotations
 
+from trainprof.analysis import work_kind
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._stalls import (
@@ -29,6 +30,8 @@ from trainprof.analysis.rules._stalls import (
     every,
     evidence,
     judge,
+    stall_kind,
+    with_kind,
 )
 from trainprof.analysis.rules.registry import FROM_STACKS, rule
 
@@ -48,7 +51,10 @@ def check(m: Metrics) -> Finding | None:
     if found is None:
         return None
     doing = "blocked waiting (its stack samples were idle: sleep, socket, lock or I/O)"
-    return finding(found, every(m, found), evidence(m, found, doing))
+    kind = stall_kind(m, found)
+    if kind in work_kind.WAITS:
+        doing = f"blocked, {work_kind.DESCRIBE[kind]}"
+    return with_kind(finding(found, every(m, found), evidence(m, found, doing)), found, kind)
 
 
 def finding(found: Stalls, when: str, lines: list[str]) -> Finding:

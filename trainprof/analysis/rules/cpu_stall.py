@@ -22,6 +22,7 @@ Best practice::
 
 from __future__ import annotations
 
+from trainprof.analysis import work_kind
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules._stalls import (
@@ -33,6 +34,8 @@ from trainprof.analysis.rules._stalls import (
     every,
     evidence,
     judge,
+    stall_kind,
+    with_kind,
 )
 from trainprof.analysis.rules.registry import FROM_STACKS, rule
 
@@ -52,7 +55,10 @@ def check(m: Metrics) -> Finding | None:
     if found is None:
         return None
     doing = "computing (not waiting for data, saving, evaluating or blocked)"
-    return finding(found, every(m, found), evidence(m, found, doing))
+    kind = stall_kind(m, found)
+    if kind is not None and kind not in (work_kind.PYTHON, work_kind.TORCH):
+        doing += f": {work_kind.DESCRIBE[kind]}"
+    return with_kind(finding(found, every(m, found), evidence(m, found, doing)), found, kind)
 
 
 def finding(found: Stalls, when: str, lines: list[str]) -> Finding:
