@@ -108,5 +108,5 @@ def test_compare_says_the_runs_had_different_load(
     assert (c["load_note"] is not None) == apart, c
     if apart:
         assert "very different load" in c["load_note"]
-        assert "very different load" in done.stderr
+        assert "very different load" in done.stdout + done.stderr
     assert c["batch_note"] is None, "the same batch size: it/s stays comparable"
