@@ -13,7 +13,8 @@ Fix: no unbounded per-worker cache: precompute the features once into a file tha
 workers memory-map (`np.memmap`, shared and read-only), or bound the cache
 (`functools.lru_cache(maxsize=...)`). `--fixed` computes without caching.
 
-Measured cost: see EXPECTED.md (the workers' memory; the speed is the same).
+Measured cost: the two workers' private memory peaked at 238 MiB against 24 MiB with
+--fixed (220 steps), rising all through the run; the speed is about the same.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ Fix: vectorise it (`torchvision.ops.box_iou`, a cumulative max over the precisio
 `searchsorted` for the recall points), or use a library's implementation, or compute it less
 often; `--fixed` computes the same mAP with tensor ops (the same numbers, to rounding).
 
-Measured cost: see EXPECTED.md.
+Measured cost (2 CPUs at load 12, OMP_NUM_THREADS=1): CPU time 5.5 s against 5.3 s (-4 %),
+wall 23.1 s against 17.5 s: small; a periodic stall, 10 calls a run.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ the run: the wait grows from a few milliseconds to most of each 0.15 s period.
 Fix: hold the lock only to copy (or swap out) the list, and serialise, compress and write
 outside it; `--fixed` copies the history under the lock and writes the copy without it.
 
-Measured cost: see EXPECTED.md.
+Measured cost (2 CPUs at load 11, OMP_NUM_THREADS=1): wall 20.1 s against 8.7 s (-57 %).
 """
 
 from __future__ import annotations

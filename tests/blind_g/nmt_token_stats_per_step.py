@@ -3,7 +3,8 @@ accuracy and an n-gram overlap score in pure Python after every step.
 
 Diagnosis: `ngram_overlap` converts the batch's predictions and targets to Python lists
 (`.tolist()`), strips padding, and counts matching 1- to 4-grams with `collections.Counter`,
-sentence by sentence, after every optimizer step; the result is only printed every 50 steps.
+sentence by sentence, over the last 8 batches (a smoothed score), after every optimizer step;
+the result is only printed every 50 steps.
 That is per-step host work of the loop's own, outside forward, backward and the optimizer, and
 a large share of each step.
 
@@ -11,7 +12,8 @@ Fix: compute the metric on tensors (token accuracy is one comparison and a mean)
 n-gram score only when it is printed, on a few batches; `--fixed` computes the same score only
 every 50 steps.
 
-Measured cost: see EXPECTED.md.
+Measured cost (2 CPUs at load 10, OMP_NUM_THREADS=1): CPU time 7.7 s against 6.0 s (-23 %);
+the wall times (23.9 s, 23.1 s) were within the load's noise.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def main() -> None:
     torch.manual_seed(0)
     model = Seq2Seq()
     opt = torch.optim.Adam(model.parameters(), lr=3e-4)
+    recent: collections.deque = collections.deque(maxlen=8)  # a smoothed score
     for step in range(STEPS):
         src = torch.randint(1, VOCAB, (32, LEN))
         src[:, LEN - 4 :] = PAD
@@ -73,8 +76,9 @@ def main() -> None:
         opt.zero_grad()
         loss.backward()
         opt.step()
+        recent.append((logits.argmax(-1), tgt))
         if not args.fixed or step % 50 == 0:
-            score = ngram_overlap(logits.argmax(-1), tgt)
+            score = sum(ngram_overlap(p, t) for p, t in recent) / len(recent)
         if step % 50 == 0:
             print(f"step {step} loss {loss.item():.3f} overlap {score:.3f}", flush=True)
 

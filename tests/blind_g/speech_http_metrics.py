@@ -12,8 +12,10 @@ Fix: do not wait on the network in the loop: put the metrics on a queue and let 
 thread send them in batches (or send every N steps, without waiting for the reply). `--fixed`
 queues them for a sender thread.
 
-Measured cost (OMP_NUM_THREADS=1, 2 CPUs, plain and --fixed alternated, 3 each, whole script
-wall time): see EXPECTED.md.
+Measured cost (2 CPUs at load 10-11, OMP_NUM_THREADS=1, whole script): plain 56.8 s and
+30.9 s, --fixed 34.2 s and 32.3 s: not conclusive under that load; by construction the wait is
+at least 400 x 8 ms = 3.2 s. An earlier pair at a lighter load (12 ms latency): 12.0 s against
+4.2 s. Details in EXPECTED.md.
 """
 
 from __future__ import annotations

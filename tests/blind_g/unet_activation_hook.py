@@ -12,7 +12,8 @@ Fix: compute such stats every N steps, with torch on a detached tensor
 (`torch.quantile`/`torch.histc`, or just mean and zero-fraction), or remove the hook once the
 question is answered. `--fixed` runs the hook every 100 steps in torch.
 
-Measured cost: see EXPECTED.md.
+Measured cost (2 CPUs at load 12-14, OMP_NUM_THREADS=1): CPU time 9.0 s against 6.5 s
+(-29 %), wall about -55 %; in process the hook took 24 ms a call against a 35 ms step.
 """
 
 from __future__ import annotations

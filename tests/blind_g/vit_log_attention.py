@@ -1,17 +1,18 @@
-"""Small vision transformer on synthetic 32x32 images that logs its attention map every 10
+"""Small vision transformer on synthetic 32x32 images that logs its attention maps every 5
 steps.
 
-Diagnosis: `log_attention` writes the first head's full attention matrix (65x65 of the
-first image, plus the CLS row of every head) through `logging`, formatted with
+Diagnosis: `log_attention` writes the full attention matrix of each of the 4 heads (65x65, of
+the first image) through `logging`, formatted with
 `np.array2string(..., threshold=sys.maxsize, precision=4)` so that nothing is elided. Each
-call formats thousands of floats one at a time in Python: every 10th step stops for it. The
+call formats thousands of floats one at a time in Python: every 5th step stops for it. The
 training itself is ordinary.
 
 Fix: do not log tensors as text: log a few scalars (entropy of the attention, its max), or
 save the array with `np.save`/a tensorboard image every few hundred steps. `--fixed` logs
 the attention's mean entropy instead.
 
-Measured cost: see EXPECTED.md.
+Measured cost (2 CPUs at load 12, OMP_NUM_THREADS=1): CPU time 8.8 s against 6.7 s (-24 %),
+wall 27.6 s against 19.1 s (-31 %).
 """
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ class ViT(nn.Module):
 
 def log_attention(step: int, attn: torch.Tensor) -> None:
     a = attn.detach().numpy()
-    full = np.array2string(a[0, 0], threshold=sys.maxsize, precision=4, max_line_width=200)
-    cls_rows = np.array2string(a[0, :, 0], threshold=sys.maxsize, precision=4)
-    log.info("step %d attention head 0:\n%s\nCLS rows:\n%s", step, full, cls_rows)
+    for head in range(a.shape[1]):
+        full = np.array2string(a[0, head], threshold=sys.maxsize, precision=4, max_line_width=200)
+        log.info("step %d attention head %d:\n%s", step, head, full)
 
 
 def log_attention_entropy(step: int, attn: torch.Tensor) -> None:
@@ -91,7 +92,7 @@ def main() -> None:
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if step % 10 == 0:
+        if step % 5 == 0:
             report(step, attn)
     log.info("done, loss %.3f", loss.item())
 
