@@ -163,9 +163,7 @@ def run(opts: RunOptions) -> int:
     meta["usable_cpus"] = usable_cpus(job.pid)
     meta["runner"]["started"] = process_started(os.getpid())
     recording.write(rundir.META, meta)
-    live = LiveView(
-        str(run_dir), terminal, sys.stderr.fileno(), LiveJudge(run_dir, job.started_at)
-    )
+    live = LiveView(str(run_dir), terminal, sys.stderr.fileno(), LiveJudge(run_dir, job.started_at))
     if opts.metrics is not None:
         opts.metrics.watch(live)
 
