@@ -333,6 +333,12 @@ def _before_backward(frames: tuple[Frame, ...], sites: dict[tuple[str, str], int
     return False
 
 
+def _library_host_work(frames: tuple[Frame, ...], source: Mapping[tuple[str, int], str]) -> bool:
+    """The innermost frame is host work in a library's or the standard library's code (numpy,
+    copy.deepcopy, random): not the user's own tensor code, which has no frame of its own."""
+    return bool(frames) and not is_user_file(frames[-1][1]) and work_kind.is_host(frames, source)
+
+
 def by_position(
     category_of: Callable[[tuple[Frame, ...]], str],
     sites: dict[tuple[str, str], int],
@@ -340,7 +346,7 @@ def by_position(
 ) -> Callable[[tuple[Frame, ...]], str]:
     """``category_of``, with the user's own tensor code that runs before the step's backward
     call (``backward_sites``) as the forward pass: ``profile``'s and attach's ledger's. Host
-    work there (numpy, the standard library, ``.tolist()``: ``work_kind.is_host``) stays host
+    work in a library there (numpy, the standard library: ``work_kind.is_host``) stays host
     work."""
     source = source or {}
 
@@ -350,7 +356,7 @@ def by_position(
             cat == "other"
             and sites
             and _before_backward(frames, sites)
-            and not work_kind.is_host(frames, source)
+            and not _library_host_work(frames, source)
         ):
             return "forward"
         return cat

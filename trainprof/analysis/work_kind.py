@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
 from trainprof.analysis.usercode import is_stdlib_path, is_torch_path, is_user_path
 from trainprof.store.stacks import Frame, StackSpan
@@ -234,17 +234,3 @@ def inside_model(spans: Iterable[StackSpan], frame: Frame) -> str | None:
             where["loop"] += int((s.t1 - s.t0) * 1e6)
     top = where.most_common(1)[0][0] if where else None
     return top if top in ("forward", "backward") else None
-
-
-def in_windows(
-    spans: Sequence[StackSpan],
-    source: Mapping[tuple[str, int], str],
-    windows: Iterable[tuple[float, float]],
-) -> str | None:
-    """The kind of work that holds the main thread longest inside the windows (a stall's)."""
-    from trainprof.analysis.attribution import overlaps  # attribution imports this module
-
-    kinds: Counter[str] = Counter()
-    for s, seconds in overlaps(spans, windows):
-        kinds[of_frames(s.frames, source)] += int(seconds * 1e6)
-    return kinds.most_common(1)[0][0] if kinds else None

@@ -3,9 +3,11 @@ period, and where the loop calls the code that stalls."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from trainprof.analysis import work_kind
+from trainprof.analysis.attribution import overlaps
 from trainprof.analysis.call_sites import CallSite
 from trainprof.analysis.costly_calls import HotLine, hot_line
 from trainprof.analysis.findings import Finding
@@ -133,8 +135,11 @@ def _where_lines(m: Metrics, found: Stalls) -> list[str]:
 
 def stall_kind(m: Metrics, found: Stalls) -> str | None:
     """The kind of work that fills the stalls (work_kind): what to say they do, and its fix."""
+    kinds: Counter[str] = Counter()
     windows = [(s.t0, s.t1) for s in found.stalls]
-    return work_kind.in_windows(m.activity.spans, m.activity.source, windows)
+    for span, seconds in overlaps(m.activity.spans, windows):
+        kinds[work_kind.of_frames(span.frames, m.activity.source)] += int(seconds * 1e6)
+    return kinds.most_common(1)[0][0] if kinds else None
 
 
 def with_kind(f: Finding, found: Stalls, kind: str | None) -> Finding:
