@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import pytest
 from conftest import trainprof_cmd, write_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.parallel]
+
+DATA = Path(__file__).parents[1] / "data"
 
 mlflow_client = pytest.importorskip("mlflow.tracking")
 wandb_records = pytest.importorskip("wandb.proto.wandb_internal_pb2")
@@ -225,6 +228,30 @@ def test_a_stored_run_of_a_job_with_no_tracker_gets_runs_of_trainprof_s_own(
     (wb,) = (tmp_path / "wandb-dir" / "wandb").glob("offline-run-*")
     assert _display_name(wb) == "trainprof run"
     _check_wandb_run(wb, report)
+
+
+def test_wandb_without_a_login_says_so_and_asks_nothing(tmp_path: Path) -> None:
+    """A stored run (recorded in tests/data), W&B online and no credentials: one line after the
+    report, the command's exit code unchanged, no prompt (stdin closed) and no run written."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(DATA / "runs" / "checkpoint_stall", run_dir)
+    env = {k: v for k, v in _env(tmp_path).items() if not k.startswith("WANDB_API")}
+    env.update(HOME=str(tmp_path), WANDB_MODE="online")
+    proc = subprocess.run(
+        trainprof_cmd("report", str(run_dir), "--wandb"),
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "trainprof: --wandb: not logged in to W&B (wandb login, or WANDB_MODE=offline); "
+        "nothing added"
+    ), proc.stderr
+    assert not (tmp_path / "wandb-dir").exists()
 
 
 @pytest.mark.parametrize(("option", "module"), [("--mlflow", "mlflow"), ("--wandb", "wandb")])

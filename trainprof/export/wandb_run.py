@@ -35,9 +35,18 @@ def write(session: Session, report: dict[str, Any]) -> tuple[str, str, bool]:
     """Log to the job's run, or to a new one; (run id, where it is, whether it was the job's)."""
     wandb = need("wandb", "wandb", OPTION)
     own = run_summary.job_run(session, "wandb_run")
+    if own is not None and not isinstance(own.get("id"), str):
+        own = None
     settings = wandb.Settings(console="off", silent=True)
-    if own is not None and isinstance(own.get("id"), str):
-        mode = own.get("mode") if own.get("mode") in ("online", "offline") else None
+    mode = own.get("mode") if own is not None else os.environ.get("WANDB_MODE")
+    if mode == "disabled":
+        raise TrainprofError(f"{OPTION}: W&B is disabled here (WANDB_MODE=disabled); nothing added")
+    if mode not in ("offline", "dryrun") and not wandb.login(prompt=False, verify=False):
+        raise TrainprofError(
+            f"{OPTION}: not logged in to W&B (wandb login, or WANDB_MODE=offline); nothing added"
+        )
+    if own is not None:
+        mode = mode if mode in ("online", "offline") else None
         run = wandb.init(
             id=own["id"],
             project=own.get("project"),
