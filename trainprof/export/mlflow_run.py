@@ -83,7 +83,13 @@ def export(session: Session, report: dict[str, Any]) -> str:
     except TrainprofError as exc:
         return f"trainprof: {exc}"
     except Exception as exc:  # the store refused (a server down, a deleted run): said, not raised
-        return f"trainprof: could not log to MLflow ({type(exc).__name__}: {exc})"[:400]
+        said = " ".join(str(exc).split())  # one line, however the library words it
+        if "sqlite:" in said and importlib.util.find_spec("sqlalchemy") is None:
+            return (
+                "trainprof: could not log to MLflow: its default store (SQLite) needs the full "
+                "`mlflow` package; or set MLFLOW_TRACKING_URI to your tracking server"
+            )
+        return f"trainprof: could not log to MLflow ({type(exc).__name__}: {said})"[:400]
     whose = "the job's run" if job_s else "a run of trainprof's own"
     return f"MLflow: trainprof's metrics, findings and report added to {whose} {run_id} ({uri})"
 

@@ -88,7 +88,8 @@ def export(session: Session, report: dict[str, Any]) -> str:
     except TrainprofError as exc:
         return f"trainprof: {exc}"
     except Exception as exc:  # W&B refused (no login, no network): said, not raised
-        return f"trainprof: could not log to W&B ({type(exc).__name__}: {exc})"[:400]
+        said = " ".join(str(exc).split())  # one line, however the library words it
+        return f"trainprof: could not log to W&B ({type(exc).__name__}: {said})"[:400]
     whose = "the job's run" if job_s else "a run of trainprof's own"
     return f"W&B: trainprof's metrics, findings and report added to {whose} {run_id} ({where})"
 
