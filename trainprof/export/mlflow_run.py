@@ -25,6 +25,7 @@ from trainprof.store.session import Session
 
 OPTION = "--mlflow"
 ARTIFACTS = "trainprof"  # the folder of the run's artifacts trainprof writes
+NAMED_STORES = ("databricks", "databricks-uc", "uc")  # tracking URIs that are not paths
 
 
 def check() -> None:
@@ -109,7 +110,7 @@ def _absolute(uri: Any, cwd: Any) -> str | None:
         return None
     parsed = urlparse(uri)
     base = Path(cwd) if isinstance(cwd, str) else Path.cwd()
-    if parsed.scheme == "" and not Path(uri).is_absolute():
+    if parsed.scheme == "" and not Path(uri).is_absolute() and uri not in NAMED_STORES:
         return (base / uri).resolve().as_uri()
     if parsed.scheme == "file" and not parsed.netloc and not uri.startswith("file:/"):
         return (base / uri[len("file:") :]).resolve().as_uri()
