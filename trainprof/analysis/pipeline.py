@@ -83,6 +83,7 @@ def evaluate(
 # a fix of its is predicted to gain; otherwise the cause it compounds with leads.
 CPU_WAIT_LEADS = 0.25
 _STARVED = "cpu-starved"
+_CPU_WORK = ("host", "stalls", "input")  # rule families of the loop's own work
 
 
 def cause_first(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
@@ -93,15 +94,27 @@ def cause_first(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
     if at is None:
         return findings
     starved = findings[at]
+    if any(f.severity == starved.severity for f in findings[:at]):
+        return findings  # it does not lead
     predicted = any(EXPECTED in line for line in starved.fix)
     if predicted and (starved.impact or 0.0) >= CPU_WAIT_LEADS:
         return findings
     pairs = [pair for pair in COMPOUNDS if _STARVED in pair]
+
+    def compounded(f: Finding) -> bool:
+        """A cause the wait for a CPU slows: one it names as compounding, or CPU work of the
+        loop's that claims measured time (its host work, a stall, its data loading)."""
+        if any(f.id in p for p in pairs):
+            return True
+        r = REGISTRY.get(f.id)
+        cpu_work = r is not None and r.family in _CPU_WORK and f.id != unowned_time.ID
+        return cpu_work and (f.impact or 0.0) > 0
+
     cause = next(
         (
             i
             for i, f in enumerate(findings)
-            if i > at and f.severity == starved.severity and any(f.id in p for p in pairs)
+            if i > at and f.severity == starved.severity and compounded(f)
         ),
         None,
     )
