@@ -7,7 +7,8 @@ that library cannot load, so that torchvision imports with its C++ ops unavailab
 script uses none of them). The packages come from ``<venv>/realworld-vision`` when they are not
 importable otherwise: they live outside the venv's site-packages, since an importable but broken
 torchvision breaks ``from transformers import Trainer`` for every other job of that venv.
-The script then runs as ``__main__``, unmodified, with ``sys.argv`` = [SCRIPT, ARGS...].
+The script then runs as ``__main__``, unmodified, with ``sys.argv`` = [SCRIPT, ARGS...] and its
+folder first on ``sys.path``, as ``python SCRIPT ARGS...`` would run it.
 """
 
 import importlib.util
@@ -39,6 +40,8 @@ def _define_missing_ops() -> None:
 
 
 def main() -> None:
+    # as `python SCRIPT` does: the script's folder first, so it imports its sibling modules
+    sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[1]))
     if importlib.util.find_spec("torchvision") is None and os.path.isdir(SIDE):
         sys.path.insert(0, SIDE)
     _define_missing_ops()

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,10 @@ class Case:
     volatile: list[str]
     timeout_s: float
     expert: dict[str, Any]
+    # The expert's first fix as a patch of a working copy: {"file", "replace": [[old, new]...]}
+    fix: dict[str, Any] | None = None
+    # What the script learned, as it prints it: {"regex", "rel_tol"}; compared plain to fixed
+    learned: dict[str, Any] | None = None
 
     @property
     def known_miss(self) -> str | None:
@@ -89,6 +93,11 @@ def load_case(path: Path) -> Case:
         if key not in expert:
             raise ValueError(f"{path / 'expert.json'}: no {key!r}")
     own = spec["own_steps"]
+    fix, learned = spec.get("fix"), spec.get("learned")
+    if fix is not None and not (fix.get("file") and fix.get("replace")):
+        raise ValueError(f"{path / 'case.json'}: fix needs file and replace")
+    if (fix is None) != (learned is None or "regex" not in learned):
+        raise ValueError(f"{path / 'case.json'}: fix and learned (with a regex) come together")
     if not ("regex" in own or ("file" in own and "json_key" in own)):
         raise ValueError(f"{path / 'case.json'}: own_steps needs regex, or file and json_key")
     return Case(
@@ -102,6 +111,8 @@ def load_case(path: Path) -> Case:
         volatile=list(spec.get("volatile") or []),
         timeout_s=float(spec["timeout_s"]),
         expert=expert,
+        fix=dict(fix) if fix else None,
+        learned=dict(learned) if learned else None,
     )
 
 
@@ -170,6 +181,42 @@ def own_steps(case: Case, output: str, workdir: Path) -> int | None:
         return None
     value = json.loads(path.read_text()).get(spec["json_key"])
     return None if value is None else int(value) + int(spec.get("offset", 0))
+
+
+def learned_values(case: Case, output: str) -> list[str]:
+    """Every match of case.json's learned regex in the output, in order (its non-empty groups
+    joined by a space where it has several): the curve a fix must leave as it was."""
+    assert case.learned is not None
+    found = re.findall(case.learned["regex"], output, flags=re.MULTILINE)
+    return [" ".join(g for g in m if g) if isinstance(m, tuple) else m for m in found]
+
+
+def _same(a: str, b: str, rel_tol: float) -> bool:
+    if a == b or rel_tol <= 0:
+        return a == b
+    xs, ys = a.split(), b.split()
+    try:
+        return len(xs) == len(ys) and all(
+            abs(float(x) - float(y)) <= rel_tol * max(abs(float(x)), abs(float(y)))
+            for x, y in zip(xs, ys, strict=True)
+        )
+    except ValueError:
+        return False
+
+
+def apply_fix(case: Case, work: Path) -> None:
+    """Patch the working copy with the case's fix: each old string must occur exactly once."""
+    assert case.fix is not None
+    path = work / case.fix["file"]
+    text = path.read_text()
+    for old, new in case.fix["replace"]:
+        if text.count(old) != 1:
+            raise ValueError(
+                f"{case.name}: fix: {old!r} occurs {text.count(old)} times in {path.name}"
+            )
+        text = text.replace(old, new)
+    path.unlink()  # a fresh file: the copy may be a hard link or read-only
+    path.write_text(text)
 
 
 def first_finding(report: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -322,6 +369,16 @@ def run_plain(box: Sandbox) -> Run:
     return run
 
 
+def run_fixed(box: Sandbox) -> Run:
+    """The case's command as it is, on a working copy patched with the case's fix."""
+    box.reset()
+    apply_fix(box.case, box.work)
+    argv = expand(box.case.command, box.python, box.data)
+    run = _run(argv, box.work, box.env(), box.case.timeout_s)
+    run.own_steps = own_steps(box.case, run.stdout + run.stderr, box.work)
+    return run
+
+
 def run_traced(box: Sandbox) -> Run:
     """The case's command under `trainprof run`, with its JSON report read back."""
     box.reset()
@@ -390,6 +447,46 @@ def check_steps(traced: Run) -> list[str]:
     return []
 
 
+def check_learned(case: Case, plain: Run, fixed: Run | None) -> list[str]:
+    """Check 4: the expert's first fix leaves what the script learned as it was (case.json's
+    learned: every match equal, or within rel_tol of each other)."""
+    if fixed is None or case.learned is None:
+        return []
+    if fixed.timed_out or fixed.returncode != plain.returncode:
+        return [
+            f"the fixed run: exit code {fixed.returncode} (plain {plain.returncode}), "
+            f"timed out {fixed.timed_out}\n{_tail(fixed.stderr)}"
+        ]
+    a = learned_values(case, plain.stdout + plain.stderr)
+    b = learned_values(case, fixed.stdout + fixed.stderr)
+    if not a:
+        return ["learned: the plain run printed no match of the learned regex"]
+    tol = float(case.learned.get("rel_tol", 0.0))
+    if len(a) != len(b):
+        return [
+            f"learned: plain printed {len(a)} values, fixed {len(b)}: {a[-3:]} against {b[-3:]}"
+        ]
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        if not _same(x, y, tol):
+            return [f"learned: value {i + 1} of {len(a)}: plain {x!r}, fixed {y!r} (rel_tol {tol})"]
+    return []
+
+
+def check_fix_excludes(case: Case, traced: Run) -> list[str]:
+    """Check 5: no fix line of any finding matches one of expert.json's fix_excludes (regular
+    expressions, case-insensitive): advice the expert knows to be wrong for this job."""
+    patterns = case.expert.get("fix_excludes") or []
+    if not patterns or traced.report is None:
+        return []
+    problems = []
+    for f in traced.report.get("findings") or []:
+        for line in f.get("fix") or []:
+            for p in patterns:
+                if re.search(p, line, flags=re.IGNORECASE):
+                    problems.append(f"{f['id']}'s fix says {p!r}: {line!r}")
+    return problems
+
+
 def describe(finding: dict[str, Any] | None) -> str:
     if finding is None:
         return "no finding of severity warning or worse"
@@ -442,6 +539,9 @@ class Outcome:
     output: list[str]
     steps: list[str]
     finding: list[str]
+    fixed: Run | None = None
+    learned: list[str] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)
 
 
 # Every outcome run in this process, for a summary at the end (realworld/conftest.py).
@@ -458,6 +558,7 @@ def run_case(case: Case, base: Path, python: str = sys.executable) -> Outcome:
         )
     plain = run_plain(box)
     traced = run_traced(box)
+    fixed = run_fixed(box) if case.fix is not None else None
     return Outcome(
         case,
         prep,
@@ -466,6 +567,9 @@ def run_case(case: Case, base: Path, python: str = sys.executable) -> Outcome:
         check_same_output(case, plain, traced),
         check_steps(traced),
         check_finding(case, traced),
+        fixed,
+        check_learned(case, plain, fixed),
+        check_fix_excludes(case, traced),
     )
 
 
@@ -474,8 +578,13 @@ def summary_line(o: Outcome) -> str:
     counted = (o.traced.report or {}).get("summary", {}).get("steps")
     got = first_finding(o.traced.report)
     others = "" if o.traced.others_cpus is None else f", other load {o.traced.others_cpus:.1f} CPUs"
+    fixed = ""
+    if o.fixed is not None:
+        last = learned_values(o.case, o.fixed.stdout + o.fixed.stderr)[-1:] or ["none"]
+        same = "unchanged" if not o.learned else "CHANGED"
+        fixed = f", fixed {o.fixed.wall_s:.1f} s (learned {same}, last {last[0]!r})"
     return (
-        f"{o.case.name}: plain {o.plain.wall_s:.1f} s, traced {o.traced.wall_s:.1f} s{others}; "
+        f"{o.case.name}: plain {o.plain.wall_s:.1f} s, traced {o.traced.wall_s:.1f} s{fixed}{others}; "
         f"steps trainprof {counted}, script {o.traced.own_steps}; "
         f"first finding {got['id'] if got else None}, expert {o.case.expert['first_finding']}"
     )
@@ -489,9 +598,10 @@ def main(argv: list[str]) -> int:
         with tempfile.TemporaryDirectory(prefix=f"realworld-{case.name}-") as tmp:
             o = run_case(case, Path(tmp))
         print(summary_line(o))
-        for problem in o.output + o.steps + o.finding:
+        problems = o.output + o.steps + o.finding + o.learned + o.excluded
+        for problem in problems:
             print("  " + problem.replace("\n", "\n  "))
-        failed += bool(o.output or o.steps or o.finding)
+        failed += bool(problems)
     return 1 if failed else 0
 
 

@@ -8,12 +8,13 @@ import harness
 import pytest
 
 CASES = harness.discover()
-# Prepare, the plain run and the traced run, each within the case's timeout, plus start-up.
+# Prepare, the plain, traced and fixed runs, each within the case's timeout, plus start-up.
 SLACK_S = 60
 
 
 def _param(case: harness.Case) -> object:
-    limit = int(3 * case.timeout_s + harness.GRACE_S + SLACK_S)
+    runs = 4 if case.fix is not None else 3
+    limit = int(runs * case.timeout_s + harness.GRACE_S + SLACK_S)
     return pytest.param(case, id=case.name, marks=pytest.mark.timeout(limit))
 
 
@@ -28,6 +29,9 @@ def test_case(case: harness.Case, tmp_path: Path) -> None:
         )
     if o.steps:
         pytest.fail(f"{case.name}: " + "\n".join(o.steps), pytrace=False)
+    # checks 4 and 5 never xfail: the first fix keeps what is learned, no excluded advice
+    if o.learned or o.excluded:
+        pytest.fail(f"{case.name}: " + "\n".join(o.learned + o.excluded), pytrace=False)
     if case.known_miss:
         if o.finding:
             pytest.xfail(f"known miss: {case.known_miss}\n" + "\n".join(o.finding))
