@@ -17,6 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from conftest import trainprof_cmd
 
@@ -25,6 +26,12 @@ from trainprof.tune.measure import run_trial
 from trainprof.tune.search import FASTER
 
 AGREE = 0.10  # of the original's samples/s
+OTHERS_BUSY = 0.5  # CPUs other processes may keep busy before throughput is theirs to decide
+
+
+def _others_busy_cpus() -> float:
+    """CPUs the machine kept busy over one second while this test ran no job: other processes'."""
+    return psutil.cpu_percent(interval=1.0) / 100 * (os.cpu_count() or 1)
 
 
 def _tune(tmp: Path, script: Path, *args: str, budget: int) -> dict[str, Any]:
@@ -82,7 +89,7 @@ def test_tune_finds_faster_workers_for_the_input_bound_job_and_an_ab_agrees(
     tmp_path: Path,
 ) -> None:
     script = ZOO_DIR / "input_bound.py"
-    load_before = os.getloadavg()[0]
+    others_before = _others_busy_cpus()
     result = _tune(
         tmp_path,
         script,
@@ -97,11 +104,11 @@ def test_tune_finds_faster_workers_for_the_input_bound_job_and_an_ab_agrees(
     before, after = _ab(tmp_path, script, fixed, result["steps_per_run"])
     tuned, ab = (arm["median"] - base) / base, (after - before) / before
     said = f"tune {tuned:+.0%} ({arm['verdict']}), A/B {ab:+.0%} ({before:.1f} → {after:.1f})"
-    load = max(load_before, os.getloadavg()[0])
-    if load > 2 * result["usable_cpus"] and (abs(tuned - ab) > AGREE or arm["verdict"] != FASTER):
+    others = max(others_before, _others_busy_cpus())
+    if others > OTHERS_BUSY and (abs(tuned - ab) > AGREE or arm["verdict"] != FASTER):
         # Other jobs' load decided, not the change: on 2 CPUs at load 7-12 the same script's
-        # runs differed 2× from one another (132-266 samples/s).
-        pytest.xfail(f"load average {load:.1f} on {result['usable_cpus']} CPUs: {said}")
+        # runs differed 2× from one another (132-266 samples/s), and the workers found no CPU.
+        pytest.xfail(f"other processes kept {others:.1f} of {os.cpu_count()} CPUs busy: {said}")
     # what tune measured, whichever way: a plain A/B of the edited script sees the same change
     assert abs(tuned - ab) <= AGREE, said
     # with CPUs to spare for the workers, they are faster
