@@ -1,5 +1,5 @@
 """Under `trainprof attach`, a function seen in bursts with several steps between them is a
-periodic stall (cpu-stall), attach after attach; one seen in every step is overhead."""
+periodic stall (cpu-stall), attach after attach; a wait seen in every step is a blocking wait."""
 
 from __future__ import annotations
 
@@ -28,11 +28,11 @@ def test_a_periodic_task_is_the_same_stall_in_three_attaches_of_three(tmp_path: 
         assert "mine_hard_negatives" in (r.problems[0]["where"] or ""), r.problems[0]
 
 
-def test_overhead_in_every_step_is_loop_overhead_from_outside(tmp_path: Path) -> None:
+def test_a_wait_in_every_step_is_a_blocking_wait_from_outside(tmp_path: Path) -> None:
     job = repeated(ZOO_DIR / "subprocess_per_step.py", 10)
     with started(job, "step ", tmp_path) as target:
         r = attach(target.proc.pid, tmp_path, duration="4")
     first = r.problems[0]
-    assert first["id"] == "loop-overhead", r.report["findings"]
+    assert first["id"] == "blocking-stall", r.report["findings"]
     assert "subprocess_per_step.py:" in (first["where"] or "")
     assert any("waiting for a child process" in e for e in first["evidence"])

@@ -1,6 +1,6 @@
 """What fills the step (analysis/work_kind.py): the kind of work a stack does, read from the
 library the user's line calls into; the user's host work inside the model's forward is host
-work, not the model; a wait every step is loop-overhead's, with that kind's fix; a stall that
+work, not the model; a wait every step is a blocking wait, with that kind's fix; a stall that
 formats a tensor into a log record is logging. Synthetic sessions: py-spy's frames, as
 recorded (``--idle``: a blocked thread shows the Python frame that made the C call)."""
 
@@ -138,20 +138,22 @@ def per_step(share: float, frames: tuple[Frame, ...], model_share: float = 0.3) 
     return sess
 
 
-def test_a_wait_on_a_child_process_every_step_is_loop_overhead() -> None:
-    (f,) = [f for f in analyze(per_step(0.4, CHILD))[1].findings if f.id == "loop-overhead"]
+def test_a_wait_on_a_child_process_every_step_is_a_blocking_wait() -> None:
+    found = analyze(per_step(0.4, CHILD))[1].findings
+    assert "loop-overhead" not in [f.id for f in found]  # a wait is no host CPU work
+    (f,) = [f for f in found if f.id == "blocking-stall"]
     assert f.where == f"{TRAIN}:12 (helper)"
     assert dict(f.claimed).get("idle", 0) > 0, f.claimed  # the wait is its cost
     assert f.impact is not None and f.impact > 0.35
     joined = " ".join(f.evidence)
-    assert "waiting for a child process" in joined
+    assert "waiting for a child process" in joined and "every step" in f.title
     assert "subprocess.run(" in joined  # the line, quoted
     assert f.fix[0].startswith("run it once at start-up")  # the call's own fix
 
 
 def test_a_socket_wait_every_step_gets_the_networks_fix() -> None:
-    (f,) = [f for f in analyze(per_step(0.3, HTTP))[1].findings if f.id == "loop-overhead"]
-    assert "waiting on the network" in " ".join(f.evidence)
+    (f,) = [f for f in analyze(per_step(0.3, HTTP))[1].findings if f.id == "blocking-stall"]
+    assert "waiting on the network" in f.title
     assert f.where == f"{TRAIN}:40 (helper)"
 
 
@@ -167,7 +169,7 @@ def test_numpy_in_a_custom_function_is_named_with_its_line_not_as_the_model() ->
 
 
 def test_a_short_wait_every_step_is_not_a_finding() -> None:
-    assert "loop-overhead" not in {f.id for f in analyze(per_step(0.03, CHILD))[1].findings}
+    assert "blocking-stall" not in {f.id for f in analyze(per_step(0.03, CHILD))[1].findings}
 
 
 def test_a_stall_formatting_a_tensor_into_a_log_is_logging() -> None:

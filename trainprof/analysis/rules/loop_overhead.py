@@ -18,18 +18,14 @@ Best practice::
 
 from __future__ import annotations
 
-from collections import Counter
-
 from trainprof.analysis import work_kind
-from trainprof.analysis.attribution import categoriser, where
-from trainprof.analysis.cadence import PERIODIC, cadence
-from trainprof.analysis.costly_calls import hot_line
+from trainprof.analysis.attribution import where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.ledger import STALLS
 from trainprof.analysis.metrics import Metrics
-from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free, loop_time
+from trainprof.analysis.rules._common import GPU_BUSY, host_time_is_free
+from trainprof.analysis.rules._per_step import hot_work, periodic
 from trainprof.analysis.rules.registry import FROM_STACKS, Threshold, rule
-from trainprof.store.stacks import Frame
 
 SHARE = Threshold(
     "share", 0.25, "share", "share of the loop (outside stalls, saves, evals) in other host work"
@@ -46,50 +42,37 @@ KNOWN = Threshold(
     0.10,
     "share",
     "or this share of the loop at one line that makes a known costly call (copy.deepcopy, "
-    "gc.collect, json.dump...) or waits every step (a child process, a socket, a lock, a "
-    "sleep): what it costs and its fix are known",
+    "gc.collect, json.dump...): what it costs and its fix are known",
 )
 NAMES = {"fetch": "__getitem__", "data_wait": "data wait", "stall_compute": "stalls"}
 
 
 @rule(
     id="loop-overhead",
-    examples=("loop_overhead", "subprocess_per_step", "numpy_in_forward"),
+    examples=("loop_overhead", "numpy_in_forward"),
     title="Loop overhead",
     family="host",
     costs="host",
     needs=("steps", "stacks"),
     or_from=FROM_STACKS,
-    claims=("loop", "idle"),
+    claims=("loop",),
     thresholds=(SHARE, KNOWN, MIN_SAMPLES, GPU_BUSY),
 )
 def check(m: Metrics) -> Finding | None:
-    prof, led = m.activity.loop_profile, m.ledger
-    if prof is None or led is None:
+    w = hot_work(m)
+    if w is None or host_time_is_free(m):
         return None
-    if host_time_is_free(m):
-        return None
-    # the loop's own time: its wait for a CPU (another process's load) is cpu-starved's, and
-    # would shrink every share of the loop's work alike
-    loop = loop_time(m) - led.get("cpu_wait")
-    # The loop's host work and its waits, line by line: a line that waits every step (on a
-    # child process, a socket, a lock, a sleep) costs its wait too, off the CPU.
-    lines = prof.lines.get("other", Counter()) + prof.lines.get("idle", Counter())
-    frame = lines.most_common(1)[0][0] if lines else None
-    kind = work_kind.dominant(m.activity.spans, m.activity.source, frame) if frame else None
-    waits = kind in work_kind.WAITS
-    buckets = ("loop", "idle") if waits else ("loop",)
-    share = led.get(*buckets) / loop if loop > 0 else 0.0
-    hot = hot_line(frame, m.activity.source, m.activity.spans)
-    at_line = lines[frame] / 1e6 / prof.total if frame and prof.total > 0 else 0.0
-    known = hot is not None and (hot.call is not None or waits) and at_line >= KNOWN.value
+    led, loop, frame, kind, hot = w.led, w.loop_s, w.frame, w.kind, w.hot
+    if w.waits:
+        return None  # a wait every step: blocking-stall's
+    buckets, share = w.buckets, w.share
+    known = hot is not None and hot.call is not None and w.at_line >= KNOWN.value
     if share < SHARE.value and not known:
         return None
-    if m.basis.by_stacks and frame is not None and _periodic(m, frame):
+    if m.basis.by_stacks and frame is not None and periodic(m, frame):
         return None  # bursts every few steps: a stall's (cpu-stall), not every step's
     rate = m.stack_rate_hz
-    sampled = prof.seconds.get("other", 0.0) + (prof.seconds.get("idle", 0.0) if waits else 0.0)
-    if rate and sampled * rate < MIN_SAMPLES.value:
+    if rate and w.sampled_s * rate < MIN_SAMPLES.value:
         return None
     parts = ", ".join(
         f"{NAMES.get(b, b)} {s / loop:.0%}"
@@ -139,16 +122,6 @@ def check(m: Metrics) -> Finding | None:
         where=where(frame),
         wants=tuple((b, 1.0) for b in buckets),
     )
-
-
-def _periodic(m: Metrics, frame: Frame) -> bool:
-    """From stacks alone, the hot line runs in bursts with several steps between them."""
-    category_of = categoriser(dict(m.activity.source))
-
-    def progress(frames: tuple[Frame, ...]) -> bool:
-        return category_of(frames) in ("backward", "optimizer")
-
-    return cadence(m.activity.spans, frame, progress) == PERIODIC
 
 
 def _kind_line(kind: str, inside: str | None) -> str:
