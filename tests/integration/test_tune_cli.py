@@ -52,6 +52,25 @@ def _tune(tmp: Path, script: Path, *args: str, budget: int) -> dict[str, Any]:
     return result
 
 
+def _judge(
+    result: dict[str, Any], arm: dict[str, Any], before: float, after: float, others: float
+) -> None:
+    """Tune's change agrees with the A/B's within ``AGREE`` of the original's rate, and the
+    candidate is the best, faster; xfailed where other processes took the CPUs meanwhile."""
+    base = result["baseline"]["median"]
+    tuned, ab = (arm["median"] - base) / base, (after - before) / before
+    said = f"tune {tuned:+.0%} ({arm['verdict']}), A/B {ab:+.0%} ({before:.1f} → {after:.1f})"
+    others = max(others, _others_busy_cpus())
+    if others > OTHERS_BUSY and (abs(tuned - ab) > AGREE or arm["verdict"] != FASTER):
+        # Other jobs' load decided, not the change: on 2 CPUs at load 7-12 the same script's
+        # runs differed 2× from one another (132-266 samples/s), and the workers found no CPU.
+        pytest.xfail(f"other processes kept {others:.1f} of {os.cpu_count()} CPUs busy: {said}")
+    # what tune measured, whichever way: a plain A/B of the edited script sees the same change
+    assert abs(tuned - ab) <= AGREE, said
+    # with CPUs to spare, the fix is faster
+    assert result["best"] == arm and arm["verdict"] == FASTER, said
+
+
 def _fixed(script: Path, settings: dict[str, Any], tmp: Path) -> Path:
     """The script edited as the best line says: its DataLoader's workers, its thread count."""
     text = script.read_text()
@@ -69,19 +88,27 @@ def _fixed(script: Path, settings: dict[str, Any], tmp: Path) -> Path:
     return path
 
 
-def _ab(tmp: Path, original: Path, fixed: Path, steps: int, pairs: int = 3) -> tuple[float, float]:
-    """Medians of alternated runs of the two scripts, as they are (no override), ``steps`` each."""
+def _ab(
+    tmp: Path,
+    original: Path,
+    fixed: Path,
+    steps: int,
+    pairs: int = 3,
+    fixed_env: dict[str, str] | None = None,
+) -> tuple[float, float]:
+    """Medians of alternated runs of the two scripts, as they are (no override), ``steps`` each;
+    ``fixed_env``: the environment the fix is given in instead."""
     from trainprof.collect.launcher import resolve_command
 
-    rates: dict[Path, list[float]] = {original: [], fixed: []}
+    rates: list[list[float]] = [[], []]
     for i in range(pairs):
-        for script in (original, fixed):
-            trial = run_trial(
-                resolve_command([str(script)]), {}, tmp / f"ab-{i}-{script.stem}", steps, 3.0, 240
-            )
+        for side, (script, env) in enumerate(((original, None), (fixed, fixed_env))):
+            run_dir = tmp / f"ab-{i}-{side}"
+            command = resolve_command([str(script)])
+            trial = run_trial(command, {}, run_dir, steps, 3.0, 240, env)
             assert trial.rate is not None, trial.error
-            rates[script].append(trial.rate)
-    return statistics.median(rates[original]), statistics.median(rates[fixed])
+            rates[side].append(trial.rate)
+    return statistics.median(rates[0]), statistics.median(rates[1])
 
 
 @pytest.mark.timeout(900)  # ~90 s on an idle 2-CPU machine; five times that at load 10
@@ -99,21 +126,28 @@ def test_tune_finds_faster_workers_for_the_input_bound_job_and_an_ab_agrees(
     )
     (arm,) = result["candidates"]
     assert arm["problem"] is None and len(arm["rates"]) >= 3, arm
-    base = result["baseline"]["median"]
     fixed = _fixed(script, arm["settings"], tmp_path)
     before, after = _ab(tmp_path, script, fixed, result["steps_per_run"])
-    tuned, ab = (arm["median"] - base) / base, (after - before) / before
-    said = f"tune {tuned:+.0%} ({arm['verdict']}), A/B {ab:+.0%} ({before:.1f} → {after:.1f})"
-    others = max(others_before, _others_busy_cpus())
-    if others > OTHERS_BUSY and (abs(tuned - ab) > AGREE or arm["verdict"] != FASTER):
-        # Other jobs' load decided, not the change: on 2 CPUs at load 7-12 the same script's
-        # runs differed 2× from one another (132-266 samples/s), and the workers found no CPU.
-        pytest.xfail(f"other processes kept {others:.1f} of {os.cpu_count()} CPUs busy: {said}")
-    # what tune measured, whichever way: a plain A/B of the edited script sees the same change
-    assert abs(tuned - ab) <= AGREE, said
-    # with CPUs to spare for the workers, they are faster
-    assert result["best"] == arm and arm["verdict"] == FASTER, said
+    _judge(result, arm, before, after, others_before)
     assert arm["code"] == ["DataLoader(..., num_workers=2, persistent_workers=True)"]
+
+
+@pytest.mark.timeout(600)
+def test_tune_finds_fewer_threads_for_the_oversubscribed_job_and_an_ab_agrees(
+    tmp_path: Path,
+) -> None:
+    """A loop without a DataLoader whose torch threads are sized for 4× the CPUs: threads only."""
+    script = ZOO_DIR / "oversubscribed.py"
+    others_before = _others_busy_cpus()
+    result = _tune(tmp_path, script, "--candidate", "threads=1", budget=240)
+    (arm,) = result["candidates"]
+    assert result["job_settings"]["num_workers"] is None and result["unit"] == "it/s", result
+    assert arm["problem"] is None and len(arm["rates"]) >= 3, arm
+    fixed_env = {**os.environ, "ZOO_THREADS": "1"}  # the script's own way to size its threads
+    before, after = _ab(tmp_path, script, script, result["steps_per_run"], fixed_env=fixed_env)
+    _judge(result, arm, before, after, others_before)
+    assert arm["code"] == ["torch.set_num_threads(1)"]
+    assert result["ceilings"] == {}  # both are a training loader's: none here
 
 
 @pytest.mark.timeout(500)

@@ -91,7 +91,7 @@ def test_the_training_loader_gets_the_override_and_nothing_else_changes(tmp_path
     assert seen["train"] == [[2, True, 2]] * 12, seen
     assert seen["sanity"] == [0, 0] and seen["val"] == [0, 0] * 2, seen
     applied = json.loads((run_dir / APPLIED_FILE).read_text())
-    assert applied["loaders"] == 2 and applied["threads_job"] == 1 and applied["threads"] == 2
+    assert applied["loaders"] == 2 and applied["threads"] == applied["threads_at_exit"] == 2
 
 
 def _framework_run(tmp: Path, name: str, body: str) -> Session:

@@ -8,7 +8,8 @@ the training loader only: the first DataLoader iterated with gradients on and th
 before training does both), and every DataLoader built later over the same dataset object (a
 loop that builds its loader each epoch). The threads are set in the main process as that loader
 starts its first pass, and the job's own later ``torch.set_num_threads`` calls get the candidate's
-count instead; DataLoader workers keep theirs.
+count instead; DataLoader workers keep theirs. In a job without a training DataLoader the
+threads are set as torch is imported, in the main process.
 
 Applied once per loader, as its pass starts (``DataLoader.__iter__``): nothing is added to a
 step. What was applied is written to ``overrides-applied.json`` in the run directory, so `tune`
@@ -17,6 +18,7 @@ can tell a candidate that never reached the job from one that made no difference
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -83,6 +85,25 @@ def install(torch: Any) -> None:
     active = Overrides(settings)
     if "threads" in settings:
         torch.set_num_threads = _held_threads(torch.set_num_threads, active)
+    import multiprocessing
+
+    if multiprocessing.parent_process() is None:  # the job's main process, not a worker
+        atexit.register(_threads_at_exit, torch, active)
+        if "threads" in settings:  # a loop without a DataLoader gets them too
+            active.threads_pid = os.getpid()
+            torch.set_num_threads(settings["threads"])
+            active.applied["threads"] = torch.get_num_threads()
+            _write_applied(active)
+
+
+def _threads_at_exit(torch: Any, o: Overrides) -> None:
+    """The main process's thread count as the job ends: the job's own where no override set it
+    (a loop without a DataLoader has no first pass to read it at)."""
+    try:
+        o.applied["threads_at_exit"] = torch.get_num_threads()
+        _write_applied(o)
+    except Exception:
+        pass
 
 
 def at_pass(loader: Any) -> None:

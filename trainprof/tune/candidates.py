@@ -21,7 +21,7 @@ NOT_TRIED = (
 class JobSettings:
     """The job's own settings as its training loader started: workers, their persistence, threads."""
 
-    num_workers: int
+    num_workers: int | None  # None: no training DataLoader (only threads can be tried)
     persistent_workers: bool
     threads: int
 
@@ -69,6 +69,10 @@ def candidates(job: JobSettings, usable_cpus: int) -> list[Candidate]:
     """Workers 0..CPUs (persistent where more than 0), threads 1..CPUs, and workers plus threads
     that fill the CPUs together; none equal to the job's own, at most ``MAX_CANDIDATES``."""
     cpus = max(1, usable_cpus)
+    if job.num_workers is None:
+        return [Candidate({"threads": t}) for t in _steps(cpus)[1:] if t != job.threads][
+            :MAX_CANDIDATES
+        ]
     out: list[dict[str, Any]] = []
     for w in _steps(cpus):
         if w != job.num_workers:

@@ -46,13 +46,15 @@ def run_trial(
     steps: int | None,
     window_s: float,
     timeout_s: float,
+    base_env: dict[str, str] | None = None,
 ) -> Trial:
-    """Run the job once with ``settings`` applied by the probe; ``steps`` None: stop by time."""
+    """Run the job once with ``settings`` applied by the probe; ``steps`` None: stop by time.
+    ``base_env``: the job's environment (default: this process's)."""
     run_dir.mkdir(parents=True, exist_ok=False)
     if steps is None:
-        env = probe_env(run_dir, 1, steps_min_s=window_s)
+        env = probe_env(run_dir, 1, base_env, steps_min_s=window_s)
     else:
-        env = probe_env(run_dir, steps)
+        env = probe_env(run_dir, steps, base_env)
     env[ENV_OVERRIDES] = json.dumps(settings)
     t0 = time.monotonic()
     with (

@@ -170,10 +170,12 @@ def _search(
     search.job = _job_settings(first)
     search.framework = first.framework
     if search.job is None:
-        search.note = (
-            "no training DataLoader was iterated with gradients on: nothing tune changes applies"
-        )
+        search.note = "the probe recorded none of the job's settings: nothing to try"
     else:
+        if search.job.num_workers is None:
+            search.note = (
+                "no training DataLoader was iterated with gradients on: only threads were tried"
+            )
         chosen = only if only is not None else candidates(search.job, usable_cpus)
         search.arms = [Arm(c) for c in chosen]
     round_no = 0
@@ -193,7 +195,8 @@ def _search(
             if arm is not search.baseline:
                 _check_trial(arm, t, first.wall_s)
         round_no += 1
-    for name in CEILINGS if search.job is not None else ():
+    loader = search.job is not None and search.job.num_workers is not None
+    for name in CEILINGS if loader else ():  # both are the training loader's
         if left() < (time.monotonic() - start) / search.runs:
             break
         settings = {"ceiling": name, "window_s": window_s}
@@ -222,13 +225,16 @@ def _ceiling(name: str, trial: Trial) -> Ceiling:
 
 
 def _job_settings(trial: Trial) -> JobSettings | None:
-    """The job's own settings, from the baseline's (empty) override record: None where no
-    training loader took it."""
+    """The job's own settings, from the baseline's (empty) override record: its training
+    loader's as its first pass started; a job without one, its threads as it ended (no loader
+    settings to try); None where the probe recorded neither."""
     applied = trial.applied or {}
     before = applied.get("before")
-    threads = applied.get("threads_job")
-    if not isinstance(before, dict) or not isinstance(threads, int):
+    threads = applied.get("threads_job", applied.get("threads_at_exit"))
+    if not isinstance(threads, int):
         return None
+    if not isinstance(before, dict):
+        return JobSettings(num_workers=None, persistent_workers=False, threads=threads)
     workers = before.get("num_workers")
     return JobSettings(
         num_workers=workers if isinstance(workers, int) else 0,
