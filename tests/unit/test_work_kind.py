@@ -214,3 +214,16 @@ def test_a_stall_waiting_on_a_lock_is_blocking_with_the_locks_fix() -> None:
     (f,) = [f for f in found if f.id == "blocking-stall"]
     assert "waiting on a lock" in " ".join(f.evidence)
     assert f.fix[0].startswith(work_kind.FIX[work_kind.WAIT_LOCK])
+
+
+def test_a_hooks_own_numpy_line_before_backward_stays_host_work() -> None:
+    """A hook's line that calls numpy's C code itself (``np.mean(c**4)``: no numpy frame) runs
+    before the step's backward call, inside the model's call: host work, not the forward."""
+    from trainprof.analysis.attribution import profile
+
+    hook = (*LOOP[:1], ("main", TRAIN, 41), MODULE, at(20, "activation_stats"))
+    backward = (*LOOP[:1], ("main", TRAIN, 43), BACKWARD)
+    source = {**SOURCE, (TRAIN, 41): "logits = model(x)", (TRAIN, 43): "loss.backward()"}
+    spans = [StackSpan(i * 0.01, (i + 1) * 0.01, f) for i, f in enumerate((hook, hook, backward))]
+    prof = profile(spans, source, 0.0, 1.0)
+    assert round(prof.seconds.get("other", 0.0), 3) == 0.02, prof.seconds

@@ -339,6 +339,10 @@ def _library_host_work(frames: tuple[Frame, ...], source: Mapping[tuple[str, int
     return bool(frames) and not is_user_file(frames[-1][1]) and work_kind.is_host(frames, source)
 
 
+def _in_a_module(frames: tuple[Frame, ...]) -> bool:
+    return any("torch/nn/modules/" in f[1].replace("\\", "/") for f in frames)
+
+
 def by_position(
     category_of: Callable[[tuple[Frame, ...]], str],
     sites: dict[tuple[str, str], int],
@@ -357,6 +361,7 @@ def by_position(
             and sites
             and _before_backward(frames, sites)
             and not _library_host_work(frames, source)
+            and not _in_a_module(frames)  # host work a module's call runs (a hook): _host_inside
         ):
             return "forward"
         return cat
