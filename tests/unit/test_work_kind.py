@@ -62,6 +62,13 @@ TENSOR_LOG = (
     ("_str", f"{SITE}/torch/_tensor_str.py", 708),
 )
 NUMPY = (*LOOP, at(20), ("percentile", f"{SITE}/numpy/lib/_function_base_impl.py", 4246))
+# numpy's formatter turning a whole array into text for a log line: formatting, not numpy work
+ARRAY_TEXT = (
+    *LOOP,
+    at(20, "log_attention"),
+    ("array2string", f"{SITE}/numpy/_core/arrayprint.py", 760),
+    ("_formatArray", f"{SITE}/numpy/_core/arrayprint.py", 890),
+)
 HOOK_NUMPY = (*LOOP, MODULE, at(20, "record_stats"), NUMPY[-1])
 FUNCTION_NUMPY = (
     *LOOP,
@@ -87,8 +94,20 @@ BACKWARD_NUMPY = (*LOOP, BACKWARD, at(25, "FakeQuant.backward"))
         (MODEL_OP, work_kind.TORCH),
         ((*LOOP, at(12), ("_execute_child", f"{LIB}/subprocess.py", 1900)), work_kind.WAIT_CHILD),
         ((*LOOP, MODULE, at(26, "Net.forward")), work_kind.TO_HOST),
+        (ARRAY_TEXT, work_kind.LOGGING),
     ],
-    ids=["child", "http", "tensor-log", "numpy", "sleep", "lock", "model-op", "fork", "tolist"],
+    ids=[
+        "child",
+        "http",
+        "tensor-log",
+        "numpy",
+        "sleep",
+        "lock",
+        "model-op",
+        "fork",
+        "tolist",
+        "array-text",
+    ],  # fmt: skip
 )
 def test_the_kind_is_what_the_users_line_calls(frames: tuple[Frame, ...], kind: str) -> None:
     assert work_kind.of_frames(frames, SOURCE) == kind
@@ -109,6 +128,7 @@ def test_host_work_inside_the_forward_is_the_users_not_the_models() -> None:
     assert category((*LOOP, MODULE, at(26, "Net.forward")), SOURCE, cuda=True) == "sync"
     # the model's own tensor code stays the forward pass
     assert category(MODEL_OP, SOURCE) == "forward"
+    assert category(ARRAY_TEXT, SOURCE) == "logging"
     assert category((*LOOP, MODULE, ("linear", f"{SITE}/torch/nn/functional.py", 1)), SOURCE) == (
         "forward"
     )

@@ -4,7 +4,7 @@ Pure: spans and source lines come from the Session. ``compile`` (Dynamo/Inductor
 anywhere in the stack) first; then ``anomaly`` (autograd's anomaly detection keeping the stack
 of an op); then, innermost-first: ``save`` (torch.serialization, safetensors' save_file,
 Lightning's _atomic_save), ``data`` (torch.utils.data), ``optimizer`` (torch.optim),
-``backward`` (autograd), ``forward`` (nn.Module calls), ``logging`` (logging, tqdm, tensor
+``backward`` (autograd), ``forward`` (nn.Module calls), ``logging`` (logging, tqdm, tensor or array
 formatting, or a user line that prints/logs/writes), ``sync`` (on CUDA only: a user line that
 copies a device tensor to the host), ``idle`` (sleeping or blocked waiting: I/O, a lock, a
 socket), and ``other`` (the rest: host work in the user's loop).
@@ -141,7 +141,7 @@ def category(
             # the user's host work called from inside it (a custom Function's backward in
             # numpy) is host work, not autograd's
             return _host_inside(frames, source, cuda) or "backward"
-        if "_tensor_str.py" in p or "/logging/" in p or "/tqdm/" in p:
+        if "_tensor_str.py" in p or "/arrayprint.py" in p or "/logging/" in p or "/tqdm/" in p:
             return "logging"
         if "torch/nn/modules/" in p or "torch/nn/functional.py" in p:
             # a loss or activation called as F.cross_entropy(...) is forward work too (it was

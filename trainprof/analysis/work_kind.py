@@ -93,6 +93,7 @@ _FILE_KINDS: tuple[tuple[str, str], ...] = (
     ("/pickle.py", PICKLE),
     ("/copyreg.py", PICKLE),
     ("/_tensor_str.py", LOGGING),
+    ("/arrayprint.py", LOGGING),  # numpy's array formatter (np.array2string, repr)
     ("/reprlib.py", LOGGING),
     ("/pprint.py", LOGGING),
 )
@@ -130,7 +131,7 @@ def of_frames(frames: tuple[Frame, ...], source: Mapping[tuple[str, int], str]) 
     at = _innermost_user_index(frames)
     below = frames[at + 1 :] if at is not None else frames
     paths = [f[1].replace("\\", "/") for f in below]
-    if any(p.endswith("/_tensor_str.py") for p in paths):
+    if any(p.endswith(("/_tensor_str.py", "/arrayprint.py")) for p in paths):
         return LOGGING
     for name, p in zip((f[0] for f in below), paths, strict=True):
         kind = _of_path(p)

@@ -80,7 +80,7 @@ def build(scan: Scan) -> Built | None:
     if not m or kind in _NOT_A_CRASH:
         return None
     frame = _raiser(doc, block)
-    where = frame.where if frame is not None else None
+    where = f"{frame.where} ({frame.func})" if frame is not None else None
     place = f"DataLoader worker {worker}" if worker is not None else "the main process"
     said = f" ({m[2].strip()})" if m[2] and m[2].strip() else ""
     quoted = line if line in doc_text(scan.doc) else line.replace("'", "\\'")
