@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from trainprof.analysis.findings import Verdict
 from trainprof.analysis.outcome import job_exception, killed_at_shutdown
 from trainprof.render.text import make_console
 from trainprof.store import rundir
@@ -51,6 +53,7 @@ def report(
 
     with busy:
         metrics, verdict = analyze(session)
+    verdict, tune_hint = _tuned(session, verdict)
     data = report_dict(session.meta, metrics, verdict)
     data["settings"] = run_settings(session, metrics)  # what `compare` and ci baselines match
     report_path = Path(session.run_dir) / rundir.REPORT
@@ -71,6 +74,8 @@ def report(
     console_render.render(console, session.meta, metrics, verdict, verbose=verbose)
     if along := changes_line(data["run"]["changes"]):
         console.print(along)
+    if tune_hint is not None:
+        console.print(tune_hint)
     if trace_path is not None or html_path is not None:
         from trainprof.render.html import write_views
 
@@ -137,3 +142,23 @@ def _clock(seconds: Any) -> str:
     m, s = divmod(int(seconds), 60)
     h, m = divmod(m, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def _tuned(session: Session, verdict: Verdict) -> tuple[Verdict, str | None]:
+    """The fixes with what `trainprof tune` measured of them on this command, if it ran; else,
+    where a fix sets what tune measures, the one line that says how to measure it."""
+    from trainprof.analysis.tuned import annotate, tunable
+    from trainprof.tune.saved import latest_for
+
+    meta = session.meta
+    command = meta.get("command")
+    cwd = meta.get("cwd")
+    if not isinstance(command, list) or not command or meta.get("attach") or meta.get("in_process"):
+        return verdict, None
+    tuned = latest_for(command, meta.get("usable_cpus"), Path(cwd)) if cwd else None
+    if tuned is not None:
+        return annotate(verdict, tuned), None
+    if not tunable(verdict):
+        return verdict, None
+    script = command[1:] if Path(str(command[0])).name.startswith("python") else ["--", *command]
+    return verdict, f"measure these fixes before applying them: trainprof tune {shlex.join(script)}"

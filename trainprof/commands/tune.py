@@ -122,8 +122,14 @@ def tune(
 
             search = run_search(resolved, cpus, budget, window, progress, only=only)
     render(make_console(), search)
+    result = to_json(search)
+    from trainprof.tune.saved import save
+
+    cwd = rundir.current_dir()
+    if cwd is not None:
+        save(result, Path(cwd))  # a later report of this command quotes it by its fixes
     if json_path is not None:
-        text = json.dumps(to_json(search), indent=1) + "\n"
+        text = json.dumps(result, indent=1) + "\n"
         _write(json_path, text)
 
 
