@@ -247,3 +247,26 @@ def test_a_hooks_own_numpy_line_before_backward_stays_host_work() -> None:
     spans = [StackSpan(i * 0.01, (i + 1) * 0.01, f) for i, f in enumerate((hook, hook, backward))]
     prof = profile(spans, source, 0.0, 1.0)
     assert round(prof.seconds.get("other", 0.0), 3) == 0.02, prof.seconds
+
+
+def test_numpy_in_a_custom_function_called_from_the_loop_is_host_work() -> None:
+    """``SmoothRank.apply(scores)`` on the loop's line, before its backward call: the
+    Function's numpy (its own ``np.exp`` line, no numpy frame) is host work, not the forward."""
+    from trainprof.analysis.attribution import profile
+
+    function = (
+        *LOOP[:1],
+        ("main", TRAIN, 41),
+        ("apply", f"{SITE}/torch/autograd/function.py", 575),
+        ("SmoothRank.forward", TRAIN, 55),
+        at(20, "soft_rank_np"),
+    )
+    backward = (*LOOP[:1], ("main", TRAIN, 43), BACKWARD)
+    source = {
+        **SOURCE,
+        (TRAIN, 41): "ranks = SmoothRank.apply(scores)",
+        (TRAIN, 43): "loss.backward()",
+    }
+    spans = [StackSpan(i * 0.01, (i + 1) * 0.01, f) for i, f in enumerate((function, backward))]
+    prof = profile(spans, source, 0.0, 1.0)
+    assert round(prof.seconds.get("other", 0.0), 3) == 0.01, prof.seconds

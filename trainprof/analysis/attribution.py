@@ -334,9 +334,12 @@ def _before_backward(frames: tuple[Frame, ...], sites: dict[tuple[str, str], int
 
 
 def _library_host_work(frames: tuple[Frame, ...], source: Mapping[tuple[str, int], str]) -> bool:
-    """The innermost frame is host work in a library's or the standard library's code (numpy,
-    copy.deepcopy, random): not the user's own tensor code, which has no frame of its own."""
-    return bool(frames) and not is_user_file(frames[-1][1]) and work_kind.is_host(frames, source)
+    """Host work no forward pass does (numpy, the standard library, a wait, logging), in a
+    library's code or on the user's own line (``np.exp(...)`` in a custom Function); a copy to
+    the host (``.item()``) between two backward calls stays where it stands."""
+    if not work_kind.is_host(frames, source):
+        return False
+    return work_kind.of_frames(frames, source) != work_kind.TO_HOST
 
 
 def _in_a_module(frames: tuple[Frame, ...]) -> bool:

@@ -80,7 +80,7 @@ def build(scan: Scan) -> Built | None:
     if not m or kind in _NOT_A_CRASH:
         return None
     frame = _raiser(doc, block)
-    where = f"{frame.where} ({frame.func})" if frame is not None else None
+    where = f"{frame.where} ({_function(block, frame)})" if frame is not None else None
     place = f"DataLoader worker {worker}" if worker is not None else "the main process"
     said = f" ({m[2].strip()})" if m[2] and m[2].strip() else ""
     quoted = line if line in doc_text(scan.doc) else line.replace("'", "\\'")
@@ -127,6 +127,16 @@ def doc_text(doc: Doc) -> str:
 
 def _unescape(text: str) -> str:
     return text.replace("\\n", "\n").replace("\\'", "'").replace('\\"', '"')
+
+
+def _function(block: Block, frame: Frame) -> str:
+    """The frame's function as a reader finds it: a comprehension or lambda is its caller's,
+    the frame printed just above it in the same file."""
+    if not frame.func.startswith("<") or frame not in block.frames:
+        return frame.func
+    at = block.frames.index(frame)
+    caller = block.frames[at - 1] if at > 0 else None
+    return caller.func if caller is not None and caller.path == frame.path else frame.func
 
 
 def _raiser(doc: Doc, block: Block) -> Frame | None:
