@@ -62,7 +62,13 @@ G_ID_MISSES: set[str] = set()
 G_WHERE_MISSES: set[str] = set()
 # The workers' cache was memory-growth first (an error) in 2 runs of 4, cpu-starved first in
 # the others: its steady window is ~3 s, 6 memory reads, and a loaded run has fewer.
-G_LOAD_SWAYED = {"audio_worker_cache.py", "cnn_numpy_augment.py", "control_async_metrics.py"}
+# The REINFORCE control was clean in one run, cpu-starved (a true 42 % wait) in the other.
+G_LOAD_SWAYED = {
+    "audio_worker_cache.py",
+    "cnn_numpy_augment.py",
+    "control_async_metrics.py",
+    "control_reinforce_cartpole.py",
+}
 
 
 @pytest.mark.parametrize("exp", read_expected(BLIND_G), ids=lambda e: e.script)
