@@ -153,7 +153,12 @@ def _tuned(session: Session, verdict: Verdict) -> tuple[Verdict, str | None]:
     meta = session.meta
     command = meta.get("command")
     cwd = meta.get("cwd")
-    if not isinstance(command, list) or not command or meta.get("attach") or meta.get("in_process"):
+    if (
+        not isinstance(command, list)
+        or not command
+        or session.sampled is not None
+        or meta.get("in_process")
+    ):
         return verdict, None
     tuned = latest_for(command, meta.get("usable_cpus"), Path(cwd)) if cwd else None
     if tuned is not None:
