@@ -61,7 +61,7 @@ def main() -> None:
         optimizer.step()
         if step % 100 == 0:
             print(f"step {step}: loss {loss.item():.3f}")
-        if step == 1200:
+        if step == 2200:
             break
 
 
