@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import doc_tables, longrun, overhead, ranks, stats, workers
+from bench import doc_tables, live, longrun, overhead, ranks, stats, workers
 from bench.loop import DEFAULT_SIZES
 
 MB = 2**20
@@ -53,6 +53,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--skip-scale", action="store_true")
     ap.add_argument("--skip-ranks", action="store_true")
     ap.add_argument("--skip-workers", action="store_true")
+    ap.add_argument("--skip-live", action="store_true")
     ap.add_argument(
         "--workers-rounds",
         type=int,
@@ -189,6 +190,14 @@ def main(argv: list[str] | None = None) -> int:
         rss = longrun.runner_rss(a.rss_seconds, sizes[0])
         results["scale"] = {"generate": gen, "analysis": ana, "runner": rss}
         sections.append(("Long run", _scale_table(gen, ana, rss), None))
+
+    if not a.skip_live:
+        log("a live judgement of the day, and the in-process probe against plain ...")
+        with tempfile.TemporaryDirectory(prefix="trainprof-bench-live-") as tmp:
+            judge = live.judge_cost(Path(tmp), a.steps)
+            inproc = live.inprocess_cost(Path(tmp), 2 if a.quick else 5, 1000 if a.quick else 3000)
+        results["live"] = {"judge": judge, "inprocess": inproc}
+        sections.append(("Live judge and in-process probe", live.table(judge, inproc), None))
 
     if not a.skip_workers:
         log(

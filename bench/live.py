@@ -127,3 +127,17 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def table(judge: dict[str, Any], inproc: dict[str, Any]) -> str:
+    """The two measurements as lines of text for ``make bench``'s output."""
+    return "\n".join(
+        [
+            f"live judge, a day of {judge['steps']:,} steps: {judge['cpu_s']} CPU-s, "
+            f"{judge['peak_rss_mb']} MB; next after {judge['interval_s']} s: "
+            f"{judge['share_of_a_cpu']:.1%} of a CPU",
+            f"in-process probe, one-thread loop: {inproc['ratio_median']} of plain "
+            f"({inproc['rounds']} rounds, {inproc['ratio_range'][0]}–{inproc['ratio_range'][1]}) "
+            f"at {inproc['plain_steps_per_s']} steps/s: {inproc['us_per_step']} µs a step",
+        ]
+    )
