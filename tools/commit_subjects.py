@@ -24,6 +24,7 @@ LANDED_LONG = frozenset(
     {
         "1ded3cb351798bb605e3e30a453016a9a0bf363f",
         "6aa9c818995467ac58951cbb588ab1554027858c",
+        "6dd8dafd8daa5bd2eb9028f039913dd65a499245",
     }
 )
 
