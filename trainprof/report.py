@@ -58,7 +58,7 @@ def report(
     data["settings"] = run_settings(session, metrics)  # what `compare` and ci baselines match
     report_path = Path(session.run_dir) / rundir.REPORT
     data["run"]["so_far"] = running
-    data["run"]["changes"] = live_changes(Path(session.run_dir))
+    data["run"]["changes"], first_judged_s = live_changes(Path(session.run_dir))
     # A merged multi-node report belongs to no one node's directory, and a report so far is
     # not the run's: only --json keeps them.
     kept = session.meta.get("nodes") or running
@@ -72,7 +72,7 @@ def report(
             print(f"trainprof: could not write --json {json_path}: {exc.strerror}", file=sys.stderr)
     console = console or make_console(stderr=True)
     console_render.render(console, session.meta, metrics, verdict, verbose=verbose)
-    if along := changes_line(data["run"]["changes"]):
+    if along := changes_line(data["run"]["changes"], first_judged_s):
         console.print(along)
     if tune_hint is not None:
         console.print(tune_hint)
@@ -108,31 +108,42 @@ def write_run_json(path: Path, data: Any) -> str | None:
     return error.strerror or str(error)
 
 
-def live_changes(run_dir: Path) -> list[dict[str, Any]]:
-    """The findings' changes judged while the job ran (live.json), oldest first; [] if none."""
+def live_changes(run_dir: Path) -> tuple[list[dict[str, Any]], float | None]:
+    """The findings' changes judged while the job ran (live.json), oldest first, and when the
+    first judgement was; ([], None) if none."""
     try:
         data = json.loads((run_dir / LIVE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return []
-    changes = data.get("changes") if isinstance(data, dict) else None
-    return [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []
+        return [], None
+    if not isinstance(data, dict):
+        return [], None
+    changes = data.get("changes")
+    first = data.get("first_judged_s")
+    kept = [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []
+    return kept, float(first) if isinstance(first, (int, float)) else None
 
 
-def changes_line(changes: list[dict[str, Any]]) -> str | None:
-    """One line for the findings that came or went while the job ran; None when none went.
+def changes_line(changes: list[dict[str, Any]], first_judged_s: float | None) -> str | None:
+    """One line for the findings that came or went while the job ran; None when none did.
 
-    A finding that appeared once and stayed is the report's own: only a run with a change after
-    the first judgement has a story to tell."""
-    first_t = changes[0].get("t_s") if changes else None
-    later = [c for c in changes if c.get("t_s") != first_t or c.get("change") != "appeared"]
+    What appeared at the first judgement was there from the start: the report's own findings
+    say it; only a change after that has a story to tell."""
+    later = [
+        c
+        for c in changes
+        if c.get("change") != "appeared"
+        or not isinstance(c.get("t_s"), (int, float))
+        or first_judged_s is None
+        or c["t_s"] > first_judged_s
+    ]
     if not later:
         return None
     told = [
         f"{c.get('id')} {c.get('change')} at {_clock(c.get('t_s'))}"
-        for c in changes[:12]
+        for c in later[:12]
         if c.get("change") in ("appeared", "gone", "changed")
     ]
-    more = f" … ({len(changes) - 12} more in live.json)" if len(changes) > 12 else ""
+    more = f" … ({len(later) - 12} more in live.json)" if len(later) > 12 else ""
     return "along the run (judged while it ran): " + " · ".join(told) + more
 
 

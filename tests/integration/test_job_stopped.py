@@ -80,5 +80,7 @@ def test_a_job_stopped_by_a_signal_passes_the_job_gate(tmp_path: Path) -> None:
     report = json.loads(json_path.read_text())
     assert report["run"]["stopped_by"] is None
     assert report["run"]["suspended"] == meta["suspended"]  # the report says it, not a stall
-    assert not {"cpu-stall", "blocking-stall"} & {f["id"] for f in report["findings"]}
+    # the stop is no stall; the job's own sleep in every step is a wait, said as one
+    stalls = [f for f in report["findings"] if f["id"] in ("cpu-stall", "blocking-stall")]
+    assert all(f["title"].startswith("The training loop waits every step") for f in stalls), stalls
     assert [g["status"] for g in report["ci"]["gates"] if g["name"] == "job"] == ["pass"]

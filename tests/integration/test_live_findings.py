@@ -78,6 +78,7 @@ def test_a_finding_that_appears_along_the_run_is_said_with_its_time(tmp_path: Pa
         while not phase.exists():  # the healthy phase was judged; the job waits for us
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.1)  # a file another process makes: no event to wait on
+        first_t = json.loads((run_dir / "live.json").read_text())["first_judged_s"]
         so_far = subprocess.run(
             trainprof_cmd("report", str(run_dir), "--json", "-"),
             capture_output=True,
@@ -98,8 +99,8 @@ def test_a_finding_that_appears_along_the_run_is_said_with_its_time(tmp_path: Pa
     assert proc.returncode == 0, err[-3000:]
     live = json.loads((run_dir / "live.json").read_text())
     appeared = [c for c in live["changes"] if c["change"] == "appeared"]
-    first_t = min(c["t_s"] for c in live["changes"]) if live["changes"] else None
-    late = [c for c in appeared if first_t is not None and c["t_s"] > first_t]
+    late = [c for c in appeared if c["t_s"] > first_t]
+    assert live["first_judged_s"] == first_t
     assert late, live
     final = json.loads((run_dir / "report.json").read_text())
     assert final["run"]["so_far"] is False

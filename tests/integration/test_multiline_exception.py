@@ -16,7 +16,10 @@ MESSAGE = "could not load the config:\n  key 'lr' is missing\n  key 'epochs' is 
 def test_a_multi_line_message_shows_its_first_line_and_the_count_of_the_rest(
     tmp_path: Path,
 ) -> None:
-    script = write_script(tmp_path, "job.py", f"raise RuntimeError({MESSAGE!r})\n")
+    # the message in a variable: the finding quotes the raising line, which holds no \n then
+    script = write_script(
+        tmp_path, "job.py", f"message = {MESSAGE!r}\nraise RuntimeError(message)\n"
+    )
     r = run_trainprof(tmp_path, "--no-stacks", str(script))
     assert r.returncode == 1, r.stderr[-2000:]
     # the report's panel, after the job's own traceback (which prints the message as it is)

@@ -143,6 +143,9 @@ def judge(run_dir: Path) -> dict[str, Any]:
     )
     previous = _previous(run_dir / LIVE)
     changes = list(previous.get("changes") or [])
+    first = previous.get("first_judged_s")
+    if enough and first is None and now_s is not None:
+        first = round(now_s, 1)
     if enough and len(changes) < MAX_CHANGES:
         changes.extend(_changes(previous.get("findings") or [], findings, now_s))
     data = {
@@ -151,6 +154,7 @@ def judge(run_dir: Path) -> dict[str, Any]:
         "steps": metrics.total_steps,
         "steady_steps": steady.count if steady is not None else 0,
         "judged": enough,
+        "first_judged_s": first,  # what appeared at this first judgement was there from the start
         "waiting_for": None if enough else f"{MIN_STEPS} steady steps",
         "findings": findings,
         "changes": changes[:MAX_CHANGES],
