@@ -12,7 +12,7 @@ from test_rule_thresholds import CASES, STACK_CASES, STEADY, distribution_checks
 
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.measure import measure
-from trainprof.analysis.metrics import Metrics
+from trainprof.analysis.metrics import LoaderView, Metrics
 from trainprof.analysis.pipeline import analyze
 from trainprof.analysis.rules import REGISTRY, all_rules
 from trainprof.analysis.rules._advice import EXPECTED, NOT_PREDICTED, advise, kind
@@ -93,7 +93,9 @@ def test_a_fix_whose_facts_are_contradicted_is_held_back(name: str) -> None:
     """On a CPU job with no dropout or batch norm, whose loop line is a forward, with no
     workers: every fix with a precondition is held back, and the finding says so."""
     m = _cpu_job()
+    no_workers = LoaderView({"num_workers": 0}, None, None, ())  # seen: 0 (unknown holds none)
     m = replace(m, activity=replace(m.activity, structure={"mode_layers": []}))
+    m = replace(m, loaders=type(m.loaders)([no_workers]))
     line = LINES[name]
     hot = "/home/user/proj/train.py:10 (main)"  # the line whose work is a module's forward
     f = advise(m, None, Finding("loop-overhead", "warning", "t", fix=(line,), where=hot))

@@ -50,7 +50,8 @@ def advise(m: Metrics, r: Rule | None, f: Finding) -> Finding:
     """The finding with its fix lines checked, each with its effect, and what was held back
     said in its evidence."""
     lines = [*_equivalents(m, f), *f.fix]
-    workers = _loader_workers(m) > 0 or any(_starts_workers(m, r, f, x) for x in lines)
+    known = _loader_workers(m)  # None: no loader configuration seen (attach: no probe)
+    workers = known is None or known > 0 or any(_starts_workers(m, r, f, x) for x in lines)
     kept: list[str] = []
     held: list[str] = []
     for line in lines:
@@ -147,10 +148,13 @@ def _contradicts(m: Metrics, f: Finding, fx: Fix, workers: bool) -> str | None:
     return None
 
 
-def _loader_workers(m: Metrics) -> int:
-    cfg = m.loaders[0].config if m.loaders else {}
-    n = cfg.get("num_workers")
-    return n if isinstance(n, int) and not isinstance(n, bool) else 0
+def _loader_workers(m: Metrics) -> int | None:
+    """The training loader's num_workers; None where no loader's configuration was seen (an
+    unknown count contradicts no fix)."""
+    if not m.loaders:
+        return None
+    n = m.loaders[0].config.get("num_workers")
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
 def in_window(m: Metrics) -> list[tuple[float, tuple[tuple[str, str, int], ...]]]:

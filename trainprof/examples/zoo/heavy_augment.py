@@ -79,7 +79,7 @@ def cnn() -> nn.Module:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--num-workers", type=int, default=0)
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=12)
     args = parser.parse_args()
     torch.manual_seed(0)
     loader = DataLoader(

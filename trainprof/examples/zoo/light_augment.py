@@ -49,7 +49,7 @@ class FlippedImages(Dataset):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--num-workers", type=int, default=0)
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=10)
     args = parser.parse_args()
     torch.set_num_threads(1)  # the model is small: one intra-op thread runs it best
     torch.manual_seed(0)
