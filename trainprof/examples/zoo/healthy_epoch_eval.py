@@ -56,7 +56,7 @@ def main() -> None:
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(0)
     train_loader = DataLoader(digits(4800, g), batch_size=64, shuffle=True)
-    test_loader = DataLoader(digits(850, g), batch_size=850)
+    test_loader = DataLoader(digits(400, g), batch_size=400)
     model = Net()
     optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
     for epoch in range(1, 4):
