@@ -68,6 +68,7 @@ G_LOAD_SWAYED = {
     "cnn_numpy_augment.py",
     "control_async_metrics.py",
     "control_reinforce_cartpole.py",
+    "gnn_metrics_lock.py",  # found under load; nothing found in a quiet CI run
 }
 
 

@@ -28,7 +28,7 @@ wandb_records = pytest.importorskip("wandb.proto.wandb_internal_pb2")
 # A job that saves a checkpoint every few steps (a finding to carry), inside its own MLflow run
 # (a relative file store, which MLflow 3 asks the job to opt in to) and its own offline W&B run.
 JOB = """
-    import os, torch
+    import os, time, torch
     import mlflow, wandb
     os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
     mlflow.set_tracking_uri("file:mlruns")
@@ -36,13 +36,14 @@ JOB = """
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     wb = wandb.init(project="job-project", name="the-job")
     with mlflow.start_run(run_name="the-job") as run:
-        for step in range(120):
+        for step in range(300):
             loss = model(torch.randn(32, 256)).pow(2).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
             if step % 10 == 9:
                 torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, "ckpt.pt")
+                time.sleep(0.2)  # an upload after each save: a stall every 10 steps, found
         mlflow.log_metric("loss", float(loss))
         wandb.log({"loss": float(loss)})
     wb.finish()
