@@ -25,6 +25,7 @@ LANDED_LONG = frozenset(
         "1ded3cb351798bb605e3e30a453016a9a0bf363f",
         "6aa9c818995467ac58951cbb588ab1554027858c",
         "6dd8dafd8daa5bd2eb9028f039913dd65a499245",
+        "0498b9ef7be3267eb2e9eddbc3b7ed319f75ef9b",
     }
 )
 
