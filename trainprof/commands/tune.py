@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from trainprof.commands.options import JOB, OUTPUT, NoColor, refuse_stray_option
+from trainprof.commands.run import positive_seconds
 from trainprof.errors import TrainprofError
 from trainprof.store import rundir
 
 DEFAULT_BUDGET_S = 180.0
 DEFAULT_WINDOW_S = 3.0
-
-
-def _check_seconds(value: float) -> float:
-    if not (math.isfinite(value) and value > 0):
-        raise typer.BadParameter(f"{value:g} is not a positive number of seconds")
-    return value
 
 
 def tune(
@@ -36,7 +30,7 @@ def tune(
     budget: Annotated[
         float,
         typer.Option(
-            callback=_check_seconds,
+            callback=positive_seconds,
             metavar="SECONDS",
             help=f"Time for all runs together (default {DEFAULT_BUDGET_S:.0f}).",
             rich_help_panel=JOB,
@@ -45,7 +39,7 @@ def tune(
     window: Annotated[
         float,
         typer.Option(
-            callback=_check_seconds,
+            callback=positive_seconds,
             metavar="SECONDS",
             help=f"Training time per run after its first step (default {DEFAULT_WINDOW_S:.0f}).",
             rich_help_panel=JOB,
