@@ -1,6 +1,7 @@
 """Exports to the tools users already watch, for real: TensorBoard's own reader reads the event
 files trainprof writes, and an HTTP scrape of `--metrics-port` parses as OpenMetrics while the
-job runs; without the extra installed, each option says in one line which extra to install."""
+job runs; without the extra installed, each option (these two, --mlflow and --wandb too) says in
+one line which extra to install."""
 
 from __future__ import annotations
 
@@ -187,14 +188,16 @@ def test_a_port_in_use_is_said_before_the_job_starts(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("option", "value", "module", "extra"),
+    ("args", "module", "extra"),
     [
-        ("--tensorboard", "tb", "tensorboard", "tensorboard"),
-        ("--metrics-port", "0", "prometheus_client", "prometheus"),
+        (("--tensorboard", "tb"), "tensorboard", "tensorboard"),
+        (("--metrics-port", "0"), "prometheus_client", "prometheus"),
+        (("--mlflow",), "mlflow", "mlflow"),
+        (("--wandb",), "wandb", "wandb"),
     ],
 )
 def test_without_the_extra_the_option_names_it(
-    tmp_path: Path, option: str, value: str, module: str, extra: str
+    tmp_path: Path, args: tuple[str, ...], module: str, extra: str
 ) -> None:
     """The library missing (blocked from import, as where it is not installed): one line that
     names the extra, exit 2, and the job never started."""
@@ -207,7 +210,7 @@ def test_without_the_extra_the_option_names_it(
         "main()\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", body, "run", "-q", option, value, str(script)],
+        [sys.executable, "-c", body, "run", "-q", *args, str(script)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

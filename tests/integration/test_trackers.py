@@ -10,7 +10,6 @@ import os
 import shutil
 import struct
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -253,28 +252,3 @@ def test_wandb_without_a_login_says_so_and_asks_nothing(tmp_path: Path) -> None:
         "nothing added"
     ), proc.stderr
     assert not (tmp_path / "wandb-dir").exists()
-
-
-@pytest.mark.parametrize(("option", "module"), [("--mlflow", "mlflow"), ("--wandb", "wandb")])
-def test_without_the_extra_the_option_names_it(tmp_path: Path, option: str, module: str) -> None:
-    """The library blocked from import, as where it is not installed: one line naming the
-    extra, exit 2, and the job never started."""
-    marker = tmp_path / "ran"
-    script = write_script(tmp_path, "job.py", f"open({str(marker)!r}, 'w').close()\n")
-    body = (
-        f"import sys; sys.modules[{module!r}] = None\n"
-        "from trainprof.console_script import main\n"
-        "sys.argv = ['trainprof', *sys.argv[1:]]\n"
-        "main()\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", body, "run", "-q", option, str(script)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 2, proc.stderr
-    assert f"pip install 'trainprof[{module}]'" in proc.stderr
-    assert proc.stderr.strip().count("\n") == 0, proc.stderr
-    assert not marker.exists()
