@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainprof.analysis.stalls import Stall, refine
+from trainprof.analysis.stalls import Stall, period, refine
 from trainprof.store.stacks import StackSpan
 
 TRAIN = "/home/user/proj/train.py"
@@ -69,3 +69,12 @@ def test_a_thread_frozen_in_one_forward_stack_evaluated_nothing() -> None:
     spans = [StackSpan(10.0, 10.8, FORWARD), StackSpan(10.8, 11.0, SEARCH)]
     (st,), evals = refine([Stall(50, 10.0, 11.0, 0.95, "cpu")], spans, {}, [])
     assert st.cause != "eval" and evals == []
+
+
+def test_a_stall_and_the_slow_steps_after_it_recur_as_one_event() -> None:
+    """A sleep every 10 steps, each followed by three slower steps (a real run's, no stacks):
+    every 10 steps, not every step."""
+    clusters = [i for start in range(20, 300, 10) for i in range(start, start + 4)]
+    assert period(clusters) == 10
+    assert period([5, 6, 7, 8, 9, 10]) is None  # one long slow stretch: one event
+    assert period(list(range(20, 300, 10))) == 10

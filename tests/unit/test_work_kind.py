@@ -270,3 +270,13 @@ def test_numpy_in_a_custom_function_called_from_the_loop_is_host_work() -> None:
     spans = [StackSpan(i * 0.01, (i + 1) * 0.01, f) for i, f in enumerate((function, backward))]
     prof = profile(spans, source, 0.0, 1.0)
     assert round(prof.seconds.get("other", 0.0), 3) == 0.01, prof.seconds
+
+
+@pytest.mark.parametrize("root", ["/home/user/trainprof", "/home/user/proj"])
+def test_numpy_inside_the_forward_is_host_work_wherever_the_venv_lies(root: str) -> None:
+    """numpy's own frames in a venv under a folder named ``trainprof`` (a clone of trainprof,
+    CI's) are numpy, not trainprof's probe: host work, wherever the folder is."""
+    numpy = ("percentile", f"{root}/.venv/lib/python3.11/site-packages/numpy/lib/_fb.py", 4100)
+    frames = (*LOOP, MODULE, at(20, "FakeQuant.forward"), numpy)
+    assert work_kind.is_host(frames, SOURCE)
+    assert category(frames, SOURCE) == "other"

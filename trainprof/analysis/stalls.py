@@ -131,7 +131,10 @@ def _overlap(seg: Segment, t0: float, t1: float) -> float:
 
 
 def period(indices: list[int]) -> int | None:
-    """The step period of recurring events, if most gaps agree (±1 step); None if irregular."""
+    """The step period of recurring events, if most gaps agree (±1 step); None if irregular.
+    Consecutive slow steps are one event: a 0.2 s stall every 10 steps is often followed by two
+    or three slower steps (caches gone cold), which read as "every 1 step" counted apart."""
+    indices = [i for k, i in enumerate(indices) if k == 0 or indices[k - 1] != i - 1]
     if len(indices) < 3:
         return None
     gaps = [b - a for a, b in zip(indices, indices[1:], strict=False)]

@@ -36,6 +36,7 @@ _LIBRARY = re.compile(
 # own (it may not be trainprof's), or another machine's for a run recorded there.
 _INSTALLED_TORCH = re.compile(r"(?:site|dist)-packages/torch/")
 _INSTALLED_EXAMPLES = re.compile(r"(?:site|dist)-packages/trainprof/examples/")
+_INSTALLED_TRAINPROF = re.compile(r"(?:site|dist)-packages/trainprof/")
 
 
 @lru_cache(maxsize=1)
@@ -78,6 +79,17 @@ def is_torch_path(path: str) -> bool:
     """True when ``path`` (``/`` or ``\\`` separated) is a file of torch's installed package."""
     p = path.replace("\\", "/")
     return bool(_INSTALLED_TORCH.search(p)) or p.startswith(_roots()[2])
+
+
+@lru_cache(maxsize=8192)
+def is_trainprof_path(path: str) -> bool:
+    """True when ``path`` is a file of trainprof's own package (its probe's hooks), not of its
+    bundled examples: by the package's real directory, or its installed folder elsewhere."""
+    p = path.replace("\\", "/")
+    own, examples, _torch = _roots()
+    if p.startswith(examples) or _INSTALLED_EXAMPLES.search(p):
+        return False
+    return p.startswith(own) or bool(_INSTALLED_TRAINPROF.search(p))
 
 
 @lru_cache(maxsize=8192)

@@ -18,7 +18,12 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from trainprof.analysis.usercode import is_stdlib_path, is_torch_path, is_user_path
+from trainprof.analysis.usercode import (
+    is_stdlib_path,
+    is_torch_path,
+    is_trainprof_path,
+    is_user_path,
+)
 from trainprof.store.stacks import Frame, StackSpan
 
 WAIT_CHILD = "wait_child"
@@ -187,7 +192,7 @@ def is_host(frames: tuple[Frame, ...], source: Mapping[tuple[str, int], str]) ->
     if not frames:
         return False
     p = frames[-1][1].replace("\\", "/")
-    if is_torch_path(p) or ("/trainprof/" in p and not is_user_path(p)):
+    if is_torch_path(p) or is_trainprof_path(p):
         return False  # torch's own code, or trainprof's probe hooks
     if is_stdlib_path(p) and not _WRAPPERS.search(p):
         return True

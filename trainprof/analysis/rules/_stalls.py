@@ -129,7 +129,8 @@ def _where_lines(m: Metrics, found: Stalls) -> list[str]:
             line += f"; the hot line is {cs.hot_where}"
         return [line] + ([found.hot.evidence] if found.hot and found.hot.text else [])
     if m.activity.stacks_error or not m.activity.spans:
-        return ["no stack samples to name the code (py-spy unavailable)"]
+        why = m.activity.stacks_error or "py-spy did not run"
+        return [f"no stack samples to name the code ({why})"]
     return []
 
 

@@ -22,6 +22,8 @@ Best practice::
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from trainprof.analysis import work_kind
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
@@ -55,10 +57,26 @@ def check(m: Metrics) -> Finding | None:
     if found is None:
         return None
     doing = "computing (not waiting for data, saving, evaluating or blocked)"
+    cpu = m.activity.main_cpu_in_stalls
+    idle = not m.basis.by_stacks and not m.activity.spans and cpu is not None and cpu < BUSY
+    if idle:
+        # no stacks to tell a computation from a sleep or an upload: the process's CPU says
+        doing = (
+            "not waiting for data, saving or evaluating; but not computing all the time "
+            "either (a sleep, I/O or a lock uses no CPU): stack samples would name it"
+        )
     kind = stall_kind(m, found)
     if kind is not None and kind not in (work_kind.PYTHON, work_kind.TORCH):
         doing += f": {work_kind.DESCRIBE[kind]}"
-    return with_kind(finding(found, every(m, found), evidence(m, found, doing)), found, kind)
+    f = finding(found, every(m, found), evidence(m, found, doing))
+    if idle:
+        f = replace(f, title=f"Training stalls {every(m, found)} in the main process")
+    return with_kind(f, found, kind)
+
+
+# Without stacks, a stall whose main process used less of a CPU than this (%) was partly a
+# wait, not CPU work.
+BUSY = 50.0
 
 
 def finding(found: Stalls, when: str, lines: list[str]) -> Finding:

@@ -480,7 +480,7 @@ _CASES: tuple[ZooCase, ...] = (
     ZooCase(
         "beside_busy_loop",
         "slow",
-        "a healthy one-thread MLP job while a neighbour process spins on every CPU it may use: "
+        "a healthy one-thread MLP job while a neighbour spins two busy loops per CPU it may use: "
         "the loop's thread waits for a CPU most of the time, its profile looks compute-bound",
         90.0,
     ),
