@@ -114,10 +114,14 @@ def test_a_runner_killed_by_sigkill_leaves_no_secret_on_disk(tmp_path: Path) -> 
         _read_until(proc.stdout.fileno(), b"printed\n", seen)
         assert f"whole {SECRET}".encode() in seen  # the terminal gets the job's bytes
         job_pid = json.loads((run_dir / "run.json").read_text())["pid"]
-        log, deadline = run_dir / "stdout.log", time.monotonic() + 30
-        while b"printed" not in log.read_bytes():  # the copy follows the terminal at once
-            assert time.monotonic() < deadline, log.read_bytes()
-            time.sleep(0.05)
+        deadline = time.monotonic() + 30
+        # each stream's copy follows the terminal at once, each from its own pipe: stderr's
+        # line may land after stdout's last one
+        for name, last in (("stdout.log", b"printed"), ("stderr.log", b"err ")):
+            log = run_dir / name
+            while last not in log.read_bytes():
+                assert time.monotonic() < deadline, (name, log.read_bytes())
+                time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)  # the runner, as the OOM killer would
         proc.wait(timeout=30)
         try:  # the runner's watchdog stops the job: wait for it, so no file is written after

@@ -78,3 +78,28 @@ def test_a_stall_and_the_slow_steps_after_it_recur_as_one_event() -> None:
     assert period(clusters) == 10
     assert period([5, 6, 7, 8, 9, 10]) is None  # one long slow stretch: one event
     assert period(list(range(20, 300, 10))) == 10
+
+
+def test_saves_the_samples_missed_are_the_checkpoint_routine_the_others_showed() -> None:
+    """Every 10 steps a probe-timed torch.save inside a 0.1 s stall; fsync and copy after it.
+    Where the stacks show the save routine in four stalls of five, the fifth (its samples in the
+    optimizer step on either side of the save) is the checkpoint's too; with two of five, no."""
+    from trainprof.analysis.stalls import Segment, saving_calls
+
+    adam = ("adam", "/venv/site-packages/torch/optim/adam.py", 9)
+    saving = (("<module>", TRAIN, 1), ("fit", TRAIN, 112), ("save_checkpoint", TRAIN, 42))
+    stepping = (("<module>", TRAIN, 1), ("fit", TRAIN, 108), adam)
+    loop = frozenset({("fit", TRAIN), ("<module>", TRAIN)})
+
+    def causes(shown: int) -> list[str]:
+        stalls, saves, spans = [], [], []
+        for k in range(5):
+            t0 = 10.0 * k
+            stalls.append(Stall(10 * k, t0, t0 + 0.1, 0.09, "cpu"))
+            saves.append(Segment(t0 + 0.001, t0 + 0.03))
+            first = saving if k < shown else stepping
+            spans += [StackSpan(t0, t0 + 0.07, first), StackSpan(t0 + 0.07, t0 + 0.1, stepping)]
+        return [st.cause for st in saving_calls(stalls, saves, spans, loop)]
+
+    assert causes(4) == ["checkpoint"] * 5
+    assert causes(2) == ["checkpoint", "checkpoint", "cpu", "cpu", "cpu"]

@@ -47,6 +47,11 @@ def test_a_candidate_of_another_value_or_setting_is_not_quoted() -> None:
     threads = "torch.set_num_threads(1) (or OMP_NUM_THREADS=1) — effect not predicted"
     v = annotate(Verdict((_finding(threads),)), _tuned(0.12, "faster", threads=1))
     assert v.findings[0].fix[0].endswith("measured by trainprof tune: +12% (±5%)")
+    why = "torch.set_num_threads(1) — effect not predicted: its own threads kept its CPUs busy"
+    v = annotate(Verdict((_finding(why),)), _tuned(0.12, "faster", threads=1))
+    assert (
+        v.findings[0].fix[0] == "torch.set_num_threads(1) — measured by trainprof tune: +12% (±5%)"
+    )
     assert tunable(Verdict((_finding(threads),))) and not tunable(Verdict((_finding("x"),)))
 
 

@@ -1,8 +1,8 @@
 """Findings' fix lines with what `trainprof tune` measured of the same setting on this job.
 
 A fix line that sets the DataLoader's ``num_workers`` or torch's threads is matched with the
-tune candidate of that value: a faster one is quoted ("measured by trainprof tune: +31 %
-(±4 %)"), a slower one or one within noise replaces the line's promise ("tried by trainprof
+tune candidate of that value: a faster one is quoted beside the bound predicted, or in place of
+"effect not predicted" ("measured by trainprof tune: +31 % (±4 %)"), a slower one or one within noise replaces the line's promise ("tried by trainprof
 tune: −23 % (±5 %): not advised").
 """
 
@@ -46,8 +46,8 @@ def _line(line: str, arms: list[dict[str, Any]]) -> str:
         return line
     change, spread = float(arm["change"]), arm.get("spread")
     told = f"{change:+.0%}" + (f" (±{float(spread):.0%})" if spread is not None else "")
-    if arm.get("verdict") == "faster":
-        return f"{line} — measured by trainprof tune: {told}"
+    if arm.get("verdict") == "faster":  # beside the bound predicted, or in place of "not"
+        return f"{line.split(' — effect not predicted')[0]} — measured by trainprof tune: {told}"
     head = line.split(" — expected:")[0].split(" — effect not predicted")[0]
     return f"{head} — tried by trainprof tune: {told}, {arm.get('verdict')}: not advised"
 

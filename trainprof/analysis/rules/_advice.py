@@ -94,7 +94,11 @@ def _judge(m: Metrics, r: Rule | None, f: Finding, line: str, workers: bool) -> 
 def _with_effect(text: str, effect: Effect | None) -> str:
     if EXPECTED in text or NOT_PREDICTED in text:
         return text
-    return text + (EXPECTED + effect.text if effect is not None else NOT_PREDICTED)
+    if effect is None:
+        return text + NOT_PREDICTED
+    if not effect.predicted:
+        return f"{text}{NOT_PREDICTED}: {effect.text}"
+    return text + EXPECTED + effect.text
 
 
 def _framework_line(

@@ -20,6 +20,8 @@ from trainprof.analysis.rules.registry import REGISTRY, Effect, Fix
 MIN_WORKER_GAIN = 0.10
 # CPUs other processes take, on average, for their load to decide what the job gets.
 OTHERS_LOAD = 0.5
+# The share of its usable CPUs a job's own processes use for them to be full with its own work.
+OWN_FULL = 0.75
 
 
 def job_cpus(m: Metrics) -> float | None:
@@ -80,12 +82,26 @@ def _workers(m: Metrics, f: Finding, line: str) -> Effect | None:
     return Effect(f"up to {up:+.0%} samples/s ({basis})")
 
 
-def _threads(m: Metrics, _f: Finding, _line: str) -> Effect | None:
+def _threads(m: Metrics, _f: Finding, line: str) -> Effect | None:
     """Fewer threads than CPUs take away at most the loop's thread's wait for a CPU; not
-    predicted under other processes' load, whose share of the CPUs the job does not decide."""
+    predicted under other processes' load, whose share of the CPUs the job does not decide,
+    nor where the job's own threads filled its CPUs: then the loop waited while they did its
+    own work, and what goes is only their contention (2 CPUs, 8 threads: waited 34 %; 2 threads measured +17 %)."""
     s = m.cpu_starvation
     if s is None or s.runq <= 0 or others_cpus(m) >= OTHERS_LOAD:
         return None
+    if s.usable and s.job_cpus is not None and s.job_cpus >= OWN_FULL * s.usable:
+        n = (
+            hit.group(1)
+            if (hit := re.search(r"(?:set_num_threads\(|THREADS=)(\d+)", line))
+            else "N"
+        )
+        return Effect(
+            f"its own threads kept its {s.usable} CPUs busy ({s.job_cpus:.1f} used), so part of "
+            f"the wait was its own work taking turns; `trainprof tune --candidate threads={n}` "
+            "measures it",
+            predicted=False,
+        )
     return Effect(
         f"up to {gain(1.0 - s.runq):+.0%} samples/s (the loop's thread waited for a CPU "
         f"{s.runq:.0%} of the time; at most that wait goes)"

@@ -220,6 +220,7 @@ class Effect:
 
     text: str  # "up to +19 % samples/s (the loop waits for data 33 % ...)", or why not
     helps: bool = True
+    predicted: bool = True  # False: ``text`` says why this run cannot predict it
 
 
 # (the run, the finding, the fix line) → its effect; None: not predicted
