@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import json
 import os
 import platform
@@ -28,12 +29,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / "docs" / "rules"
+BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"  # its table of measured fixes, quoted by the pages
 README = ROOT / "README.md"
 # The files that show the demo's whole report, between DEMO_BEGIN and DEMO_END.
 DEMO_PAGES = (README, ROOT / "docs" / "guide" / "run.md")
 # Whole outputs of the excerpts' runs, shown in a guide: (excerpt name, page, marker name)
 WHOLE = (("attach", ROOT / "docs" / "guide" / "attach.md", "attach-report"),)
 EXAMPLES_PY = ROOT / "trainprof" / "render" / "rule_examples.py"
+MEASURED_PY = ROOT / "trainprof" / "render" / "measured_fixes.py"
 DEMO_BEGIN, DEMO_END = "<!-- demo:begin -->", "<!-- demo:end -->"
 SHORTENED = "the paths of the machine that ran it, to `…/`"
 COLUMNS = 90  # the width of every captured report: no line of the docs wider than that
@@ -45,6 +48,7 @@ def write_pages() -> list[str]:
     from trainprof.render.rules_reference import pages
 
     RULES_DIR.mkdir(parents=True, exist_ok=True)
+    write_measured()
     wanted = pages(all_rules())
     changed = []
     for name, text in wanted.items():
@@ -322,13 +326,32 @@ def capture_examples(only: list[str]) -> dict[str, dict[str, str]]:
     return examples
 
 
+def write_measured() -> None:
+    """trainprof/render/measured_fixes.py from BENCHMARKS.md's table of what tune measured."""
+    from trainprof.render import measured_fixes
+    from trainprof.render.rules_reference import measured_rows
+
+    rows = measured_rows(BENCHMARKS.read_text(encoding="utf-8"))
+    if tuple(rows) == measured_fixes.MEASURED:
+        return
+    head = MEASURED_PY.read_text(encoding="utf-8").split("MEASURED:", 1)[0]
+    body = json.dumps(rows, indent=4, ensure_ascii=False)
+    MEASURED_PY.write_text(f"{head}MEASURED: tuple[str, ...] = tuple({body})\n", "utf-8")
+    _format(MEASURED_PY)
+    importlib.reload(measured_fixes)
+
+
 def write_examples(examples: dict[str, dict[str, str]]) -> None:
     head = EXAMPLES_PY.read_text(encoding="utf-8").split("EXAMPLES:", 1)[0]
     body = json.dumps(dict(sorted(examples.items())), indent=4, ensure_ascii=False)
     EXAMPLES_PY.write_text(f"{head}EXAMPLES: dict[str, dict[str, str]] = {body}\n", "utf-8")
+    _format(EXAMPLES_PY)
+
+
+def _format(path: Path) -> None:
     ruff = Path(sys.executable).parent / "ruff"
     if ruff.exists():
-        subprocess.run([str(ruff), "format", "-q", str(EXAMPLES_PY)], check=False)
+        subprocess.run([str(ruff), "format", "-q", str(path)], check=False)
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from trainprof.analysis.rules import all_rules
-from trainprof.analysis.rules.registry import Rule
+from trainprof.analysis.rules.registry import REGISTRY, Rule
 from trainprof.render import rules_reference as ref
 from trainprof.render.rule_examples import EXAMPLES
 
@@ -183,3 +183,16 @@ def test_every_signal_is_explained_in_plain_words() -> None:
     from trainprof.render.rules_reference import SIGNAL_MEANING
 
     assert set(SIGNAL_MEANING) == set(SIGNALS)
+
+
+def test_the_measured_fixes_are_benchmarks_rows_on_their_rules_pages() -> None:
+    """BENCHMARKS.md's table of what tune measured, copied as written; each row on the page of
+    every rule whose zoo scripts it names, and a page with none says nothing was measured."""
+    from trainprof.render.measured_fixes import MEASURED
+
+    text = (ROOT / "docs" / "BENCHMARKS.md").read_text(encoding="utf-8")
+    assert MEASURED == tuple(ref.measured_rows(text)), "run `make docs`: BENCHMARKS.md moved"
+    assert MEASURED, "the table was not found"
+    starved = ref.rule_page(REGISTRY["cpu-starved"])
+    assert all(row in starved for row in MEASURED if "`oversubscribed.py`" in row)
+    assert "No fix of this rule has been measured" in ref.rule_page(REGISTRY["eval-stall"])

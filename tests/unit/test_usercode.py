@@ -56,6 +56,8 @@ OWN = Path(trainprof.__file__).parent
         ("/home/user/train prof/trainprof/tests/unit/test_x.py", True),
         ("<frozen runpy>", False),
         ("<built-in>", False),
+        # a py-spy frame read torn: a string of the program's where the file name should be
+        ("overwrite_input", False),
     ],
 )
 def test_user_code_is_what_no_library_marker_claims(path: str, mine: bool) -> None:

@@ -95,8 +95,9 @@ def is_trainprof_path(path: str) -> bool:
 @lru_cache(maxsize=8192)
 def is_user_path(path: str) -> bool:
     """True unless ``path`` (``/`` or ``\\`` separated) is a library, the stdlib, torch, trainprof
-    or generated code; the bundled examples are user code; an empty path is not."""
-    if not path:
+    or generated code; the bundled examples are user code; an empty path is not, nor a string
+    that names no file (a py-spy frame read torn: ``overwrite_input``)."""
+    if not path or not _names_a_file(path):
         return False
     p = path.replace("\\", "/")
     own, examples, torch = _roots()
@@ -105,3 +106,8 @@ def is_user_path(path: str) -> bool:
     if p.startswith(own) or p.startswith(torch) or is_installed(p):
         return False
     return not _LIBRARY.search(p)
+
+
+def _names_a_file(path: str) -> bool:
+    """A source file's name as a code object carries it: ``….py``, a path, or ``<string>``."""
+    return path.endswith(".py") or "/" in path or "\\" in path or path.startswith("<")

@@ -26,6 +26,7 @@ from trainprof.analysis import frameworks, ledger
 from trainprof.analysis.rules import COMPOUNDS
 from trainprof.analysis.rules._fixes import SHARED
 from trainprof.analysis.rules.registry import Fix, Rule, Threshold
+from trainprof.render import measured_fixes
 from trainprof.render.rule_examples import EXAMPLES
 from trainprof.version import __version__
 
@@ -279,6 +280,7 @@ def rule_page(r: Rule) -> str:
         rows = [(f"[`{other}`]({other}.md)", how) for other, how in pairs]
         out += [f"## {COMPOUNDS_HEADING}", "", *_md_table(("rule", "how"), rows), ""]
     out += [f"## {FIXES_HEADING}", "", *fixes_md(r), ""]
+    out += [f"## {MEASURED_HEADING}", "", *measured_md(r, measured_fixes.MEASURED), ""]
     for heading in BLOCKS:
         code = r.block(heading)
         out += [f"## {heading}", "", *_fence(code, _lexer(code)), ""]
@@ -320,6 +322,49 @@ def fixes_md(r: Rule) -> list[str]:
         text += ["", "Its own fixes, matched before the shared ones:", ""]
         text += _md_table(("fix", "needs", "changes", "expected effect"), own)
     return [*text, "", "Every other line is one of the [shared fixes](README.md#fixes)."]
+
+
+MEASURED_HEADING = "fixes as measured"
+MEASURED_HEAD = (
+    "script and candidate",
+    "tune",
+    "plain A/B of the edited script",
+    "date",
+    "machine",
+)
+
+
+def measured_rows(benchmarks: str) -> list[str]:  # tools.docs copies them to measured_fixes
+    """The rows of docs/BENCHMARKS.md's table of what `trainprof tune` measured, as written."""
+    head = "| " + " | ".join(MEASURED_HEAD) + " |"
+    lines = benchmarks.splitlines()
+    if head not in lines:
+        return []
+    rows = []
+    for line in lines[lines.index(head) + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    return rows
+
+
+def measured_md(r: Rule, rows: Sequence[str]) -> list[str]:
+    """The measured rows of the rule's zoo scripts, else that none was measured."""
+    mine = [row for row in rows if any(f"`{name}.py`" in row for name in r.examples)]
+    if not mine:
+        return [
+            "No fix of this rule has been measured on this project's machines yet: a fix's "
+            "expected effect above is a model's bound. `trainprof tune` measures the settings "
+            "it can change on your job."
+        ]
+    return [
+        "What `trainprof tune` measured of its fixes on the zoo's scripts "
+        "([BENCHMARKS](../BENCHMARKS.md#what-trainprof-tune-measured)):",
+        "",
+        "| " + " | ".join(MEASURED_HEAD) + " |",
+        "| " + " | ".join("---" for _ in MEASURED_HEAD) + " |",
+        *mine,
+    ]
 
 
 def _claims_md(r: Rule) -> list[str]:
