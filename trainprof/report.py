@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ from rich.console import Console
 
 from trainprof.analysis.findings import Verdict
 from trainprof.analysis.outcome import job_exception, killed_at_shutdown
-from trainprof.render.text import make_console
+from trainprof.render.text import clean, make_console, shell_join
 from trainprof.store import rundir
 from trainprof.store.abandoned import runner_died, still_running
 from trainprof.store.rundir import LIVE
@@ -177,4 +176,5 @@ def _tuned(session: Session, verdict: Verdict) -> tuple[Verdict, str | None]:
     if not tunable(verdict):
         return verdict, None
     script = command[1:] if Path(str(command[0])).name.startswith("python") else ["--", *command]
-    return verdict, f"measure these fixes before applying them: trainprof tune {shlex.join(script)}"
+    line = clean(shell_join(str(a) for a in script))  # a hostile argument stays visible text
+    return verdict, f"measure these fixes before applying them: trainprof tune {line}"

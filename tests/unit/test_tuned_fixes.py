@@ -82,3 +82,16 @@ def test_a_recorded_report_points_to_tune_then_quotes_it(tmp_path: Path) -> None
     (told,) = [x for f in data["findings"] for x in f["fix"] if "set_num_threads(" in x]
     assert told.endswith("— tried by trainprof tune: -20% (±5%), slower: not advised"), told
     assert "measure these fixes" not in text
+
+
+def test_the_tune_line_shows_a_hostile_argument_as_visible_text(tmp_path: Path) -> None:
+    """An argument with ESC and a newline, as the job got it: pasted back as one word, its
+    controls written out, never sent to the terminal raw."""
+    run_dir = materialize("oversubscribed", tmp_path)
+    meta_path = run_dir / "run.json"
+    meta = json.loads(meta_path.read_text())
+    meta["command"] = [*meta["command"], "--tag", "a\nb\x1b[31mred"]
+    meta_path.write_text(json.dumps(meta))
+    _data, text = report_of(run_dir, width=400)
+    (line,) = [x for x in text.splitlines() if "fixes before applying them: trainprof tune" in x]
+    assert "\x1b" not in text and line.endswith("--tag $'a\\nb\\x1b[31mred'"), line
