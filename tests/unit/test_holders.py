@@ -118,3 +118,29 @@ def test_a_sum_kept_across_calls_holds_only_where_nothing_is_added(tmp_path: Pat
     only_sum = likeliest([("train_step", str(printed), 14)])
     assert only_sum is not None
     assert (only_sum.function, only_sum.line) == ("AverageMeter.update", 3)
+
+
+LOOP_HISTORY = """\
+def train(model, data):
+    history, seen = [], []
+    for x in data:
+        pred = model(x)
+        history.append((pred.tolist(), x.tolist()))
+        batch = []
+        batch.append(pred)
+    return history
+"""
+
+
+def test_a_list_the_training_loop_grows_from_before_its_loop_is_held(tmp_path: Path) -> None:
+    """The loop's function keeps what it appends to a list made before the loop (each step's
+    predictions as Python lists: .tolist() is no scalar); a list made inside the loop is not
+    kept, and a helper's own list is not either."""
+    path = tmp_path / "loop.py"
+    path.write_text(LOOP_HISTORY)
+    assert [h.text for h in holders(str(path), "train", 3, loop=True)] == [
+        "history.append((pred.tolist(), x.tolist()))"
+    ]
+    assert holders(str(path), "train", 3) == []  # a helper's list, returned: not kept
+    found = likeliest([("train", str(path), 3)], frozenset({("train", str(path))}))
+    assert found is not None and found.line == 5

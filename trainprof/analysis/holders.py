@@ -3,9 +3,10 @@
 A growth is measured per process, not per line: no allocation is traced. What can be read is
 the code that ran while it grew. A function that runs every step and adds to a container that
 outlives the call (``self.cache[key] = x``, ``self.history.append(out)``, a list passed in or
-global) keeps what it adds; one that appends to a list it made itself does not. Appends of a
-number (``.item()``, ``float(...)``, ``len(...)``) keep a few bytes a step and are left out: a
-float per step is no leak at the rates the rule judges. Failing any such line, a sum kept
+global) keeps what it adds; one that appends to a list it made itself does not, unless it is
+the training loop's function and the list is made before its loop. Appends of a number
+(``.item()``, ``float(...)``, ``len(...)``; not ``.tolist()``, a whole tensor's) keep a few
+bytes a step and are left out: a float per step is no leak at the rates the rule judges. Failing any such line, a sum kept
 across calls (``self.total += loss``, ``self.sum = self.sum + val``) is the holder: a loss
 tensor summed so keeps every step's graph alive. Read with ``ast`` from the user's files.
 """
@@ -25,7 +26,7 @@ from trainprof.store.stacks import StackSpan
 # Methods that add to a container in place.
 _ADDS = frozenset(("append", "appendleft", "extend", "insert", "add", "setdefault"))
 # Calls whose result is a number or a short string: a few bytes kept per step.
-_SCALARS = frozenset(("item", "float", "int", "len", "round", "str", "bool", "tolist"))
+_SCALARS = frozenset(("item", "float", "int", "len", "round", "str", "bool"))
 
 
 @dataclass(frozen=True)
@@ -43,14 +44,16 @@ class Holder:
         return f"{self.path}:{self.line} ({named(self.function)})"
 
 
-def holders(path: str, function: str, line: int) -> list[Holder]:
+def holders(path: str, function: str, line: int, loop: bool = False) -> list[Holder]:
     """The lines of the function ``function`` (py-spy's name) holding ``line`` in ``path`` that add
-    to a container outliving the call, in source order; none where the file cannot be read."""
+    to a container outliving the call, in source order; none where the file cannot be read.
+    ``loop``: the function runs the training loop, so a container it binds before its loop and
+    adds to inside it lives as long as the training does."""
     source = parsed(path)
     node = _function_at(path, function, line)
     if source is None or node is None:
         return []
-    local = _local_names(node)
+    local = _local_names(node) - (_grown_in_loops(node) if loop else frozenset())
     found = []
     for at in _own_nodes(node):
         if not isinstance(at, ast.stmt):
@@ -91,11 +94,16 @@ def _defs(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFuncti
     return sorted(out, key=lambda qd: qd[1].lineno)
 
 
-def likeliest(functions: Iterable[tuple[str, str, int]]) -> Holder | None:
+def likeliest(
+    functions: Iterable[tuple[str, str, int]], drive: frozenset[tuple[str, str]] = frozenset()
+) -> Holder | None:
     """The first holder in the first of ``functions`` ((name, path, a line inside)) that has one;
-    else in the first of the functions they call, from their files, that has one."""
+    else in the first of the functions they call, from their files, that has one. ``drive``:
+    the training loop's functions, (name, path)."""
     seen = [f for f in functions if is_user_path(f[1])]
-    found = [h for name, path, line in seen for h in holders(path, name, line)]
+    found = [
+        h for name, path, line in seen for h in holders(path, name, line, (name, path) in drive)
+    ]
     found += [
         h
         for name, path, line in seen
@@ -148,6 +156,23 @@ def _own_nodes(func: ast.AST) -> Iterable[ast.AST]:
             continue
         yield node
         stack.extend(ast.iter_child_nodes(node))
+
+
+def _grown_in_loops(func: ast.AST) -> frozenset[str]:
+    """Names the function adds to (``.append``...) inside a ``for`` or ``while`` loop that does
+    not bind them: containers that grow with every pass of the loop."""
+    grown: set[str] = set()
+    for loop in _own_nodes(func):
+        if not isinstance(loop, (ast.For, ast.While)):
+            continue
+        body = [n for stmt in loop.body for n in ast.walk(stmt)]
+        rebound = {n.id for n in body if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for n in body:
+            if isinstance(n, ast.Call) and isinstance(f := n.func, ast.Attribute):
+                root = _root(f.value)
+                if f.attr in _ADDS and isinstance(root, ast.Name) and root.id not in rebound:
+                    grown.add(root.id)
+    return frozenset(grown)
 
 
 def _local_names(func: ast.AST) -> frozenset[str]:

@@ -73,15 +73,15 @@ FIX = {
     ),
     SLEEP: "remove the sleep from the training loop",
     LOGGING: "log every N steps, and format numbers, not whole tensors",
-    NUMPY: "keep it in torch operators on the tensor (no copy to numpy), or run it every N steps",
+    NUMPY: "keep it in torch operators on the tensor (no copy to numpy)",
     TO_HOST: (
         "keep it in torch operators on whole tensors, not Python lists and numbers element by "
-        "element, or run it every N steps"
+        "element"
     ),
     TORCH: "do fewer, larger tensor operations (vectorise the Python loop around them)",
     PICKLE: "pickle less often, or only what changed",
     GC: "do not call gc.collect() every step; gc.freeze() once after setup",
-    PYTHON: "vectorise it (torch or numpy on whole tensors), or run it every N steps",
+    PYTHON: "vectorise it (torch or numpy on whole tensors)",
 }
 
 # Files whose frame says which kind of wait or work a stack is in, by path suffix.
@@ -196,7 +196,25 @@ def is_host(frames: tuple[Frame, ...], source: Mapping[tuple[str, int], str]) ->
         return False  # torch's own code, or trainprof's probe hooks
     if is_stdlib_path(p) and not _WRAPPERS.search(p):
         return True
-    return of_frames(frames, source) in HOST - {PYTHON}
+    kind = of_frames(frames, source)
+    if kind == PYTHON and is_user_path(p):
+        # the interpreter itself at work on the user's line: a loop's or a branch's header, or
+        # scalar arithmetic on Python numbers (a mask filled pixel by pixel); a line that only
+        # calls a tensor operator (``x * mask``) is the model's
+        return interpreting(source.get((frames[-1][1], frames[-1][2]), ""))
+    return kind in HOST - {PYTHON}
+
+
+# A line the interpreter runs by itself: a loop's or a branch's header, or scalar arithmetic
+# through ``math`` and the builtins; never one that names torch (``_TORCH_LINE``).
+_INTERPRETER_LINE = re.compile(
+    r"^\s*(for|while|if|elif)\b|\bmath\.\w+\(|(?<![.\w])(min|max|abs|range|len|int|float|round)\("
+)
+
+
+def interpreting(text: str) -> bool:
+    """The line is the interpreter's own work on Python objects, not a tensor operator's."""
+    return bool(_INTERPRETER_LINE.search(text)) and not _TORCH_LINE.search(text)
 
 
 def dominant(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from trainprof.analysis import frameworks
+from trainprof.analysis import frameworks, work_kind
 from trainprof.analysis.attribution import where
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
@@ -182,7 +182,9 @@ def _is_model_frame(frame: tuple[str, str, int]) -> bool:
 
 def _feeds_the_loss(m: Metrics, f: Finding) -> bool:
     """Most of the time under the finding's line is inside a module call or
-    torch.distributions (a policy's forward and its sampling, called from the loop)."""
+    torch.distributions (a policy's forward and its sampling, called from the loop), or the
+    line runs for a model's forward (a helper the forward calls, a custom autograd Function's
+    forward); a forward hook that only observes does not feed it."""
     if f.where is None:
         return False
     under = model = 0.0
@@ -191,9 +193,27 @@ def _feeds_the_loss(m: Metrics, f: Finding) -> bool:
         if at is None:
             continue
         under += seconds
-        if any(_is_model_frame(fr) for fr in frames[at + 1 :]):
+        if any(_is_model_frame(fr) for fr in frames[at + 1 :]) or (
+            _for_a_forward(frames, at)
+            and work_kind.of_frames(frames, m.activity.source) in _COMPUTES
+        ):
             model += seconds
     return under > 0 and model >= MODEL_WORK * under
+
+
+# Kinds of work that compute a value (a print or a wait in a forward feeds no loss).
+_COMPUTES = frozenset({work_kind.NUMPY, work_kind.TO_HOST, work_kind.TORCH, work_kind.PYTHON})
+
+
+def _for_a_forward(frames: tuple[tuple[str, str, int], ...], at: int) -> bool:
+    """Frame ``at`` runs within a ``forward`` that a module call or an autograd Function's
+    apply called: the model's own computation, not a hook beside it."""
+    for caller, callee in zip(frames[:at], frames[1 : at + 1], strict=False):
+        path = caller[1].replace("\\", "/")
+        calls_forward = _is_model_frame(caller) or path.endswith("torch/autograd/function.py")
+        if calls_forward and callee[0].rsplit(".", 1)[-1] == "forward":
+            return True
+    return False
 
 
 def validating(frames: tuple[tuple[str, str, int], ...]) -> bool:

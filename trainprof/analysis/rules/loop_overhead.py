@@ -103,8 +103,12 @@ def check(m: Metrics) -> Finding | None:
         title = f"Host work outside forward/backward/optimizer takes {share:.0%} of the loop"
         fix = (EVERY_N, FUSED)
         if hot is not None and hot.text:
+            loop = work_kind.interpreting(hot.text)
             fix = (
-                f"make {hot.quoted} cheaper",
+                f"vectorise the Python loop around {hot.quoted}: torch operators on whole "
+                "tensors, not Python numbers element by element"
+                if loop
+                else f"make {hot.quoted} cheaper",
                 f"or, where {hot.quoted} need not run every step, run it every N steps",
                 OFF,
             )

@@ -169,7 +169,8 @@ def _holder(m: Metrics, growing: list[Growth]) -> Holder | None:
     window = m.activity.window
     if window is None or not m.activity.spans:
         return None
-    return likeliest(busiest_functions(m.activity.spans, window, m.activity.loop_funcs))
+    loop = m.activity.loop_funcs
+    return likeliest(busiest_functions(m.activity.spans, window, loop), loop)
 
 
 def running_out(m: Metrics, rate: float) -> tuple[str, bool] | None:
