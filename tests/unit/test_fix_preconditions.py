@@ -200,3 +200,11 @@ def test_threads_are_not_predicted_where_the_jobs_own_threads_fill_its_cpus() ->
         "up to +56% samples/s (the loop's thread waited for a CPU 36% of the time; at most that "
         "wait goes)"
     ), half
+
+
+def test_cpu_starveds_framework_workers_line_is_fewer_workers() -> None:
+    """cpu-starved's workers lines take workers away, in a framework's words too: never judged
+    (and held back) as "more workers" by a model of the wait for data it does not claim."""
+    rule = REGISTRY["cpu-starved"]
+    for words in ("-j/--workers N on its command line", "num_workers is dataloader_num_workers"):
+        assert kind(rule, f"with a pytorch/examples-style script: {words}").name == "fewer workers"

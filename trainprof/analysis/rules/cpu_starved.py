@@ -76,7 +76,7 @@ WORKERS_SETTING = frameworks.settings("workers")
     or_from=("samples", "schedstat", "sampled_window"),
     claims=WAITS,
     # its num_workers lines take workers away: never the shared "more workers"
-    fixes=(THREADS, replace(FEWER_WORKERS, match=r"num_workers")),
+    fixes=(THREADS, replace(FEWER_WORKERS, match=r"num_workers|--workers")),
     thresholds=(RUNQ, THROTTLED, GPU_BUSY),
     compounds={
         "input-bound": (
