@@ -6,9 +6,9 @@ outlives the call (``self.cache[key] = x``, ``self.history.append(out)``, a list
 global) keeps what it adds; one that appends to a list it made itself does not, unless it is
 the training loop's function and the list is made before its loop. Appends of a number
 (``.item()``, ``float(...)``, ``len(...)``; not ``.tolist()``, a whole tensor's) keep a few
-bytes a step and are left out: a float per step is no leak at the rates the rule judges. Failing any such line, a sum kept
-across calls (``self.total += loss``, ``self.sum = self.sum + val``) is the holder: a loss
-tensor summed so keeps every step's graph alive. Read with ``ast`` from the user's files.
+bytes a step and are left out: a float per step is no leak at the rates the rule judges.
+Failing any such line, a sum kept across calls (``self.total += loss``, ``self.sum =
+self.sum + val``) is the holder: a loss tensor summed so keeps every step's graph alive. Read with ``ast`` from the user's files.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 A fix line that sets the DataLoader's ``num_workers`` or torch's threads is matched with the
 tune candidate of that value: a faster one is quoted beside the bound predicted, or in place of
-"effect not predicted" ("measured by trainprof tune: +31 % (±4 %)"), a slower one or one within noise replaces the line's promise ("tried by trainprof
-tune: −23 % (±5 %): not advised").
+"effect not predicted" ("measured by trainprof tune: +31 % (±4 %)"); a slower one or one within
+noise replaces the line's promise ("tried by trainprof tune: −23 % (±5 %): not advised").
 """
 
 from __future__ import annotations

@@ -100,10 +100,10 @@ def is_user_path(path: str) -> bool:
     if not path or not _names_a_file(path):
         return False
     p = path.replace("\\", "/")
-    own, examples, torch = _roots()
+    _own, examples, torch = _roots()
     if p.startswith(examples) or _INSTALLED_EXAMPLES.search(p):
         return True
-    if p.startswith(own) or p.startswith(torch) or is_installed(p):
+    if is_trainprof_path(p) or p.startswith(torch) or is_installed(p):
         return False
     return not _LIBRARY.search(p)
 

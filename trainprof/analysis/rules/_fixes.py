@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from trainprof.analysis import tuned
 from trainprof.analysis.findings import Finding
 from trainprof.analysis.metrics import Metrics
 from trainprof.analysis.rules.registry import REGISTRY, Effect, Fix
@@ -86,16 +87,13 @@ def _threads(m: Metrics, _f: Finding, line: str) -> Effect | None:
     """Fewer threads than CPUs take away at most the loop's thread's wait for a CPU; not
     predicted under other processes' load, whose share of the CPUs the job does not decide,
     nor where the job's own threads filled its CPUs: then the loop waited while they did its
-    own work, and what goes is only their contention (2 CPUs, 8 threads: waited 34 %; 2 threads measured +17 %)."""
+    own work, and what goes is only their contention (2 CPUs, 8 threads: waited 34 %; 2
+    threads measured +17 %)."""
     s = m.cpu_starvation
     if s is None or s.runq <= 0 or others_cpus(m) >= OTHERS_LOAD:
         return None
     if s.usable and s.job_cpus is not None and s.job_cpus >= OWN_FULL * s.usable:
-        n = (
-            hit.group(1)
-            if (hit := re.search(r"(?:set_num_threads\(|THREADS=)(\d+)", line))
-            else "N"
-        )
+        n = hit.group(1) if (hit := tuned.THREADS.search(line)) else "N"
         return Effect(
             f"its own threads kept its {s.usable} CPUs busy ({s.job_cpus:.1f} used), so part of "
             f"the wait was its own work taking turns; `trainprof tune --candidate threads={n}` "

@@ -58,7 +58,7 @@ def check(m: Metrics) -> Finding | None:
         return None
     doing = "computing (not waiting for data, saving, evaluating or blocked)"
     cpu = m.activity.main_cpu_in_stalls
-    idle = not m.basis.by_stacks and not m.activity.spans and cpu is not None and cpu < BUSY
+    idle = not m.activity.spans and cpu is not None and cpu < BUSY
     if idle:
         # no stacks to tell a computation from a sleep or an upload: the process's CPU says
         doing = (
